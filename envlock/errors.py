@@ -1,0 +1,72 @@
+"""Every error envlock reports to a user.
+
+The tree (other modules define no error classes of their own)::
+
+    EnvlockError                 exit 1   message + hint, printed as `error:` / `hint:` by cli.py
+    ├── SpecError                exit 1   bad command-line input or environment spec
+    ├── AnchorError              exit 1   torch version unknown / CPU build / no CUDA on the platform
+    ├── PlanError                exit 1   the rules cannot build a plan (e.g. --cuda 12.7)
+    ├── ChannelError             exit 4   a channel or index cannot be reached or read
+    ├── SolveError               exit 3   no candidate CUDA minor solved (lists every attempt)
+    ├── LockfileError            exit 1   missing, corrupt, stale or too-new lock
+    ├── EnvCreateError           exit 1   installing a lock into a prefix failed
+    └── Interrupted              exit 130 Ctrl-C
+
+Exit code 2 is left to usage errors reported by the argument parser.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class EnvlockError(Exception):
+    """An error with a one-line message and a one-line hint for the user."""
+
+    exit_code: ClassVar[int] = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint or "run the command again with --help for the options"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class SpecError(EnvlockError):
+    """Bad command-line input or environment spec."""
+
+
+class AnchorError(EnvlockError):
+    """No CUDA anchor could be found for the requested torch."""
+
+
+class PlanError(EnvlockError):
+    """The rules cannot produce a plan for the anchor and options."""
+
+
+class ChannelError(EnvlockError):
+    """A channel or package index cannot be reached or read."""
+
+    exit_code: ClassVar[int] = 4
+
+
+class SolveError(EnvlockError):
+    """No candidate of the plan could be solved."""
+
+    exit_code: ClassVar[int] = 3
+
+
+class LockfileError(EnvlockError):
+    """A lock or spec file is missing, corrupt, stale or from a newer envlock."""
+
+
+class EnvCreateError(EnvlockError):
+    """Installing a lock into a prefix failed."""
+
+
+class Interrupted(EnvlockError):
+    """The user pressed Ctrl-C."""
+
+    exit_code: ClassVar[int] = 130

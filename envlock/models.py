@@ -1,0 +1,146 @@
+"""Plain frozen values passed between envlock's modules (no I/O here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Platform = Literal["linux-64", "linux-aarch64", "win-64"]
+CUDA_PLATFORMS: tuple[str, ...] = ("linux-64", "linux-aarch64", "win-64")
+#: Every conda subdir envlock knows by name (the others are refused with a reason).
+KNOWN_SUBDIRS: tuple[str, ...] = (
+    "linux-64",
+    "linux-aarch64",
+    "linux-ppc64le",
+    "win-64",
+    "osx-64",
+    "osx-arm64",
+)
+TorchSource = Literal["pip", "conda-forge"]
+Skew = Literal["exact", "minor-1", "minor+1"]
+Severity = Literal["ok", "warning", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """What torch was built with: the fixed point every plan is derived from."""
+
+    torch: str  # public version, e.g. "2.3.0" (no local label)
+    cuda: str  # "12.1" (major.minor)
+    cudnn: str | None  # "8.9.2.26", or None when unknown
+    source: str  # override | local-label | installed | conda-forge | table | pypi
+    detail: str  # one human sentence: where the answer came from
+    torch_source: TorchSource = "pip"
+    local_label: str | None = None  # "cu118" when the user gave 2.3.0+cu118
+
+    @property
+    def cuda_major(self) -> int:
+        return int(self.cuda.split(".")[0])
+
+    @property
+    def cuda_minor(self) -> int:
+        return int(self.cuda.split(".")[1])
+
+    @property
+    def cuda_tag(self) -> str:
+        return "cu" + self.cuda.replace(".", "")
+
+
+@dataclass(frozen=True, slots=True)
+class VirtualPackage:
+    name: str  # "__cuda"
+    version: str  # "12.1"
+    build: str = "0"
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.version}={self.build}"
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One CUDA minor the solver may try for a platform, with everything needed to solve it."""
+
+    cuda: str  # "12.6"
+    skew: Skew
+    specs: tuple[str, ...]  # match specs, sorted as they are solved
+    channels: tuple[str, ...]  # canonical channel names/URLs, in priority order
+    virtual_packages: tuple[VirtualPackage, ...]
+    gcc_max: int | None  # None on win-64
+    cudnn: str | None  # match spec of cudnn, e.g. "cudnn>=9.1,<9.2" or None
+    notes: tuple[str, ...] = ()  # warnings the plan carries (cudatoolkit-dev downloads …)
+    complaints: tuple[str, ...] = ()  # which tools would complain about this nvcc minor
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformPlan:
+    platform: str
+    candidates: tuple[Candidate, ...]  # in the order they are tried
+
+
+@dataclass(frozen=True, slots=True)
+class PlanOptions:
+    """Everything besides the anchor that decides a plan."""
+
+    platforms: tuple[str, ...]
+    python: str | None = None  # "3.11"
+    channels: tuple[str, ...] = ("conda-forge",)
+    glibc: str = "2.28"
+    with_cudnn: bool = True
+    extra_specs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    anchor: Anchor
+    options: PlanOptions
+    platforms: tuple[PlatformPlan, ...]
+    rules_version: str  # version of the rule tables that made it
+
+
+@dataclass(frozen=True, slots=True)
+class LockedPackage:
+    """One conda package pinned for one platform, as written in conda-lock v1."""
+
+    name: str
+    version: str
+    build: str
+    platform: str  # the lock platform this entry is for (linux-64 for a noarch package too)
+    url: str  # canonical URL (mirrors are never written)
+    md5: str
+    sha256: str | None
+    depends: tuple[str, ...] = ()
+    constrains: tuple[str, ...] = ()
+    subdir: str = ""  # the package's own subdir (noarch, linux-64 …)
+    size: int | None = None
+    channel: str = ""
+
+    @property
+    def filename(self) -> str:
+        return self.url.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformResult:
+    """What a solve of one platform produced."""
+
+    platform: str
+    chosen: Candidate
+    packages: tuple[LockedPackage, ...]  # in dependency order
+    attempts: tuple[tuple[str, str], ...] = ()  # (cuda minor, why it failed) for candidates tried before
+
+    def version_of(self, name: str) -> str | None:
+        for p in self.packages:
+            if p.name == name:
+                return p.version
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One doctor check result."""
+
+    code: str
+    severity: Severity
+    message: str
+    hint: str | None = None
+    details: dict[str, object] = field(default_factory=dict)

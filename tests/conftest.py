@@ -1,0 +1,30 @@
+"""Shared test set-up. Fixture modules live in tests/fixtures/ (one per concern)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = [
+    "tests.fixtures.channel",  # real tiny conda packages in real indexed channels (file:// and http)
+    "tests.fixtures.pypi",  # a PEP 691 / PEP 658 index served from 127.0.0.1
+]
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """../shared beside the checkout; tests that need it skip with the reason when it is absent."""
+    if not (SHARED / "channels" / "conda-forge" / "linux-64" / "repodata.json").is_file():
+        pytest.skip(f"../shared data is absent (looked for {SHARED}/channels); it is provided beside the checkout in CI")
+    return SHARED
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Never touch the user's real envlock cache from tests."""
+    cache = tmp_path_factory.getbasetemp() / "envlock-cache"
+    monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(cache))
