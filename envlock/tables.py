@@ -48,6 +48,7 @@ class CudaTables:
     virtual_packages: dict[str, dict[str, str]]
     targets: dict[str, str]
     sources: dict[str, str]
+    never_released: tuple[str, ...] = ()
 
     def minor(self, cuda: str) -> CudaMinor | None:
         return self.minors.get(cuda)
@@ -102,6 +103,7 @@ def _parse(raw: dict[str, Any]) -> CudaTables:
         virtual_packages={k: {n: str(v) for n, v in vp.items()} for k, vp in raw["virtual_packages"].items()},
         targets=dict(raw["targets"]),
         sources=dict(raw["sources"]),
+        never_released=tuple(raw.get("never_released", ())),
     )
 
 

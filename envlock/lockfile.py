@@ -1,0 +1,438 @@
+"""Render and read conda-lock v1 `conda-lock.yml` and `@EXPLICIT` files; content hash; atomic writes.
+
+Rendering is pure and deterministic (sorted, no timestamps unless asked). Reading never imports
+conda_lock (1 s of import time): conda-lock's own parser reads our files in the tests instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import yaml
+
+from envlock import __version__
+from envlock.errors import LockfileError
+from envlock.models import LockedPackage
+
+#: Version of what envlock writes into `custom_metadata` (refuse newer ones on read).
+LOCK_FORMAT = 1
+HASH_VERSION = 1
+META_PREFIX = "envlock."
+
+
+# --------------------------------------------------------------------------- model
+
+
+@dataclass(frozen=True)
+class LockFile:
+    """A parsed lock: conda-lock v1 metadata plus its conda packages."""
+
+    path: Path | None
+    platforms: tuple[str, ...]
+    channels: tuple[str, ...]
+    content_hash: dict[str, str]
+    sources: tuple[str, ...]
+    custom_metadata: dict[str, str]
+    packages: tuple[LockedPackage, ...]
+    kind: str = "conda-lock"  # or "explicit"
+    other_managers: int = 0  # pip entries and the like, which envlock does not install
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def packages_for(self, platform: str) -> tuple[LockedPackage, ...]:
+        """Conda packages of one platform, in dependency order."""
+        return tuple(p for p in self.packages if p.platform == platform)
+
+    def envlock_meta(self, platform: str | None = None) -> dict[str, Any]:
+        """envlock's own metadata (anchor, plan of `platform`), or {} for a lock envlock did not write."""
+        meta = self.custom_metadata
+        if f"{META_PREFIX}version" not in meta:
+            return {}
+        out: dict[str, Any] = {
+            "envlock_version": meta.get(f"{META_PREFIX}version"),
+            "lock_format": int(meta.get(f"{META_PREFIX}lock_format", "1")),
+            "rules_version": meta.get(f"{META_PREFIX}rules_version"),
+            "env_name": meta.get(f"{META_PREFIX}env_name"),
+            "spec": meta.get(f"{META_PREFIX}spec"),
+            "anchor": _loads(meta.get(f"{META_PREFIX}anchor")),
+        }
+        if platform is not None:
+            out["plan"] = _loads(meta.get(f"{META_PREFIX}plan.{platform}"))
+        return out
+
+
+def _loads(text: str | None) -> Any:
+    if not text:
+        return {}
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {}
+
+
+# --------------------------------------------------------------------------- hashing & urls
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no whitespace: the normal form that gets hashed."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def content_hash(inputs: Mapping[str, Any]) -> str:
+    """sha256 of the normalised inputs of one platform."""
+    return hashlib.sha256(canonical_json({"hash_version": HASH_VERSION, **inputs}).encode()).hexdigest()
+
+
+def strip_credentials(url: str) -> str:
+    """Remove user:password@ and conda `/t/<token>/` segments from a URL."""
+    if "://" not in url:
+        return url
+    parts = urlsplit(url)
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    segs = parts.path.split("/")
+    clean: list[str] = []
+    skip = False
+    for i, seg in enumerate(segs):
+        if skip:
+            skip = False
+            continue
+        if seg == "t" and i + 1 < len(segs) and i == 1:
+            skip = True
+            continue
+        clean.append(seg)
+    return urlunsplit((parts.scheme, netloc, "/".join(clean), "", ""))
+
+
+# --------------------------------------------------------------------------- dependency order
+
+
+def dependency_order(packages: Sequence[LockedPackage]) -> list[LockedPackage]:
+    """Packages sorted so that every dependency comes before its dependents (ties by name)."""
+    by_name = {p.name: p for p in packages}
+    deps = {p.name: sorted({_dep_name(d) for d in p.depends} & by_name.keys() - {p.name}) for p in packages}
+    done: set[str] = set()
+    out: list[LockedPackage] = []
+    visiting: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in done or name in visiting:
+            return  # a cycle (rare, e.g. python <-> pip) is broken by name order
+        visiting.add(name)
+        for dep in deps[name]:
+            visit(dep)
+        visiting.discard(name)
+        done.add(name)
+        out.append(by_name[name])
+
+    for name in sorted(by_name):
+        visit(name)
+    return out
+
+
+def _dep_name(spec: str) -> str:
+    return spec.split()[0].split("[")[0].split("=")[0].split("<")[0].split(">")[0].split("!")[0]
+
+
+def _split_dep(spec: str) -> tuple[str, str]:
+    name = _dep_name(spec)
+    rest = spec[len(name) :].strip()
+    return name, rest or "*"
+
+
+# --------------------------------------------------------------------------- render
+
+
+def render_conda_lock(
+    *,
+    packages: Sequence[LockedPackage],
+    platforms: Sequence[str],
+    channels: Sequence[str],
+    content_hashes: Mapping[str, str],
+    sources: Sequence[str],
+    custom_metadata: Mapping[str, str],
+    timestamp: str | None = None,
+) -> str:
+    """conda-lock v1 YAML text; byte-identical for identical inputs."""
+    metadata: dict[str, Any] = {
+        "content_hash": {p: content_hashes[p] for p in platforms},
+        "channels": [{"url": strip_credentials(c), "used_env_vars": []} for c in channels],
+        "platforms": list(platforms),
+        "sources": list(sources),
+    }
+    if timestamp:
+        metadata["time_metadata"] = {"created_at": timestamp}
+    metadata["custom_metadata"] = {k: custom_metadata[k] for k in sorted(custom_metadata)}
+    entries = []
+    for platform in platforms:
+        for p in (q for q in packages if q.platform == platform):
+            entry: dict[str, Any] = {
+                "name": p.name,
+                "version": p.version,
+                "manager": "conda",
+                "platform": p.platform,
+                "dependencies": dict(sorted(_split_dep(d) for d in p.depends)),
+                "url": strip_credentials(p.url),
+                "hash": {"md5": p.md5, **({"sha256": p.sha256} if p.sha256 else {})},
+                "category": "main",
+                "optional": False,
+            }
+            entries.append(entry)
+    doc = {"version": 1, "metadata": metadata, "package": entries}
+    header = (
+        f"# Generated by envlock {__version__}: do not edit by hand.\n"
+        "# Re-lock with `envlock lock`; check freshness with `envlock check`.\n"
+    )
+    return header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=4096, allow_unicode=True)
+
+
+def render_explicit(*, packages: Sequence[LockedPackage], platform: str, content_hash_value: str, env_name: str) -> str:
+    """An @EXPLICIT file (url#md5, dependency order) for `conda create --file`."""
+    lines = [
+        f"# Generated by envlock {__version__}: do not edit by hand.",
+        f"# env: {env_name}",
+        f"# platform: {platform}",
+        f"# content_hash: {content_hash_value}",
+    ]
+    pkgs = [p for p in packages if p.platform == platform]
+    # conda ignores comment lines; envlock reads these to verify sha256 (md5 alone is not enough).
+    lines += [f"# sha256: {p.filename} {p.sha256}" for p in pkgs if p.sha256]
+    lines.append("@EXPLICIT")
+    lines += [f"{strip_credentials(p.url)}#{p.md5}" for p in pkgs]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- read
+
+
+def read_lock(path: str | os.PathLike[str]) -> LockFile:
+    """Read a conda-lock v1 file (or an @EXPLICIT file, detected by its marker)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise LockfileError(f"no lock at {p}", hint="run `envlock resolve --torch VERSION` to make one") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LockfileError(f"cannot read {p}: {exc}", hint="check the path and its permissions") from None
+    if "@EXPLICIT" in text and not text.lstrip().startswith(("version:", "{")) and "\npackage:" not in text:
+        return parse_explicit(text, p)
+    return parse_conda_lock(text, p)
+
+
+read_explicit = read_lock
+
+
+def _bad(p: Path | None, what: str) -> LockfileError:
+    return LockfileError(
+        f"{p or 'lock'} is not a valid conda-lock v1 file: {what}",
+        hint="restore it from git (`git checkout -- <file>`) or re-create it with `envlock lock`",
+    )
+
+
+def parse_conda_lock(text: str, p: Path | None = None) -> LockFile:
+    """Parse conda-lock v1 YAML text."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise _bad(p, f"YAML error{where}") from None
+    if not isinstance(doc, dict):
+        raise _bad(p, "top level is not a mapping")
+    version = doc.get("version")
+    if version != 1:
+        if isinstance(version, int) and version > 1:
+            raise LockfileError(
+                f"{p} is conda-lock format version {version}; envlock reads version 1",
+                hint="render it as v1 with conda-lock, or re-create it with `envlock lock`",
+            )
+        raise _bad(p, "missing `version: 1`")
+    meta = doc.get("metadata")
+    if not isinstance(meta, dict):
+        raise _bad(p, "missing `metadata`")
+    custom = {str(k): str(v) for k, v in (meta.get("custom_metadata") or {}).items()}
+    fmt = custom.get(f"{META_PREFIX}lock_format")
+    if fmt is not None and (not fmt.isdigit() or int(fmt) > LOCK_FORMAT):
+        raise LockfileError(
+            f"{p} was written by a newer envlock ({custom.get(META_PREFIX + 'version', '?')}, lock format {fmt})",
+            hint="upgrade envlock (`pip install -U envlock`) to read it",
+        )
+    try:
+        platforms = tuple(str(x) for x in meta["platforms"])
+        channels = tuple(str(c["url"] if isinstance(c, dict) else c) for c in meta.get("channels") or ())
+        hashes = {str(k): str(v) for k, v in (meta.get("content_hash") or {}).items()}
+        packages: list[LockedPackage] = []
+        others = 0
+        for entry in doc.get("package") or ():
+            if entry.get("manager", "conda") != "conda":
+                others += 1
+                continue
+            packages.append(_package_from_entry(entry))
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise _bad(p, f"unexpected structure ({type(exc).__name__}: {exc})") from None
+    return LockFile(
+        path=p,
+        platforms=platforms,
+        channels=channels,
+        content_hash=hashes,
+        sources=tuple(str(s) for s in meta.get("sources") or ()),
+        custom_metadata=custom,
+        packages=tuple(packages),
+        other_managers=others,
+    )
+
+
+def _package_from_entry(entry: Mapping[str, Any]) -> LockedPackage:
+    url = str(entry["url"])
+    hashes = entry.get("hash") or {}
+    md5 = hashes.get("md5")
+    if not md5:
+        raise ValueError(f"package {entry.get('name')} has no md5")
+    filename = url.rsplit("/", 1)[-1]
+    build = entry.get("build") or _build_from_filename(filename, str(entry["name"]), str(entry["version"]))
+    deps = tuple(f"{k} {v}".strip() if v not in ("", "*") else str(k) for k, v in (entry.get("dependencies") or {}).items())
+    return LockedPackage(
+        name=str(entry["name"]),
+        version=str(entry["version"]),
+        build=build,
+        platform=str(entry["platform"]),
+        url=url,
+        md5=str(md5),
+        sha256=str(hashes["sha256"]) if hashes.get("sha256") else None,
+        depends=deps,
+        subdir=url.rsplit("/", 2)[-2] if url.count("/") >= 2 else "",
+    )
+
+
+def _build_from_filename(filename: str, name: str, version: str) -> str:
+    stem = filename.removesuffix(".conda").removesuffix(".tar.bz2")
+    prefix = f"{name}-{version}-"
+    return stem[len(prefix) :] if stem.startswith(prefix) else stem.rsplit("-", 1)[-1]
+
+
+def parse_explicit(text: str, p: Path | None = None) -> LockFile:
+    """Parse an @EXPLICIT file (one platform)."""
+    platform = ""
+    sha: dict[str, str] = {}
+    urls: list[str] = []
+    seen_marker = False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            body = line[1:].strip()
+            if body.startswith("platform:"):
+                platform = body.split(":", 1)[1].strip()
+            elif body.startswith("sha256:"):
+                parts = body.split()
+                if len(parts) == 3:
+                    sha[parts[1]] = parts[2]
+            continue
+        if line == "@EXPLICIT":
+            seen_marker = True
+            continue
+        if seen_marker:
+            urls.append(line)
+    if not seen_marker:
+        raise _bad(p, "no @EXPLICIT marker")
+    if not platform:
+        raise LockfileError(
+            f"{p} does not say its platform (`# platform: linux-64`)",
+            hint="pass --platform, or use the conda-lock.yml next to it",
+        )
+    packages = []
+    for u in urls:
+        url, _, md5 = u.partition("#")
+        filename = url.rsplit("/", 1)[-1]
+        stem = filename.removesuffix(".conda").removesuffix(".tar.bz2")
+        try:
+            name, version, build = stem.rsplit("-", 2)
+        except ValueError:
+            raise _bad(p, f"cannot read a package name from {filename!r}") from None
+        if not md5:
+            raise _bad(p, f"{filename} has no #md5")
+        packages.append(
+            LockedPackage(
+                name=name,
+                version=version,
+                build=build,
+                platform=platform,
+                url=url,
+                md5=md5.removeprefix("md5:"),
+                sha256=sha.get(filename),
+                subdir=url.rsplit("/", 2)[-2],
+            )
+        )
+    return LockFile(
+        path=p,
+        platforms=(platform,),
+        channels=(),
+        content_hash={},
+        sources=(),
+        custom_metadata={},
+        packages=tuple(packages),
+        kind="explicit",
+    )
+
+
+# --------------------------------------------------------------------------- write
+
+
+def write_atomic(path: Path, text: str) -> bool:
+    """Write text via a temp file + os.replace; returns False (and touches nothing) if unchanged."""
+    data = text.encode("utf-8")
+    try:
+        if path.read_bytes() == data:
+            return False
+    except OSError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return True
+
+
+def write_all_atomic(files: Iterable[tuple[Path, str]]) -> list[Path]:
+    """Write several files so a crash leaves each file whole (old or new).
+
+    Every temp file is written and synced before the first rename, and the renames run in the
+    given order, so callers put the authoritative file (the conda-lock.yml) last.
+    """
+    staged: list[tuple[str, Path]] = []
+    try:
+        for path, text in files:
+            data = text.encode("utf-8")
+            try:
+                if path.read_bytes() == data:
+                    continue
+            except OSError:
+                pass
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            staged.append((tmp, path))
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
+        raise
+    return [path for _, path in staged]

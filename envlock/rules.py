@@ -1,0 +1,183 @@
+"""PURE rules: Anchor + PlanOptions → Plan (no I/O, no rattler, no typer).
+
+The nvcc skew rule: same major as torch, minor within ±1 of torch's, tried as exact → minor-1 →
+minor+1. A neighbour that was never released (12.7) is no candidate and the window never widens
+further, so torch's 12.8 can move only to 12.9.
+"""
+
+from __future__ import annotations
+
+from envlock.errors import PlanError
+from envlock.models import Anchor, Candidate, Plan, PlanOptions, PlatformPlan, Skew, VirtualPackage
+from envlock.tables import CudaMinor, CudaTables, cuda_tables, minor_key
+
+DEFAULT_CHANNELS: tuple[str, ...] = ("conda-forge",)
+
+
+def skew_candidates(anchor: Anchor, platform: str, tables: CudaTables) -> list[tuple[CudaMinor, Skew]]:
+    """The CUDA minors to try for a platform, in order, with their skew label."""
+    major, minor = anchor.cuda_major, anchor.cuda_minor
+    order: list[tuple[int, Skew]] = [(minor, "exact"), (minor - 1, "minor-1"), (minor + 1, "minor+1")]
+    if anchor.torch_source == "conda-forge":
+        # conda-forge pytorch is pinned to the build made for the anchor's CUDA; its cuda-version
+        # run_export forbids an older nvcc and a newer one buys nothing, so only the exact minor.
+        order = order[:1]
+    out: list[tuple[CudaMinor, Skew]] = []
+    for m, skew in order:
+        if m < 0:
+            continue
+        row = tables.minor(f"{major}.{m}")
+        if row is not None and platform in row.platforms:
+            out.append((row, skew))
+    return out
+
+
+def gcc_specs(platform: str, row: CudaMinor, tables: CudaTables) -> tuple[str, ...]:
+    """Host compiler match specs capped at what this nvcc accepts."""
+    if platform == "win-64":
+        key = "win-64-cuda11" if row.key < (12, 0) else "win-64"
+        return tables.compilers[key]
+    n = row.gcc_max
+    return tuple(s.replace("{N+1}", str(n + 1)) for s in tables.compilers[platform])
+
+
+def cudnn_spec(anchor: Anchor, row: CudaMinor, tables: CudaTables) -> tuple[str | None, str | None]:
+    """cuDNN spec matching torch's major.minor where conda-forge builds one for this CUDA major.
+
+    Returns (spec, note); the note explains a substitution.
+    """
+    if anchor.cudnn is None:
+        return None, "torch's cuDNN is unknown: no cudnn requested"
+    parts = anchor.cudnn.split(".")
+    want = f"{parts[0]}.{parts[1]}"
+    built = tables.cudnn.get(row.key[0], ())
+    if not built:
+        return None, f"conda-forge builds no cuDNN for CUDA {row.key[0]}: no cudnn requested"
+    if want in built:
+        return f"cudnn {want}.*", None
+    wk = minor_key(want)
+    same_major = [b for b in built if minor_key(b)[0] == wk[0]] or list(built)
+    newer = [b for b in same_major if minor_key(b) > wk]
+    pick = min(newer, key=minor_key) if newer else max(same_major, key=minor_key)
+    note = (
+        f"cuDNN {want} (torch's {anchor.cudnn}) is not built by conda-forge for CUDA {row.key[0]}; "
+        f"nearest is {pick}"
+    )
+    return f"cudnn {pick}.*", note
+
+
+def virtual_packages(platform: str, cuda: str, glibc: str, tables: CudaTables) -> tuple[VirtualPackage, ...]:
+    """Virtual packages a platform is solved with; __cuda is the candidate's minor."""
+    base = dict(tables.virtual_packages[platform])
+    if "__glibc" in base:
+        base["__glibc"] = glibc
+    base["__cuda"] = cuda
+    return tuple(VirtualPackage(name, version) for name, version in sorted(base.items()))
+
+
+def complaints(anchor: Anchor, cuda: str, tables: CudaTables) -> tuple[str, ...]:
+    """Which tools would complain about nvcc `cuda` next to torch's `anchor.cuda`."""
+    if cuda == anchor.cuda:
+        return ()
+    out = [
+        f"torch's cpp_extension warns about the minor mismatch (nvcc {cuda} vs torch {anchor.cuda}) "
+        "but builds"
+    ]
+    accepted = tables.deepspeed_ok.get(anchor.cuda_major, ())
+    if not (cuda in accepted and anchor.cuda in accepted):
+        out.append(
+            f"DeepSpeed refuses nvcc {cuda} with torch {anchor.cuda} (CUDAMismatchException) "
+            "unless DS_SKIP_CUDA_CHECK=1"
+        )
+    if minor_key(cuda) < minor_key(anchor.cuda) and anchor.torch_source == "pip":
+        out.append(
+            "older CUDA libraries than pip torch's: keep the env's lib dir off the front of "
+            "LD_LIBRARY_PATH (envlock's activation appends it)"
+        )
+    return tuple(out)
+
+
+def _channels(row: CudaMinor, options: PlanOptions) -> tuple[str, ...]:
+    channels = tuple(options.channels) or DEFAULT_CHANNELS
+    if row.channel and row.channel not in channels:
+        # The nvidia label goes first: its nvcc must win over anything named alike on conda-forge.
+        channels = (row.channel, *channels)
+    return channels
+
+
+def candidate(anchor: Anchor, platform: str, row: CudaMinor, skew: Skew, options: PlanOptions) -> Candidate:
+    """Everything needed to solve one CUDA minor on one platform."""
+    tables = cuda_tables()
+    fill = {"{X.Y}": row.cuda, "{V}": row.package_version or row.cuda}
+    specs: list[str] = []
+    for spec in tables.toolchain_specs[row.toolchain]:
+        for k, v in fill.items():
+            spec = spec.replace(k, v)
+        specs.append(spec)
+    specs.extend(gcc_specs(platform, row, tables))
+    notes: list[str] = []
+    if row.toolchain in tables.toolchain_notes:
+        notes.append(tables.toolchain_notes[row.toolchain])
+    if row.note:
+        notes.append(row.note)
+    if not row.verified:
+        notes.append(f"CUDA {row.cuda} on conda-forge is not confirmed by envlock's sources")
+    cudnn, cudnn_note = (None, None)
+    if options.with_cudnn:
+        cudnn, cudnn_note = cudnn_spec(anchor, row, tables)
+        if cudnn:
+            specs.append(cudnn)
+        if cudnn_note:
+            notes.append(cudnn_note)
+    if anchor.torch_source == "conda-forge":
+        specs.append(f"pytorch =={anchor.torch} cuda{row.cuda.replace('.', '')}*")
+    if options.python:
+        specs.append(f"python {options.python}.*")
+    specs.extend(options.extra_specs)
+    return Candidate(
+        cuda=row.cuda,
+        skew=skew,
+        specs=tuple(specs),
+        channels=_channels(row, options),
+        virtual_packages=virtual_packages(platform, row.cuda, options.glibc, tables),
+        gcc_max=None if platform == "win-64" else row.gcc_max,
+        cudnn=cudnn,
+        notes=tuple(notes),
+        complaints=complaints(anchor, row.cuda, tables),
+    )
+
+
+def _neighbours(cuda: str, tables: CudaTables) -> str:
+    major, minor = minor_key(cuda)
+    near = [f"{major}.{m}" for m in (minor - 1, minor + 1) if tables.minor(f"{major}.{m}")]
+    return " or --cuda ".join(near) or "X.Y"
+
+
+def make_plan(anchor: Anchor, options: PlanOptions) -> Plan:
+    """The plan: per platform, the candidates the solver tries in order."""
+    tables = cuda_tables()
+    if anchor.cuda in tables.never_released:
+        raise PlanError(
+            f"CUDA {anchor.cuda} was never released by NVIDIA",
+            hint=f"use a released minor next to it, e.g. --cuda {_neighbours(anchor.cuda, tables)}",
+        )
+    if tables.minor(anchor.cuda) is None and not any(
+        tables.minor(f"{anchor.cuda_major}.{anchor.cuda_minor + d}") for d in (-1, 1)
+    ):
+        known = ", ".join(tables.minors)
+        raise PlanError(
+            f"CUDA {anchor.cuda} has no conda toolchain envlock knows (known: {known})",
+            hint="pass --cuda with one of the known minors, or a torch build for a supported CUDA",
+        )
+    platforms: list[PlatformPlan] = []
+    for platform in options.platforms:
+        pairs = skew_candidates(anchor, platform, tables)
+        if not pairs:
+            raise PlanError(
+                f"no CUDA {anchor.cuda_major}.x toolchain within ±1 of {anchor.cuda} is built for {platform}",
+                hint=f"drop --platform {platform}, or pass --cuda with a minor conda-forge builds for it",
+            )
+        platforms.append(
+            PlatformPlan(platform, tuple(candidate(anchor, platform, row, skew, options) for row, skew in pairs))
+        )
+    return Plan(anchor=anchor, options=options, platforms=tuple(platforms), rules_version=tables.rules_version)

@@ -1,0 +1,245 @@
+"""The only module that imports rattler for solving: Gateway, one solve per platform, errors mapped.
+
+Platforms are solved concurrently; within a platform the plan's candidates are tried in order
+(exact minor first) and the first that solves wins. When all fail, one SolveError lists each attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import rattler
+from rattler import BuildString, Channel, GenericVirtualPackage, PackageName, SourceConfig, Version
+
+from envlock.errors import ChannelError, SolveError, SpecError
+from envlock.lockfile import dependency_order, strip_credentials
+from envlock.models import Candidate, LockedPackage, Plan, PlatformPlan, PlatformResult
+
+CANONICAL_BASE = "https://conda.anaconda.org/"
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    """How to reach channels: cache, mirrors, offline."""
+
+    cache_dir: Path
+    mirrors: Mapping[str, str] = field(default_factory=dict)  # channel name/URL -> URL fetched instead
+    offline: bool = False
+    allow_insecure: bool = False
+    timeout_s: float = 300.0
+
+
+def canonical_channel_url(channel: str) -> str:
+    """The URL a channel name stands for (what the lock records), credentials removed."""
+    if "://" in channel:
+        return strip_credentials(channel).rstrip("/") + "/"
+    return CANONICAL_BASE + channel.strip("/") + "/"
+
+
+def _fetch_url(channel: str, mirrors: Mapping[str, str]) -> str:
+    for key in (channel, canonical_channel_url(channel).rstrip("/")):
+        if key in mirrors:
+            return mirrors[key].rstrip("/") + "/"
+    if "://" in channel:
+        return channel.rstrip("/") + "/"
+    return canonical_channel_url(channel)
+
+
+def check_channel_security(url: str, *, allow_insecure: bool) -> None:
+    """http:// is allowed only for 127.0.0.1/localhost unless --allow-insecure."""
+    if not url.startswith("http://") or allow_insecure:
+        return
+    host = url.split("://", 1)[1].split("/", 1)[0].rsplit("@", 1)[-1].split(":")[0]
+    if host not in ("127.0.0.1", "localhost", "[::1]", "::1"):
+        raise SpecError(
+            f"channel {strip_credentials(url)} uses plain http",
+            hint="use https, or pass --allow-insecure if you trust the network path",
+        )
+
+
+def _source_config(url: str, offline: bool) -> SourceConfig:
+    cache_action = "force-cache-only" if offline else "cache-or-fetch"
+    if url.startswith("file://"):
+        # A local directory has no .zst/.bz2/shards unless indexed with them; skip the probes.
+        return SourceConfig(zstd_enabled=False, bz2_enabled=False, sharded_enabled=False, cache_action=cache_action)
+    return SourceConfig(cache_action=cache_action)
+
+
+def _virtual(candidate: Candidate) -> list[GenericVirtualPackage]:
+    return [
+        GenericVirtualPackage(PackageName(v.name), Version(v.version), BuildString(v.build))
+        for v in candidate.virtual_packages
+    ]
+
+
+class RattlerSolver:
+    """Solves a Plan with py-rattler."""
+
+    def __init__(self, options: SolveOptions) -> None:
+        self.options = options
+        per_channel: dict[str, SourceConfig] = {}
+        self._fetch: dict[str, str] = {}
+        self._gateway: rattler.Gateway | None = None
+        self._per_channel = per_channel
+
+    def _channel(self, name: str) -> tuple[Channel, str, str]:
+        fetch = _fetch_url(name, self.options.mirrors)
+        check_channel_security(fetch, allow_insecure=self.options.allow_insecure)
+        self._per_channel.setdefault(fetch, _source_config(fetch, self.options.offline))
+        return Channel(fetch), fetch, canonical_channel_url(name)
+
+    def _gateway_for(self) -> rattler.Gateway:
+        if self._gateway is None:
+            self._gateway = rattler.Gateway(
+                cache_dir=self.options.cache_dir,
+                default_config=SourceConfig(cache_action="force-cache-only" if self.options.offline else "cache-or-fetch"),
+                per_channel_config=dict(self._per_channel),
+            )
+        return self._gateway
+
+    async def _solve_candidate(self, platform: str, cand: Candidate) -> list[LockedPackage]:
+        chans = [self._channel(c) for c in cand.channels]
+        gateway = self._gateway_for()
+        records = await asyncio.wait_for(
+            rattler.solve(
+                [c for c, _, _ in chans],
+                list(cand.specs),
+                gateway=gateway,
+                platforms=[platform, "noarch"],
+                virtual_packages=_virtual(cand),
+            ),
+            timeout=self.options.timeout_s,
+        )
+        rewrite = [(fetch, canon) for _, fetch, canon in chans]
+        return dependency_order([_locked(r, platform, rewrite) for r in records])
+
+    async def _solve_platform(self, pp: PlatformPlan) -> PlatformResult:
+        attempts: list[tuple[str, str]] = []
+        for cand in pp.candidates:
+            try:
+                packages = await self._solve_candidate(pp.platform, cand)
+            except rattler.exceptions.SolverError as exc:
+                attempts.append((cand.cuda, _first_lines(str(exc))))
+                continue
+            return PlatformResult(pp.platform, cand, tuple(packages), tuple(attempts))
+        tried = "; ".join(f"CUDA {cuda}: {why}" for cuda, why in attempts)
+        raise SolveError(
+            f"no CUDA toolchain solves on {pp.platform} ({tried})",
+            hint="check the channel has the CUDA minors above, or pass --cuda / --channel / --mirror",
+        )
+
+    async def _solve_all(self, plan: Plan) -> list[PlatformResult]:
+        # Build every channel first so the gateway sees each one's source config.
+        for pp in plan.platforms:
+            for cand in pp.candidates:
+                for c in cand.channels:
+                    self._channel(c)
+        return list(await asyncio.gather(*(self._solve_platform(pp) for pp in plan.platforms)))
+
+    def solve(self, plan: Plan) -> list[PlatformResult]:
+        """Solve every platform of the plan; raise SolveError/ChannelError with hints."""
+        try:
+            return asyncio.run(self._solve_all(plan))
+        except (SolveError, SpecError):
+            raise
+        except asyncio.TimeoutError:
+            raise SolveError(
+                f"the solve took longer than {self.options.timeout_s:.0f} s",
+                hint="retry; if it persists, narrow the plan with --platform",
+            ) from None
+        except (rattler.exceptions.FetchRepoDataError, rattler.exceptions.GatewayError, rattler.exceptions.IoError) as exc:
+            raise _channel_error(exc, self.options.offline) from None
+        except rattler.exceptions.InvalidMatchSpecError as exc:
+            raise SpecError(f"invalid match spec: {_first_lines(str(exc))}", hint="fix the dependency in the spec") from None
+        except rattler.exceptions.InvalidChannelError as exc:
+            raise SpecError(f"invalid channel: {_first_lines(str(exc))}", hint="pass a channel name or URL") from None
+
+
+def _channel_error(exc: Exception, offline: bool) -> ChannelError:
+    text = strip_credentials_in_text(_first_lines(str(exc)))
+    if offline:
+        return ChannelError(
+            f"--offline and the repodata cache lacks what the solve needs: {text}",
+            hint="run once without --offline to fill the cache",
+        )
+    return ChannelError(
+        f"cannot fetch repodata: {text}",
+        hint="check the channel URL and your network, or use --mirror NAME=URL / --offline",
+    )
+
+
+def strip_credentials_in_text(text: str) -> str:
+    """Remove credentials from any URL inside a message."""
+    out = []
+    for word in text.split():
+        out.append(strip_credentials(word) if "://" in word else word)
+    return " ".join(out)
+
+
+def _first_lines(text: str, n: int = 6) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return " / ".join(lines[:n])
+
+
+def _locked(record: rattler.RepoDataRecord, platform: str, rewrite: Sequence[tuple[str, str]]) -> LockedPackage:
+    url = str(record.url)
+    channel = str(record.channel or "")
+    for fetch, canon in rewrite:
+        if url.startswith(fetch):
+            url = canon + url[len(fetch) :]
+            channel = canon.rstrip("/")
+            break
+    md5 = record.md5.hex() if record.md5 else ""
+    if not md5:
+        raise ChannelError(
+            f"{record.file_name} has no md5 in the channel's repodata",
+            hint="conda lockfiles need md5 for every package; re-index the channel",
+        )
+    return LockedPackage(
+        name=record.name.normalized,
+        version=str(record.version),
+        build=str(record.build),
+        platform=platform,
+        url=url,
+        md5=md5,
+        sha256=record.sha256.hex() if record.sha256 else None,
+        depends=tuple(record.depends),
+        constrains=tuple(record.constrains),
+        subdir=str(record.subdir),
+        size=record.size,
+        channel=strip_credentials(channel),
+    )
+
+
+def default_cache_dir() -> Path:
+    """envlock's cache dir ($ENVLOCK_CACHE_DIR, else the platform's user cache dir)."""
+    env = os.environ.get("ENVLOCK_CACHE_DIR")
+    if env:
+        return Path(env)
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("envlock"))
+
+
+def conda_forge_pytorch_lookup(options: SolveOptions, channel: str = "conda-forge"):  # type: ignore[no-untyped-def]
+    """A function torch-version → [(version, build)] of a channel's `pytorch` records (for the anchor)."""
+
+    def lookup(version: str) -> list[tuple[str, str]]:
+        solver = RattlerSolver(options)
+        chan, _, _ = solver._channel(channel)
+        gateway = solver._gateway_for()
+
+        async def query() -> list[tuple[str, str]]:
+            res = await gateway.query([chan], ["linux-64", "linux-aarch64", "win-64"], [f"pytorch =={version}"], recursive=False)
+            return sorted({(str(r.version), str(r.build)) for recs in res for r in recs})
+
+        try:
+            return asyncio.run(query())
+        except (rattler.exceptions.FetchRepoDataError, rattler.exceptions.GatewayError, rattler.exceptions.IoError) as exc:
+            raise _channel_error(exc, options.offline) from None
+
+    return lookup

@@ -1,0 +1,175 @@
+"""The environment spec `environments/<name>.yml`: a conda environment.yml plus an `envlock:` block.
+
+The `dependencies` list holds the toolchain of the preferred CUDA minor (with conda-lock platform
+selectors where platforms differ) so conda-lock and conda can read the file too, plus any extra
+dependencies the user adds; `envlock:` holds the anchor inputs that `envlock lock` re-plans from.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from envlock.errors import LockfileError, SpecError
+
+SPEC_VERSION = 1
+SELECTORS = {"linux-64": "linux64", "linux-aarch64": "aarch64", "win-64": "win64"}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What a spec file says."""
+
+    name: str
+    torch: str
+    torch_source: str = "pip"
+    cuda: str | None = None  # --cuda override
+    python: str | None = None
+    platforms: tuple[str, ...] = ("linux-64",)
+    channels: tuple[str, ...] = ("conda-forge",)
+    glibc: str = "2.28"
+    cudnn: bool = True
+    dependencies: tuple[str, ...] = ()  # as written (toolchain + extras)
+    anchor: dict[str, Any] = field(default_factory=dict)  # recorded anchor (cuda, cudnn, source)
+
+    def inputs(self) -> dict[str, Any]:
+        """The anchor inputs, normalised (what the content hash sees of the envlock block)."""
+        return {
+            "torch": self.torch,
+            "torch_source": self.torch_source,
+            "cuda": self.cuda,
+            "python": self.python,
+            "glibc": self.glibc,
+            "cudnn": self.cudnn,
+        }
+
+
+def validate_name(name: str) -> str:
+    if not _NAME.match(name) or len(name) > 100:
+        raise SpecError(
+            f"invalid environment name {name!r}",
+            hint="use letters, digits, '.', '_', '+' and '-' (e.g. torch2.3.0-cu121)",
+        )
+    return name
+
+
+def _q(value: str) -> str:
+    """A YAML scalar that round-trips as the same string."""
+    dumped = yaml.safe_dump(value, default_style=None, width=4096).strip()
+    return dumped.removesuffix("\n...").strip()
+
+
+def render_spec(
+    spec: EnvSpec,
+    per_platform_specs: dict[str, Sequence[str]],
+    extras: Sequence[str] = (),
+) -> str:
+    """Render the spec file deterministically (selectors where platforms differ)."""
+    platforms = list(spec.platforms)
+    order: list[str] = []
+    where: dict[str, list[str]] = {}
+    for platform in platforms:
+        for s in per_platform_specs.get(platform, ()):
+            if s not in where:
+                order.append(s)
+                where[s] = []
+            where[s].append(platform)
+    lines = [
+        "# envlock spec. Edit the `envlock:` block (or add dependencies), then run `envlock lock`.",
+        f"name: {_q(spec.name)}",
+        "channels:",
+        *[f"  - {_q(c)}" for c in spec.channels],
+        "dependencies:",
+    ]
+    for s in order:
+        sel = ""
+        if len(where[s]) != len(platforms):
+            sel = "  # [" + " or ".join(SELECTORS.get(p, p) for p in where[s]) + "]"
+        lines.append(f"  - {_q(s)}{sel}")
+    lines += [f"  - {_q(s)}" for s in extras if s not in where]
+    lines += ["platforms:", *[f"  - {_q(p)}" for p in platforms]]
+    lines += [
+        "envlock:",
+        f"  spec_version: {SPEC_VERSION}",
+        f"  torch: {_q(spec.torch)}",
+        f"  torch_source: {_q(spec.torch_source)}",
+        f"  cuda: {_q(spec.cuda) if spec.cuda else 'null'}",
+        f"  python: {_q(spec.python) if spec.python else 'null'}",
+        f"  glibc: {_q(spec.glibc)}",
+        f"  cudnn: {'true' if spec.cudnn else 'false'}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def read_spec(path: Path) -> EnvSpec:
+    """Parse and validate a spec file; SpecError/LockfileError with hints otherwise."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise LockfileError(f"no spec at {path}", hint="run `envlock resolve --torch VERSION` to make one") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"cannot read {path}: {exc}", hint="check the file and its permissions") from None
+    return parse_spec(text, path)
+
+
+def parse_spec(text: str, path: Path | None = None) -> EnvSpec:
+    where = str(path) if path else "spec"
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" at line {mark.line + 1}" if mark is not None else ""
+        raise SpecError(f"{where} is not valid YAML{line}", hint="fix the YAML syntax (indentation, colons)") from None
+    if not isinstance(doc, dict):
+        raise SpecError(f"{where} is not a mapping", hint="a spec has name, channels, dependencies, platforms, envlock")
+    block = doc.get("envlock")
+    if not isinstance(block, dict):
+        raise SpecError(f"{where} has no `envlock:` block", hint="re-create it with `envlock resolve --torch VERSION`")
+    version = block.get("spec_version", 1)
+    if not isinstance(version, int) or version > SPEC_VERSION:
+        raise LockfileError(
+            f"{where} has spec_version {version!r}, newer than this envlock reads ({SPEC_VERSION})",
+            hint="upgrade envlock (`pip install -U envlock`)",
+        )
+
+    def strs(key: str, default: Sequence[str]) -> tuple[str, ...]:
+        value = doc.get(key, list(default))
+        if value is None:
+            return tuple(default)
+        if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) for v in value):
+            raise SpecError(f"{where}: `{key}` must be a list of strings", hint=f"write `{key}:` as a YAML list")
+        return tuple(str(v) for v in value)
+
+    def opt(key: str) -> str | None:
+        value = block.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise SpecError(f"{where}: envlock.{key} must be a string", hint=f"quote it, e.g. {key}: '12.1'")
+        return str(value)
+
+    torch = opt("torch")
+    if not torch:
+        raise SpecError(f"{where}: envlock.torch is missing", hint="set envlock.torch to a version, e.g. '2.3.0'")
+    source = opt("torch_source") or "pip"
+    if source not in ("pip", "conda-forge"):
+        raise SpecError(f"{where}: envlock.torch_source is {source!r}", hint="use pip or conda-forge")
+    name = doc.get("name") or (path.stem if path else "")
+    return EnvSpec(
+        name=validate_name(str(name)),
+        torch=torch,
+        torch_source=source,
+        cuda=opt("cuda"),
+        python=opt("python"),
+        platforms=strs("platforms", ("linux-64",)),
+        channels=strs("channels", ("conda-forge",)),
+        glibc=opt("glibc") or "2.28",
+        cudnn=bool(block.get("cudnn", True)),
+        dependencies=strs("dependencies", ()),
+    )
