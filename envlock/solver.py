@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import rattler
+import rattler.exceptions
 from rattler import BuildString, Channel, GenericVirtualPackage, PackageName, SourceConfig, Version
 
 from envlock.errors import ChannelError, SolveError, SpecError
@@ -101,9 +102,23 @@ class RattlerSolver:
             )
         return self._gateway
 
-    async def _solve_candidate(self, platform: str, cand: Candidate) -> list[LockedPackage]:
+    async def _locked_records(
+        self, chans: list[rattler.Channel], platform: str, keep: Sequence[LockedPackage]
+    ) -> list[rattler.RepoDataRecord]:
+        """The channel records of packages to hold at their locked version (for `envlock update`)."""
+        if not keep:
+            return []
+        specs = [f"{p.name} =={p.version} {p.build}" for p in keep]
+        res = await self._gateway_for().query(chans, [platform, "noarch"], specs, recursive=False)
+        wanted = {(p.name, p.version, p.build) for p in keep}
+        return [r for recs in res for r in recs if (r.name.normalized, str(r.version), str(r.build)) in wanted]
+
+    async def _solve_candidate(
+        self, platform: str, cand: Candidate, keep: Sequence[LockedPackage] = ()
+    ) -> list[LockedPackage]:
         chans = [self._channel(c) for c in cand.channels]
         gateway = self._gateway_for()
+        locked = await self._locked_records([c for c, _, _ in chans], platform, keep)
         records = await asyncio.wait_for(
             rattler.solve(
                 [c for c, _, _ in chans],
@@ -111,17 +126,18 @@ class RattlerSolver:
                 gateway=gateway,
                 platforms=[platform, "noarch"],
                 virtual_packages=_virtual(cand),
+                locked_packages=locked or None,
             ),
             timeout=self.options.timeout_s,
         )
         rewrite = [(fetch, canon) for _, fetch, canon in chans]
         return dependency_order([_locked(r, platform, rewrite) for r in records])
 
-    async def _solve_platform(self, pp: PlatformPlan) -> PlatformResult:
+    async def _solve_platform(self, pp: PlatformPlan, keep: Sequence[LockedPackage] = ()) -> PlatformResult:
         attempts: list[tuple[str, str]] = []
         for cand in pp.candidates:
             try:
-                packages = await self._solve_candidate(pp.platform, cand)
+                packages = await self._solve_candidate(pp.platform, cand, keep)
             except rattler.exceptions.SolverError as exc:
                 attempts.append((cand.cuda, _first_lines(str(exc))))
                 continue
@@ -132,18 +148,37 @@ class RattlerSolver:
             hint="check the channel has the CUDA minors above, or pass --cuda / --channel / --mirror",
         )
 
-    async def _solve_all(self, plan: Plan) -> list[PlatformResult]:
+    async def _solve_all(self, plan: Plan, locked: Mapping[str, Sequence[LockedPackage]]) -> list[PlatformResult]:
         # Build every channel first so the gateway sees each one's source config.
         for pp in plan.platforms:
             for cand in pp.candidates:
                 for c in cand.channels:
                     self._channel(c)
-        return list(await asyncio.gather(*(self._solve_platform(pp) for pp in plan.platforms)))
+        outcomes = await asyncio.gather(
+            *(self._solve_platform(pp, locked.get(pp.platform, ())) for pp in plan.platforms),
+            return_exceptions=True,
+        )
+        errors = [o for o in outcomes if isinstance(o, BaseException)]
+        if errors:
+            solve_errors = [e for e in errors if isinstance(e, SolveError)]
+            if len(solve_errors) == len(errors) and len(errors) > 1:
+                raise SolveError(
+                    " | ".join(e.message for e in solve_errors),
+                    hint=solve_errors[0].hint,
+                )
+            raise errors[0]
+        return [o for o in outcomes if isinstance(o, PlatformResult)]
 
-    def solve(self, plan: Plan) -> list[PlatformResult]:
-        """Solve every platform of the plan; raise SolveError/ChannelError with hints."""
+    def solve(
+        self, plan: Plan, locked: Mapping[str, Sequence[LockedPackage]] | None = None
+    ) -> list[PlatformResult]:
+        """Solve every platform of the plan; raise SolveError/ChannelError with hints.
+
+        `locked` (platform → packages) are preferred at their locked versions (py-rattler
+        locked_packages), which is how `envlock update` moves only the packages it names.
+        """
         try:
-            return asyncio.run(self._solve_all(plan))
+            return asyncio.run(self._solve_all(plan, locked or {}))
         except (SolveError, SpecError):
             raise
         except asyncio.TimeoutError:

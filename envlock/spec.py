@@ -150,8 +150,9 @@ def parse_spec(text: str, path: Path | None = None) -> EnvSpec:
         value = block.get(key)
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise SpecError(f"{where}: envlock.{key} must be a string", hint=f"quote it, e.g. {key}: '12.1'")
+        if isinstance(value, (bool, float)) or not isinstance(value, (str, int)):
+            # An unquoted 3.10 is the float 3.1: refuse rather than guess.
+            raise SpecError(f"{where}: envlock.{key} must be a quoted string", hint=f"quote it, e.g. {key}: '3.10'")
         return str(value)
 
     torch = opt("torch")

@@ -1,0 +1,499 @@
+"""Orchestration of `envlock resolve` / `envlock lock`: spec → anchor → plan → solve → files.
+
+No printing here: the command adapter renders the ResolveResult.
+"""
+
+from __future__ import annotations
+
+import json
+import platform as _platform
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from envlock import __version__
+from envlock.errors import AnchorError, EnvlockError, SpecError
+from envlock.lockfile import (
+    LOCK_FORMAT,
+    META_PREFIX,
+    content_hash,
+    render_conda_lock,
+    render_explicit,
+    strip_credentials,
+    write_all_atomic,
+)
+from envlock.models import KNOWN_SUBDIRS, Anchor, Candidate, LockedPackage, Plan, PlanOptions, PlatformResult
+from envlock.rules import make_plan
+from envlock.spec import EnvSpec, render_spec, validate_name
+
+#: Packages the plan itself asks for; any other dependency in a spec is the user's extra.
+PLAN_NAMES = frozenset(
+    {
+        "cuda-version", "cuda-nvcc", "cuda-cudart-dev", "cuda-cccl", "libcusparse-dev", "libcublas-dev",
+        "libcusolver-dev", "cudatoolkit-dev", "cudnn", "python", "pytorch", "gcc_linux-64", "gxx_linux-64",
+        "gcc_linux-aarch64", "gxx_linux-aarch64", "vs2019_win-64", "vs2022_win-64",
+    }
+)  # fmt: skip
+MACOS = ("osx-64", "osx-arm64")
+
+
+@dataclass(frozen=True)
+class ResolveRequest:
+    """Everything `envlock resolve` was asked for."""
+
+    torch: str
+    cuda: str | None = None
+    torch_source: str = "pip"
+    python: str | None = None
+    platforms: tuple[str, ...] = ()
+    channels: tuple[str, ...] = ()
+    mirrors: Mapping[str, str] = field(default_factory=dict)
+    offline: bool = False
+    name: str | None = None
+    project_dir: Path = Path(".")
+    dry_run: bool = False
+    timestamp: bool = False
+    python_exe: str | None = None
+    allow_insecure: bool = False
+    glibc: str = "2.28"
+    cudnn: bool = True
+    extra_specs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ResolveResult:
+    anchor: Anchor
+    plan: Plan
+    spec: EnvSpec
+    results: tuple[PlatformResult, ...] = ()
+    files: tuple[Path, ...] = ()
+    written: tuple[Path, ...] = ()  # the subset whose bytes changed
+    dry_run: bool = False
+
+    def to_json(self, project_dir: Path) -> dict[str, Any]:
+        """The stable --json shape (see README)."""
+        by_platform = {r.platform: r for r in self.results}
+        platforms: dict[str, Any] = {}
+        for pp in self.plan.platforms:
+            res = by_platform.get(pp.platform)
+            cand = res.chosen if res else pp.candidates[0]
+            platforms[pp.platform] = {
+                "cuda": cand.cuda,
+                "skew": cand.skew,
+                "nvcc": nvcc_version(res) if res else None,
+                "gcc_max": cand.gcc_max,
+                "cudnn": (res.version_of("cudnn") if res else None) or cand.cudnn,
+                "specs": list(cand.specs),
+                "channels": [strip_credentials(c) for c in cand.channels],
+                "virtual_packages": [str(v) for v in cand.virtual_packages],
+                "packages": len(res.packages) if res else None,
+                "attempts": [{"cuda": c, "error": e} for c, e in (res.attempts if res else ())],
+                "candidates": [{"cuda": c.cuda, "skew": c.skew} for c in pp.candidates],
+                "notes": list(cand.notes),
+                "complaints": list(cand.complaints),
+                "files": [_rel(f, project_dir) for f in self.files if pp.platform in f.name],
+            }
+        return {
+            "envlock_result_version": 1,
+            "name": self.spec.name,
+            "dry_run": self.dry_run,
+            "anchor": anchor_json(self.anchor),
+            "rules_version": self.plan.rules_version,
+            "platforms": platforms,
+            "files": [_rel(f, project_dir) for f in self.files],
+        }
+
+
+def _rel(path: Path, base: Path) -> str:
+    try:
+        return path.resolve().relative_to(base.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def anchor_json(anchor: Anchor) -> dict[str, Any]:
+    return {
+        "torch": anchor.torch,
+        "cuda": anchor.cuda,
+        "cudnn": anchor.cudnn,
+        "source": anchor.source,
+        "detail": anchor.detail,
+        "torch_source": anchor.torch_source,
+        "local_label": anchor.local_label,
+    }
+
+
+def nvcc_version(result: PlatformResult) -> str | None:
+    return result.version_of("cuda-nvcc") or result.version_of("cudatoolkit-dev")
+
+
+def host_platform() -> str:
+    """The host's conda subdir if it is one with CUDA, else linux-64."""
+    machine = _platform.machine().lower()
+    if sys.platform.startswith("linux"):
+        return "linux-aarch64" if machine in ("aarch64", "arm64") else "linux-64"
+    if sys.platform == "win32":
+        return "win-64"
+    return "linux-64"
+
+
+def check_platforms(platforms: Sequence[str]) -> tuple[str, ...]:
+    """Validate --platform values; macOS and unknown subdirs are refused."""
+    out: list[str] = []
+    for p in platforms:
+        if p in MACOS:
+            raise AnchorError(
+                f"{p}: torch on macOS has no CUDA, so there is no CUDA toolchain to lock",
+                hint="lock linux-64, linux-aarch64 or win-64 (e.g. --platform linux-64)",
+            )
+        if p not in KNOWN_SUBDIRS or p == "linux-ppc64le":
+            raise SpecError(
+                f"unknown or unsupported platform {p!r}",
+                hint="use linux-64, linux-aarch64 or win-64",
+            )
+        if p not in out:
+            out.append(p)
+    return tuple(out)
+
+
+def default_python(torch: str) -> str:
+    """A python every torch release of that line supports (1.13 predates 3.11 wheels)."""
+    return "3.10" if torch.startswith("1.") else "3.11"
+
+
+# --------------------------------------------------------------------------- anchor
+
+
+def find_anchor(
+    torch: str,
+    *,
+    cuda: str | None,
+    torch_source: str,
+    python_exe: str | None,
+    offline: bool,
+    lookup: Callable[[str], list[tuple[str, str]]] | None,
+) -> Anchor:
+    """Ask envlock.anchor (imported lazily: it may reach the network)."""
+    from envlock import anchor as anchor_mod
+
+    req = anchor_mod.AnchorRequest(
+        torch=torch,
+        cuda=cuda,
+        torch_source=torch_source,  # type: ignore[arg-type]
+        python_exe=python_exe,
+        offline=offline,
+        conda_forge_lookup=lookup,
+    )
+    return anchor_mod.resolve_anchor(req)
+
+
+def default_name(anchor: Anchor) -> str:
+    from envlock import anchor as anchor_mod
+
+    return anchor_mod.default_env_name(anchor)
+
+
+# --------------------------------------------------------------------------- plan
+
+
+def plan_for(spec: EnvSpec, anchor: Anchor) -> tuple[Plan, tuple[str, ...]]:
+    """The plan for a spec, and the user's extra dependencies (those the plan does not make)."""
+    extras = tuple(d for d in spec.dependencies if _spec_name(d) not in PLAN_NAMES)
+    options = PlanOptions(
+        platforms=spec.platforms,
+        python=spec.python,
+        channels=spec.channels,
+        glibc=spec.glibc,
+        with_cudnn=spec.cudnn,
+        extra_specs=extras,
+    )
+    return make_plan(anchor, options), extras
+
+
+def _spec_name(spec: str) -> str:
+    name = spec.strip().split()[0] if spec.strip() else ""
+    for ch in "=<>!~[":
+        name = name.split(ch)[0]
+    return name.split("::")[-1]
+
+
+def candidate_json(c: Candidate) -> dict[str, Any]:
+    return {
+        "cuda": c.cuda,
+        "skew": c.skew,
+        "specs": list(c.specs),
+        "channels": [strip_credentials(x) for x in c.channels],
+        "virtual_packages": [str(v) for v in c.virtual_packages],
+    }
+
+
+def hash_inputs(spec: EnvSpec, plan: Plan, platform: str, extras: Sequence[str]) -> dict[str, Any]:
+    """Normalised inputs of one platform: what a lock's content_hash covers.
+
+    The plan's candidates stand for the rule tables: a rules change that changes a plan changes the
+    hash, one that does not, does not. Paths, the machine, mirrors and YAML layout never enter.
+    """
+    pp = next(p for p in plan.platforms if p.platform == platform)
+    return {
+        "platform": platform,
+        "inputs": spec.inputs(),
+        "channels": [strip_credentials(c) for c in spec.channels],
+        "platforms": sorted(spec.platforms),
+        "extras": sorted(extras),
+        "anchor": {"torch": plan.anchor.torch, "cuda": plan.anchor.cuda, "cudnn": plan.anchor.cudnn},
+        "candidates": [candidate_json(c) for c in pp.candidates],
+    }
+
+
+def content_hashes(spec: EnvSpec, plan: Plan, extras: Sequence[str]) -> dict[str, str]:
+    return {p: content_hash(hash_inputs(spec, plan, p, extras)) for p in spec.platforms}
+
+
+# --------------------------------------------------------------------------- write
+
+
+def lock_dir(project_dir: Path, name: str) -> Path:
+    return project_dir / "locks" / name
+
+
+def spec_path(project_dir: Path, name: str) -> Path:
+    return project_dir / "environments" / f"{name}.yml"
+
+
+def custom_metadata(spec: EnvSpec, plan: Plan, results: Sequence[PlatformResult]) -> dict[str, str]:
+    meta = {
+        f"{META_PREFIX}version": __version__,
+        f"{META_PREFIX}lock_format": str(LOCK_FORMAT),
+        f"{META_PREFIX}rules_version": plan.rules_version,
+        f"{META_PREFIX}env_name": spec.name,
+        f"{META_PREFIX}spec": f"environments/{spec.name}.yml",
+        f"{META_PREFIX}anchor": json.dumps(anchor_json(plan.anchor), sort_keys=True),
+    }
+    for res in results:
+        c = res.chosen
+        meta[f"{META_PREFIX}plan.{res.platform}"] = json.dumps(
+            {
+                "cuda": c.cuda,
+                "skew": c.skew,
+                "nvcc": nvcc_version(res),
+                "gcc_max": c.gcc_max,
+                "cudnn": res.version_of("cudnn"),
+                "specs": list(c.specs),
+                "virtual_packages": [str(v) for v in c.virtual_packages],
+                "channels": [strip_credentials(x) for x in c.channels],
+                "attempts": [{"cuda": a, "error": e} for a, e in res.attempts],
+                "notes": list(c.notes),
+                "complaints": list(c.complaints),
+                "packages": len(res.packages),
+            },
+            sort_keys=True,
+        )
+    return meta
+
+
+def render_files(
+    project_dir: Path,
+    spec: EnvSpec,
+    plan: Plan,
+    extras: Sequence[str],
+    results: Sequence[PlatformResult],
+    *,
+    timestamp: str | None = None,
+) -> list[tuple[Path, str]]:
+    """Every file a resolve writes, as (path, text), the authoritative conda-lock.yml last but one."""
+    hashes = content_hashes(spec, plan, extras)
+    packages: list[LockedPackage] = [p for r in results for p in r.packages]
+    ldir = lock_dir(project_dir, spec.name)
+    files: list[tuple[Path, str]] = []
+    for res in results:
+        files.append(
+            (
+                ldir / f"conda-{res.platform}.lock",
+                render_explicit(packages=packages, platform=res.platform, content_hash_value=hashes[res.platform], env_name=spec.name),
+            )
+        )
+    files.extend(_activation_files(ldir, spec, results))
+    lock_text = render_conda_lock(
+        packages=packages,
+        platforms=spec.platforms,
+        channels=_lock_channels(results, spec),
+        content_hashes=hashes,
+        sources=[f"environments/{spec.name}.yml"],
+        custom_metadata=custom_metadata(spec, plan, results),
+        timestamp=timestamp,
+    )
+    files.append((ldir / "conda-lock.yml", lock_text))
+    per_platform = {pp.platform: pp.candidates[0].specs for pp in plan.platforms}
+    toolchain = {p: [s for s in specs if s not in extras] for p, specs in per_platform.items()}
+    files.append((spec_path(project_dir, spec.name), render_spec(spec, toolchain, extras)))
+    return files
+
+
+def _lock_channels(results: Sequence[PlatformResult], spec: EnvSpec) -> list[str]:
+    out: list[str] = []
+    for res in results:
+        for c in res.chosen.channels:
+            if c not in out:
+                out.append(c)
+    return out or list(spec.channels)
+
+
+def _activation_files(ldir: Path, spec: EnvSpec, results: Sequence[PlatformResult]) -> list[tuple[Path, str]]:
+    """locks/<name>/activate.sh etc., rendered by envlock.activation (pure)."""
+    try:
+        from envlock import activation
+    except ImportError:  # TODO(lead): remove once activation lands
+        return []
+    if not hasattr(activation, "render_lock_scripts"):
+        return []
+    has_cudnn = any(r.version_of("cudnn") for r in results)
+    out: dict[str, str] = {}
+    for res in results:
+        scripts = activation.render_lock_scripts(
+            platform=res.platform, torch_source=spec.torch_source, has_cudnn=has_cudnn
+        )
+        for fname, text in scripts.items():
+            out.setdefault(fname, text)
+    return [(ldir / f, t) for f, t in sorted(out.items())]
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def spec_from_request(req: ResolveRequest, anchor: Anchor) -> EnvSpec:
+    platforms = check_platforms(req.platforms or (host_platform(),))
+    name = validate_name(req.name) if req.name else default_name(anchor)
+    return EnvSpec(
+        name=name,
+        torch=req.torch if req.torch != "installed" else anchor.torch,
+        torch_source=req.torch_source,
+        cuda=req.cuda,
+        python=req.python or default_python(anchor.torch),
+        platforms=platforms,
+        channels=tuple(req.channels) or ("conda-forge",),
+        glibc=req.glibc,
+        cudnn=req.cudnn,
+        dependencies=tuple(req.extra_specs),
+    )
+
+
+def solve_options(req_mirrors: Mapping[str, str], offline: bool, allow_insecure: bool):  # type: ignore[no-untyped-def]
+    from envlock.solver import SolveOptions, default_cache_dir
+
+    return SolveOptions(
+        cache_dir=default_cache_dir() / "repodata", mirrors=dict(req_mirrors), offline=offline, allow_insecure=allow_insecure
+    )
+
+
+def resolve(req: ResolveRequest) -> ResolveResult:
+    """`envlock resolve`: anchor → plan → solve → write (or plan only with dry_run)."""
+    if req.torch_source not in ("pip", "conda-forge"):
+        raise SpecError(f"--torch-source {req.torch_source!r}", hint="use pip or conda-forge")
+    check_platforms(req.platforms or (host_platform(),))
+    lookup = None
+    if req.torch_source == "conda-forge" and not req.dry_run:
+        from envlock.solver import conda_forge_pytorch_lookup
+
+        channel = (req.channels or ("conda-forge",))[0]
+        lookup = conda_forge_pytorch_lookup(solve_options(req.mirrors, req.offline, req.allow_insecure), channel)
+    anchor = find_anchor(
+        req.torch,
+        cuda=req.cuda,
+        torch_source=req.torch_source,
+        python_exe=req.python_exe,
+        offline=req.offline or req.dry_run,
+        lookup=lookup,
+    )
+    spec = spec_from_request(req, anchor)
+    return lock_spec(
+        spec,
+        anchor,
+        project_dir=req.project_dir,
+        mirrors=req.mirrors,
+        offline=req.offline,
+        allow_insecure=req.allow_insecure,
+        dry_run=req.dry_run,
+        timestamp=req.timestamp,
+    )
+
+
+def lock_spec(
+    spec: EnvSpec,
+    anchor: Anchor,
+    *,
+    project_dir: Path,
+    mirrors: Mapping[str, str] | None = None,
+    offline: bool = False,
+    allow_insecure: bool = False,
+    dry_run: bool = False,
+    timestamp: bool = False,
+    locked: Mapping[str, Sequence[LockedPackage]] | None = None,
+) -> ResolveResult:
+    """Plan, solve and write one spec (also used by `envlock lock`)."""
+    spec = replace(spec, anchor={"cuda": anchor.cuda, "cudnn": anchor.cudnn, "source": anchor.source})
+    plan, extras = plan_for(spec, anchor)
+    if dry_run:
+        return ResolveResult(anchor=anchor, plan=plan, spec=spec, dry_run=True)
+    project_dir = _writable_project(project_dir)
+    from envlock.solver import RattlerSolver
+
+    results = RattlerSolver(solve_options(mirrors or {}, offline, allow_insecure)).solve(plan, locked=locked)
+    stamp = None
+    if timestamp:
+        import datetime
+
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    files = render_files(project_dir, spec, plan, extras, results, timestamp=stamp)
+    with project_lock(project_dir, spec.name):
+        written = write_all_atomic(files)
+    return ResolveResult(
+        anchor=anchor,
+        plan=plan,
+        spec=spec,
+        results=tuple(results),
+        files=tuple(p for p, _ in files),
+        written=tuple(written),
+    )
+
+
+def _writable_project(project_dir: Path) -> Path:
+    import os
+
+    if not project_dir.exists():
+        raise SpecError(f"project dir {project_dir} does not exist", hint="create it, or pass --project-dir DIR")
+    if not project_dir.is_dir():
+        raise SpecError(f"project dir {project_dir} is not a directory", hint="pass --project-dir DIR")
+    for sub in ("environments", "locks"):
+        d = project_dir / sub
+        target = d if d.exists() else project_dir
+        if not os.access(target, os.W_OK | os.X_OK):
+            raise SpecError(f"cannot write to {target}", hint="check its permissions, or pass --project-dir DIR")
+    return project_dir
+
+
+class project_lock:  # noqa: N801 - used as a context manager
+    """An advisory file lock per environment: two writers of the same lock are serialised."""
+
+    def __init__(self, project_dir: Path, name: str) -> None:
+        self.path = lock_dir(project_dir, name).parent / f".{name}.envlock-lock"
+        self._fh: Any = None
+
+    def __enter__(self) -> project_lock:
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(self.path, "a+")  # noqa: SIM115
+        fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import fcntl
+
+        fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
+        self._fh.close()
+
+
+def describe_error(exc: EnvlockError) -> str:
+    return f"{exc.message} ({exc.hint})"
