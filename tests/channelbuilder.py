@@ -1,0 +1,1247 @@
+"""Build real tiny conda packages and indexed channels with conda-forge's names and dependency shapes.
+
+A plain importable library (no pytest at module top) so tests *and* benchmarks can use it.
+
+Layout written by `build_channel(root)`::
+
+    root/conda-forge/{noarch,linux-64,linux-aarch64,win-64}/*.tar.bz2 + repodata.json
+    root/nvidia/label/cuda-11.8.0/{noarch,linux-64,win-64}/...   (build_nvidia_label_channel)
+
+Everything is deterministic: fixed tar mtimes/owners, fixed package `timestamp`, sorted members, so the
+same inputs give byte-identical packages and repodata.json.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bz2
+import fnmatch
+import hashlib
+import http.server
+import io
+import json
+import os
+import socket
+import tarfile
+import threading
+import time
+import zipfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import zstandard
+
+# 2024-01-01T00:00:00Z in ms: a fixed `timestamp` keeps repodata reproducible (and old enough that
+# `exclude_newer` filters do not hide packages by accident).
+FIXED_TIMESTAMP_MS = 1_704_067_200_000
+_TAR_MTIME = FIXED_TIMESTAMP_MS // 1000
+
+NVIDIA_LICENSE = "LicenseRef-NVIDIA-End-User-License-Agreement"
+ALL_SUBDIRS = ("linux-64", "linux-aarch64", "win-64")
+DEFAULT_PYTHONS = ("3.10", "3.11", "3.12")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Per-CUDA-minor component versions. Real numbers from conda-forge repodata (../shared/channels) and
+# facts §3.2 where present; the 12.3/12.4 rows that the harvested data lacks follow NVIDIA's release
+# component tables. There is NO 12.7 (NVIDIA never released it).
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CudaMinor:
+    """Component versions of one CUDA minor release as conda-forge packages them."""
+
+    minor: str  # "12.6"
+    nvcc: str  # newest cf_nvcc_versions entry
+    cudart: str
+    nvrtc: str
+    nvjitlink: str
+    cublas: str
+    cusparse: str
+    cusolver: str
+    cccl: str
+    compiler_build: int  # the number in `Build cuda_X.Y.rX.Y/compiler.NNN_0`
+    built_on: str  # the `Built on` line of nvcc --version
+    gcc_impl_constraint: str  # cuda-nvcc-impl run_constrained on gcc_impl_<plat>
+
+    @property
+    def major(self) -> int:
+        return int(self.minor.split(".")[0])
+
+    @property
+    def upper(self) -> str:
+        """Exclusive upper bound used by conda-forge's exact-minor pins: 12.6 -> 12.7.0a0."""
+        major, minor = self.minor.split(".")
+        return f"{major}.{int(minor) + 1}.0a0"
+
+    @property
+    def version_pin(self) -> str:
+        """`cuda-version >=12.6,<12.7.0a0` (CTK components pin their exact minor)."""
+        return f"cuda-version >={self.minor},<{self.upper}"
+
+    @property
+    def cudart_define(self) -> int:
+        """CUDART_VERSION as cuda_runtime_api.h defines it: 12.6 -> 12060."""
+        major, minor = self.minor.split(".")
+        return int(major) * 1000 + int(minor) * 10
+
+
+CUDA_MINORS: dict[str, CudaMinor] = {
+    m.minor: m
+    for m in (
+        CudaMinor("12.0", "12.0.76", "12.0.107", "12.0.76", "12.0.76", "12.0.1.189", "12.0.0.76",
+                  "11.4.2.57", "12.0.90", 32267302, "Fri_Jan__6_16:45:21_PST_2023", ">=6,<13"),
+        CudaMinor("12.1", "12.1.105", "12.1.105", "12.1.105", "12.1.105", "12.1.3.1", "12.1.0.106",
+                  "11.4.5.107", "12.1.109", 32688072, "Tue_Feb__7_19:32:13_PST_2023", ">=6,<13"),
+        CudaMinor("12.2", "12.2.140", "12.2.140", "12.2.140", "12.2.140", "12.2.5.6", "12.1.2.141",
+                  "11.5.2.141", "12.2.140", 33191640, "Tue_Aug_15_22:02:13_PDT_2023", ">=6,<13"),
+        CudaMinor("12.3", "12.3.107", "12.3.101", "12.3.107", "12.3.101", "12.3.4.1", "12.2.0.103",
+                  "11.5.4.101", "12.3.101", 33567101, "Wed_Nov_22_10:17:15_PST_2023", ">=6,<13"),
+        CudaMinor("12.4", "12.4.131", "12.4.127", "12.4.127", "12.4.127", "12.4.5.8", "12.3.1.170",
+                  "11.6.1.9", "12.4.127", 34097967, "Thu_Mar_28_02:18:24_PDT_2024", ">=6,<13"),
+        CudaMinor("12.5", "12.5.82", "12.5.82", "12.5.82", "12.5.82", "12.5.3.2", "12.5.1.3",
+                  "11.6.3.83", "12.5.39", 34385749, "Thu_Jun__6_02:18:23_PDT_2024", ">=6,<14.0a0"),
+        CudaMinor("12.6", "12.6.85", "12.6.77", "12.6.85", "12.6.85", "12.6.4.1", "12.5.4.2",
+                  "11.7.1.2", "12.6.77", 35059454, "Tue_Oct_29_23:50:19_PDT_2024", ">=6,<14.0a0"),
+        CudaMinor("12.8", "12.8.93", "12.8.90", "12.8.93", "12.8.93", "12.8.4.1", "12.5.8.93",
+                  "11.7.3.90", "12.8.90", 35583870, "Fri_Feb_21_20:23:50_PST_2025", ">=6,<15.0a0"),
+        CudaMinor("12.9", "12.9.86", "12.9.79", "12.9.86", "12.9.86", "12.9.1.4", "12.5.10.65",
+                  "11.7.5.82", "12.9.27", 36037853, "Tue_May_27_02:21:03_PDT_2025", ">=6,<15.0a0"),
+        CudaMinor("13.0", "13.0.88", "13.0.96", "13.0.88", "13.0.88", "13.1.0.3", "12.6.3.3",
+                  "12.0.4.66", "13.0.85", 36424714, "Wed_Aug_20_01:58:59_PM_PDT_2025", ">=6,<16.0a0"),
+        CudaMinor("13.1", "13.1.115", "13.1.80", "13.1.115", "13.1.115", "13.2.1.1", "12.7.3.1",
+                  "12.0.9.81", "13.1.78", 36836380, "Tue_Dec_16_07:23:41_PM_PST_2025", ">=6,<16.0a0"),
+        CudaMinor("13.2", "13.2.78", "13.2.75", "13.2.78", "13.2.78", "13.4.0.1", "12.7.10.1",
+                  "12.2.0.1", "13.2.75", 37234104, "Thu_Mar_19_08:02:11_PM_PDT_2026", ">=6,<16.0a0"),
+    )
+}
+
+# gcc versions per major that the channel offers (conda-forge ctng-compiler-activation builds).
+GCC_VERSIONS = ("11.4.0", "12.4.0", "13.3.0", "14.2.0", "15.1.0")
+
+# cuDNN versions and the CUDA majors conda-forge built them for (toolchain.yaml cudnn_pairing).
+CUDNN_VERSIONS: dict[str, tuple[int, ...]] = {
+    "8.9.7.29": (12,),
+    "9.3.0.75": (12,),
+    "9.10.2.21": (12,),
+    "9.13.0.50": (12, 13),
+    "9.14.0.64": (13,),
+}
+
+# (version, cuda_minor, build_number, per-python hash seed) - conda-forge pytorch CUDA builds.
+PYTORCH_BUILDS: dict[str, tuple[tuple[str, str], ...]] = {
+    # subdir -> ((torch version, cuda minor), ...) from facts §2 "CUDA variants by version"
+    "linux-64": (("2.3.1", "12.0"), ("2.7.1", "12.6"), ("2.7.1", "12.9"), ("2.8.0", "12.9")),
+    "linux-aarch64": (("2.3.1", "12.0"), ("2.7.1", "12.6"), ("2.7.1", "12.9"), ("2.8.0", "12.9")),
+    "win-64": (("2.3.1", "12.0"), ("2.7.1", "12.6"), ("2.7.1", "12.8"), ("2.8.0", "12.8")),
+}
+
+PYTHON_VERSIONS = {"3.9": "3.9.21", "3.10": "3.10.16", "3.11": "3.11.11", "3.12": "3.12.8", "3.13": "3.13.1"}
+
+
+def target_of(subdir: str) -> str:
+    """The CUDA `targets/<t>` dir name conda-forge uses per subdir."""
+    return {"linux-64": "x86_64-linux", "linux-aarch64": "sbsa-linux", "linux-ppc64le": "ppc64le-linux"}.get(
+        subdir, "x64"
+    )
+
+
+def gnu_triplet(subdir: str) -> str:
+    """conda-forge's compiler triplet prefix per linux subdir."""
+    return {"linux-64": "x86_64-conda-linux-gnu", "linux-aarch64": "aarch64-conda-linux-gnu"}[subdir]
+
+
+def is_win(subdir: str) -> bool:
+    return subdir.startswith("win-")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Writing one package
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PackageSpec:
+    """One conda package: metadata plus payload (files, symlinks, executable bits)."""
+
+    name: str
+    version: str
+    build: str = ""  # computed from a content hash + build_number when empty
+    build_number: int = 0
+    subdir: str = "noarch"
+    depends: list[str] = field(default_factory=list)
+    constrains: list[str] = field(default_factory=list)
+    files: dict[str, bytes | str] = field(default_factory=dict)
+    symlinks: dict[str, str] = field(default_factory=dict)  # relpath -> link target (relative)
+    executables: set[str] = field(default_factory=set)
+    noarch: str | None = None  # "generic" | "python"; implied "generic" for subdir noarch
+    track_features: str = ""
+    features: str = ""
+    license: str = "BSD-3-Clause"
+    timestamp: int = FIXED_TIMESTAMP_MS
+    fmt: str = ".tar.bz2"  # or ".conda"
+    build_prefix: str = ""  # e.g. "cuda126_generic_py311_" -> "cuda126_generic_py311_h1a2b3c4_201"
+    build_suffix: str = ""  # e.g. "_cpython" -> "h1a2b3c4_0_cpython"
+
+    def __post_init__(self) -> None:
+        if self.subdir == "noarch" and self.noarch is None:
+            self.noarch = "generic"
+        self.depends = sorted(self.depends)  # conda-build writes them sorted
+        self.constrains = sorted(self.constrains)
+        if not self.build:
+            self.build = f"{self.build_prefix}h{self._content_hash()[:7]}_{self.build_number}{self.build_suffix}"
+
+    def _content_hash(self) -> str:
+        """A stable hash of the inputs, standing in for conda-build's hash of the variant."""
+        doc = json.dumps([self.name, self.version, self.subdir, sorted(self.depends), sorted(self.constrains),
+                          sorted(self.files), sorted(self.symlinks.items())])
+        return hashlib.sha1(doc.encode()).hexdigest()
+
+    @property
+    def filename(self) -> str:
+        return f"{self.name}-{self.version}-{self.build}{self.fmt}"
+
+    @property
+    def dist_name(self) -> str:
+        return f"{self.name}-{self.version}-{self.build}"
+
+    def index_json(self) -> dict[str, Any]:
+        """info/index.json as conda-build writes it."""
+        doc: dict[str, Any] = {
+            "build": self.build,
+            "build_number": self.build_number,
+            "depends": list(self.depends),
+            "license": self.license,
+            "name": self.name,
+            "subdir": self.subdir,
+            "timestamp": self.timestamp,
+            "version": self.version,
+        }
+        if self.constrains:
+            doc["constrains"] = list(self.constrains)
+        if self.subdir == "noarch":
+            doc["noarch"] = self.noarch
+        else:
+            plat, _, arch = self.subdir.partition("-")
+            doc["platform"] = plat
+            doc["arch"] = {"64": "x86_64", "aarch64": "aarch64", "ppc64le": "ppc64le", "32": "x86"}.get(arch, arch)
+        if self.track_features:
+            doc["track_features"] = self.track_features
+        if self.features:
+            doc["features"] = self.features
+        return doc
+
+
+def _as_bytes(data: bytes | str) -> bytes:
+    return data.encode() if isinstance(data, str) else data
+
+
+def _tarinfo(name: str, *, size: int = 0, mode: int = 0o644, kind: bytes = tarfile.REGTYPE,
+             linkname: str = "") -> tarfile.TarInfo:
+    """A TarInfo with fixed owner/mtime so archives are reproducible."""
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.type, info.linkname = size, mode, kind, linkname
+    info.mtime, info.uid, info.gid, info.uname, info.gname = _TAR_MTIME, 0, 0, "", ""
+    return info
+
+
+def _paths_json(spec: PackageSpec) -> dict[str, Any]:
+    """info/paths.json: sha256 + size per hardlink; softlinks carry no hash (rattler does not need one)."""
+    entries: list[dict[str, Any]] = []
+    for rel, data in spec.files.items():
+        raw = _as_bytes(data)
+        entries.append({"_path": rel, "path_type": "hardlink", "sha256": hashlib.sha256(raw).hexdigest(),
+                        "size_in_bytes": len(raw)})
+    for rel in spec.symlinks:
+        entries.append({"_path": rel, "path_type": "softlink"})
+    entries.sort(key=lambda e: e["_path"])
+    return {"paths": entries, "paths_version": 1}
+
+
+def _info_members(spec: PackageSpec) -> dict[str, bytes]:
+    """The info/ files of a package."""
+    all_paths = sorted([*spec.files, *spec.symlinks])
+    return {
+        "info/files": ("\n".join(all_paths) + "\n").encode() if all_paths else b"",
+        "info/index.json": (json.dumps(spec.index_json(), indent=2, sort_keys=True) + "\n").encode(),
+        "info/paths.json": (json.dumps(_paths_json(spec), indent=2, sort_keys=True) + "\n").encode(),
+    }
+
+
+def _payload_tar(members: Mapping[str, bytes], spec: PackageSpec | None) -> bytes:
+    """An uncompressed, deterministic tar of `members` (+ the spec's symlinks)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        entries: list[tuple[str, bytes | None, str]] = [(k, v, "") for k, v in members.items()]
+        if spec is not None:
+            entries += [(k, None, target) for k, target in spec.symlinks.items()]
+        # info/ first (conda convention), then payload in sorted order.
+        entries.sort(key=lambda e: (not e[0].startswith("info/"), e[0]))
+        for rel, data, target in entries:
+            if data is None:
+                tar.addfile(_tarinfo(rel, kind=tarfile.SYMTYPE, linkname=target, mode=0o777))
+            else:
+                mode = 0o755 if spec is not None and rel in spec.executables else 0o644
+                tar.addfile(_tarinfo(rel, size=len(data), mode=mode), io.BytesIO(data))
+    return buf.getvalue()
+
+
+def write_package(spec: PackageSpec, outdir: Path) -> Path:
+    """Write `spec` as a real conda package (`.tar.bz2` or `.conda`) into `outdir`; return its path."""
+    outdir.mkdir(parents=True, exist_ok=True)
+    missing = set(spec.executables) - set(spec.files)
+    if missing:
+        raise ValueError(f"{spec.name}: executables not among files: {sorted(missing)}")
+    payload = {rel: _as_bytes(data) for rel, data in spec.files.items()}
+    info = _info_members(spec)
+    out = outdir / spec.filename
+    if spec.fmt == ".tar.bz2":
+        out.write_bytes(bz2.compress(_payload_tar({**info, **payload}, spec), 9))
+    elif spec.fmt == ".conda":
+        out.write_bytes(_conda_zip(spec, info, payload))
+    else:
+        raise ValueError(f"unknown package format {spec.fmt!r}")
+    # rattler's indexer records the file's mtime as `indexed_timestamp` (what `exclude_newer` compares),
+    # so pin it to the package timestamp for reproducible repodata.
+    os.utime(out, ns=(spec.timestamp * 1_000_000, spec.timestamp * 1_000_000))
+    return out
+
+
+def _conda_zip(spec: PackageSpec, info: Mapping[str, bytes], payload: Mapping[str, bytes]) -> bytes:
+    """The `.conda` v2 format: a stored zip of metadata.json + info-*.tar.zst + pkg-*.tar.zst."""
+    cctx = zstandard.ZstdCompressor(level=3)
+    members = {
+        "metadata.json": json.dumps({"conda_pkg_format_version": 2}).encode(),
+        f"pkg-{spec.dist_name}.tar.zst": cctx.compress(_payload_tar(payload, spec)),
+        f"info-{spec.dist_name}.tar.zst": cctx.compress(_payload_tar(info, None)),
+    }
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as zf:
+        for name, data in members.items():
+            zi = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
+            zi.external_attr = 0o644 << 16
+            zf.writestr(zi, data)
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Payload helpers
+# ---------------------------------------------------------------------------------------------------
+
+
+def _header(filename: str, owner: str, *lines: str) -> str:
+    """A tiny but valid C header (compiles with gcc/nvcc when included)."""
+    guard = "".join(c if c.isalnum() else "_" for c in filename.upper())
+    body = "\n".join(lines)
+    return (f"/* {filename}: envlock test-channel stand-in shipped by {owner}. */\n"
+            f"#pragma once\n#ifndef ENVLOCK_TEST_{guard}\n#define ENVLOCK_TEST_{guard}\n{body}\n#endif\n")
+
+
+def nvcc_version_text(version: str, compiler_build: int, built_on: str) -> str:
+    """What a real `nvcc --version` prints for this nvcc version."""
+    major, minor = version.split(".")[:2]
+    year = {"11": "2022", "12": "2024", "13": "2025"}.get(major, "2025")
+    return (
+        "nvcc: NVIDIA (R) Cuda compiler driver\n"
+        f"Copyright (c) 2005-{year} NVIDIA Corporation\n"
+        f"Built on {built_on}\n"
+        f"Cuda compilation tools, release {major}.{minor}, V{version}\n"
+        f"Build cuda_{major}.{minor}.r{major}.{minor}/compiler.{compiler_build}_0\n"
+    )
+
+
+def nvcc_script(version: str, compiler_build: int, built_on: str) -> str:
+    """An executable `nvcc` stand-in: real `--version` output; refuses to compile (it is not a compiler)."""
+    text = nvcc_version_text(version, compiler_build, built_on)
+    return (
+        "#!/bin/sh\n"
+        f"# envlock test-channel stand-in for nvcc {version}: answers --version like the real driver.\n"
+        'case "${1:-}" in\n'
+        "  --version|-V)\n"
+        "    cat <<'NVCC_VERSION_EOF'\n"
+        f"{text}"
+        "NVCC_VERSION_EOF\n"
+        "    exit 0 ;;\n"
+        "esac\n"
+        f'echo "nvcc fatal   : envlock test-channel stand-in (nvcc {version}) cannot compile" >&2\n'
+        "exit 1\n"
+    )
+
+
+def gcc_script(tool: str, version: str) -> str:
+    """An executable `<triplet>-gcc`/`g++` stand-in answering --version / -dumpversion like conda-forge's."""
+    major = version.split(".")[0]
+    return (
+        "#!/bin/sh\n"
+        f"# envlock test-channel stand-in for {tool} {version}.\n"
+        'case "${1:-}" in\n'
+        f"  --version) printf '%s\\n' '{tool} (conda-forge gcc {version}-1) {version}' "
+        "'Copyright (C) 2024 Free Software Foundation, Inc.' "
+        "'This is free software; see the source for copying conditions.  There is NO' "
+        "'warranty; not even for MERCHANTABILITY or FITNESS FOR A PARTICULAR PURPOSE.' ''; exit 0 ;;\n"
+        f"  -dumpversion) echo {major}; exit 0 ;;\n"
+        f"  -dumpfullversion) echo {version}; exit 0 ;;\n"
+        "esac\n"
+        f'echo "{tool}: envlock test-channel stand-in cannot compile" >&2\n'
+        "exit 1\n"
+    )
+
+
+def _stub_lib(name: str, owner: str) -> bytes:
+    """Placeholder bytes for a shared library (NOT a loadable ELF/DLL)."""
+    return f"envlock test-channel placeholder for {name} from {owner}\n".encode()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Package catalog (conda-forge shapes). Each generator returns (tag, spec) pairs; the tag is the CUDA
+# minor ("12.6"), CUDA major ("12"), or None, and is what `drop={(name, tag)}` matches.
+# ---------------------------------------------------------------------------------------------------
+
+Tagged = tuple[str | None, PackageSpec]
+
+
+def _runtime_deps(subdir: str, libgcc: int = 13) -> list[str]:
+    """The C/C++ runtime deps conda-forge compiled packages carry."""
+    if is_win(subdir):
+        return ["ucrt >=10.0.20348.0", "vc >=14.3,<15", "vc14_runtime >=14.44.35208"]
+    return ["__glibc >=2.17,<3.0.a0", f"libgcc >={libgcc}", f"libstdcxx >={libgcc}"]
+
+
+def _layout(subdir: str) -> tuple[str, str, str]:
+    """(include dir, real-lib dir, lib-link dir) for CUDA 12+ packages on `subdir`."""
+    if is_win(subdir):
+        return "Library/include", "Library/bin", "Library/lib"
+    t = target_of(subdir)
+    return f"targets/{t}/include", f"targets/{t}/lib", "lib"
+
+
+def _so_files(subdir: str, lib: str, version: str, major: str, owner: str) -> tuple[dict[str, bytes | str], dict[str, str]]:
+    """Files + symlinks of a CUDA runtime library: targets/<t>/lib/libX.so.V, lib/libX.so.M symlinks."""
+    if is_win(subdir):
+        return {f"Library/bin/{lib}64_{major}.dll": _stub_lib(lib, owner)}, {}
+    _, real, _ = _layout(subdir)
+    files: dict[str, bytes | str] = {f"{real}/{lib}.so.{version}": _stub_lib(lib, owner)}
+    links = {
+        f"{real}/{lib}.so.{major}": f"{lib}.so.{version}",
+        f"lib/{lib}.so.{major}": f"../{real}/{lib}.so.{major}",
+        f"lib/{lib}.so.{version}": f"../{real}/{lib}.so.{version}",
+    }
+    return files, links
+
+
+def _dev_link(subdir: str, lib: str, major: str) -> tuple[dict[str, bytes | str], dict[str, str]]:
+    """The -dev part of a library: libX.so symlinks (linux) or an import .lib (win)."""
+    if is_win(subdir):
+        return {f"Library/lib/{lib.removeprefix('lib')}.lib": _stub_lib(lib, "dev")}, {}
+    _, real, _ = _layout(subdir)
+    return {}, {f"{real}/{lib}.so": f"{lib}.so.{major}", f"lib/{lib}.so": f"../{real}/{lib}.so"}
+
+
+def cuda_version_packages(minor: str) -> PackageSpec:
+    """noarch `cuda-version X.Y` with conda-forge's run_constrained."""
+    major = minor.split(".")[0]
+    return PackageSpec("cuda-version", minor, build_number=3, subdir="noarch", license="LicenseRef-NVIDIA-End-User-License-Agreement",
+                       constrains=[f"__cuda >={major}", f"cudatoolkit {minor}|{minor}.*"])
+
+
+def cuda_minor_packages(cm: CudaMinor, subdir: str) -> list[PackageSpec]:
+    """The CUDA 12+/13 split packages of one minor for one subdir (+ their noarch `_<target>` parts)."""
+    plat, major, pin = subdir, str(cm.major), cm.version_pin
+    inc, real, _ = _layout(subdir)
+    win = is_win(subdir)
+    rt = _runtime_deps(subdir)
+    lic = NVIDIA_LICENSE
+    specs: list[PackageSpec] = []
+
+    def add(spec: PackageSpec) -> PackageSpec:
+        spec.license = lic
+        specs.append(spec)
+        return spec
+
+    cccl = add(PackageSpec(f"cuda-cccl_{plat}", cm.cccl, subdir="noarch", depends=[pin], files={
+        f"{inc}/cuda/std/version": _header("cuda/std/version", "cuda-cccl", f"#define _LIBCUDACXX_CUDA_API_VERSION {cm.cudart_define}"),
+        f"{inc}/nv/target": _header("nv/target", "cuda-cccl", "#define _NV_TARGET_DEF 1"),
+    }))
+    cudart_files, cudart_links = _so_files(subdir, "libcudart", cm.cudart, major, "cuda-cudart")
+    cudart_t = add(PackageSpec(f"cuda-cudart_{plat}", cm.cudart, subdir="noarch", depends=[pin],
+                               files=cudart_files, symlinks={k: v for k, v in cudart_links.items() if not k.startswith("lib/")}))
+    dev_files, dev_links = _dev_link(subdir, "libcudart", major)
+    cudart_dev_t = add(PackageSpec(f"cuda-cudart-dev_{plat}", cm.cudart, subdir="noarch",
+                                   depends=[f"cuda-cccl_{plat}", f"cuda-cudart_{plat}", pin],
+                                   files={
+                                       f"{inc}/cuda_runtime_api.h": _header("cuda_runtime_api.h", "cuda-cudart-dev",
+                                                                            f"#define CUDART_VERSION {cm.cudart_define}"),
+                                       f"{inc}/cuda_runtime.h": _header("cuda_runtime.h", "cuda-cudart-dev",
+                                                                        '#include "cuda_runtime_api.h"'),
+                                       f"{inc}/cuda.h": _header("cuda.h", "cuda-cudart-dev", f"#define CUDA_VERSION {cm.cudart_define}"),
+                                       **dev_files,
+                                   },
+                                   symlinks={k: v for k, v in dev_links.items() if not k.startswith("lib/")}))
+    cudart = add(PackageSpec("cuda-cudart", cm.cudart, subdir=subdir,
+                             depends=[f"cuda-cudart_{plat} {cm.cudart} {cudart_t.build}", pin, *rt],
+                             symlinks={k: v for k, v in cudart_links.items() if k.startswith("lib/")}))
+    add(PackageSpec("cuda-cudart-dev", cm.cudart, subdir=subdir,
+                    depends=[f"cuda-cudart {cm.cudart} {cudart.build}", f"cuda-cudart-dev_{plat} {cm.cudart} {cudart_dev_t.build}",
+                             pin, *rt],
+                    symlinks={k: v for k, v in dev_links.items() if k.startswith("lib/")}))
+    del cccl
+
+    def lib_pair(name: str, lib: str, version: str, lib_deps: list[str], dev_deps: list[str],
+                 headers: dict[str, str]) -> PackageSpec:
+        files, links = _so_files(subdir, lib, version, version.split(".")[0], name)
+        runtime = add(PackageSpec(name, version, subdir=subdir, depends=[*lib_deps, pin, *rt], files=files, symlinks=links))
+        dfiles, dlinks = _dev_link(subdir, lib, version.split(".")[0])
+        hdrs = {f"{inc}/{h}": _header(h, f"{name}-dev", body) for h, body in headers.items()}
+        add(PackageSpec(f"{name}-dev", version, subdir=subdir,
+                        depends=[*dev_deps, f"{name} {version} {runtime.build}", pin, *rt],
+                        constrains=[f"{name}-static >={version}"], files={**hdrs, **dfiles}, symlinks=dlinks))
+        return runtime
+
+    nvjit_pin = (f"cuda-version >={major},<{cm.upper}" if cm.minor >= "12.6" or cm.major >= 13 else pin)
+    nvjit_files, nvjit_links = _so_files(subdir, "libnvJitLink", cm.nvjitlink, major, "libnvjitlink")
+    add(PackageSpec("libnvjitlink", cm.nvjitlink, subdir=subdir, depends=[nvjit_pin, *rt], files=nvjit_files, symlinks=nvjit_links))
+    nvrtc_files, nvrtc_links = _so_files(subdir, "libnvrtc", cm.nvrtc, major, "cuda-nvrtc")
+    add(PackageSpec("cuda-nvrtc", cm.nvrtc, subdir=subdir, depends=[pin, *rt], files=nvrtc_files, symlinks=nvrtc_links))
+
+    def nxt(version: str) -> str:
+        """`>=V,<M+1.0a0` range on the version's own major (how run_exports pin CUDA libs)."""
+        return f">={version},<{int(version.split('.')[0]) + 1}.0a0"
+
+    nvjit_dep = f"libnvjitlink {nxt(cm.nvjitlink)}"
+    lib_pair("libcublas", "libcublas", cm.cublas, ["cuda-nvrtc"], [f"cuda-cudart-dev_{plat}"], {
+        "cublas_api.h": f"#define CUBLAS_VER_MAJOR {cm.cublas.split('.')[0]}\n#define CUBLAS_VER_MINOR {cm.cublas.split('.')[1]}",
+        "cublas_v2.h": '#include "cublas_api.h"',
+        "cublas.h": '#include "cublas_api.h"',
+        "cublasLt.h": f"#define CUBLASLT_VERSION_MAJOR {cm.cublas.split('.')[0]}",
+    })
+    lib_pair("libcusparse", "libcusparse", cm.cusparse, [nvjit_dep], [nvjit_dep], {
+        "cusparse.h": f"#define CUSPARSE_VER_MAJOR {cm.cusparse.split('.')[0]}\n#define CUSPARSE_VER_MINOR {cm.cusparse.split('.')[1]}",
+    })
+    cub_major_minor = ".".join(cm.cublas.split(".")[:2])
+    cusp_major_minor = ".".join(cm.cusparse.split(".")[:2])
+    lib_pair("libcusolver", "libcusolver", cm.cusolver,
+             [f"libcublas >={cm.cublas},<{_bump(cub_major_minor)}", f"libcusparse >={cm.cusparse},<{_bump(cusp_major_minor)}", nvjit_dep],
+             [], {
+                 "cusolver_common.h": f"#define CUSOLVER_VER_MAJOR {cm.cusolver.split('.')[0]}",
+                 "cusolverDn.h": '#include "cusolver_common.h"',
+             })
+
+    # nvcc: cuda-nvcc -> cuda-nvcc_<plat> -> cuda-nvcc-impl (payload + the host-compiler constraint).
+    if win:
+        impl_files: dict[str, bytes | str] = {
+            "Library/bin/nvcc.exe": f"envlock test-channel placeholder for nvcc.exe {cm.nvcc}\n",
+            "Library/bin/nvcc.profile": "TOP = $(_HERE_)/..\n",
+            "Library/nvvm/bin/cicc.exe": "envlock test-channel placeholder for cicc.exe\n",
+        }
+        impl_links: dict[str, str] = {}
+        impl_execs: set[str] = set()
+        impl_constrains = ["vc >=14.2"]
+    else:
+        t = target_of(subdir)
+        impl_files = {
+            "bin/nvcc": nvcc_script(cm.nvcc, cm.compiler_build, cm.built_on),
+            "bin/nvcc.profile": f"TOP              = $(_HERE_)/..\nINCLUDES        +=  \"-I$(TOP)/targets/{t}/include\" $(_SPACE_)\n",
+            "nvvm/bin/cicc": "#!/bin/sh\necho 'cicc: envlock test-channel stand-in' >&2\nexit 1\n",
+        }
+        impl_links = {f"targets/{t}/bin/nvcc": "../../../bin/nvcc"}
+        impl_execs = {"bin/nvcc", "nvvm/bin/cicc"}
+        impl_constrains = [f"gcc_impl_{plat} {cm.gcc_impl_constraint}"]
+    add(PackageSpec("cuda-nvcc-impl", cm.nvcc, subdir=subdir,
+                    depends=[f"cuda-cudart {nxt(cm.cudart)}", "cuda-cudart-dev", pin],
+                    constrains=impl_constrains, files=impl_files, symlinks=impl_links, executables=impl_execs))
+    nvcc_plat_deps = [f"cuda-cudart-dev_{plat} {cm.minor}.*", f"cuda-nvcc-impl {cm.nvcc}.*"]
+    nvcc_plat_files: dict[str, bytes | str] = {}
+    if not win:
+        nvcc_plat_deps = ["__glibc >=2.17,<3.0.a0", *nvcc_plat_deps, f"sysroot_{plat} >=2.17,<3.0a0"]
+        nvcc_plat_files[f"etc/conda/activate.d/~cuda-nvcc_activate.sh"] = _nvcc_activate_sh(subdir)
+    add(PackageSpec(f"cuda-nvcc_{plat}", cm.nvcc, subdir=subdir, depends=nvcc_plat_deps, files=nvcc_plat_files))
+    host = ["vs2019_win-64"] if win else [f"gcc_{plat}", f"gxx_{plat}"]
+    add(PackageSpec("cuda-nvcc", cm.nvcc, subdir=subdir, depends=[f"cuda-nvcc_{plat} {cm.nvcc}.*", *host]))
+    return specs
+
+
+def _bump(major_minor: str) -> str:
+    """12.6 -> 12.7.0a0 (upper bound of a max_pin='x.x' range)."""
+    major, minor = major_minor.split(".")
+    return f"{major}.{int(minor) + 1}.0a0"
+
+
+def _nvcc_activate_sh(subdir: str) -> str:
+    """A cut-down copy of conda-forge cuda-nvcc's activation (sets NVCC_PREPEND_FLAGS, never CUDA_HOME)."""
+    t = target_of(subdir)
+    return (
+        "# envlock test channel: shaped like conda-forge cuda-nvcc's activate script (no CUDA_HOME).\n"
+        'if [ -n "${CONDA_PREFIX:-}" ]; then\n'
+        f'  export CFLAGS="${{CFLAGS:-}} -isystem ${{CONDA_PREFIX}}/targets/{t}/include"\n'
+        f'  export CXXFLAGS="${{CXXFLAGS:-}} -isystem ${{CONDA_PREFIX}}/targets/{t}/include"\n'
+        '  export NVCC_PREPEND_FLAGS="${NVCC_PREPEND_FLAGS:-} -ccbin=${CXX:-g++}"\n'
+        "fi\n"
+    )
+
+
+def compiler_packages(subdir: str) -> list[PackageSpec]:
+    """Host toolchain: gcc_<plat>/gxx_<plat> wrappers -> *_impl, sysroot, binutils, libgcc (linux); vs20xx (win)."""
+    if is_win(subdir):
+        return _win_runtime_packages() + [
+            PackageSpec("vswhere", "3.1.7", subdir=subdir, license="MIT",
+                        files={"Library/bin/vswhere.exe": "envlock test-channel placeholder for vswhere.exe\n"}),
+            PackageSpec("vs2019_win-64", "19.29.30139", build_number=39, subdir=subdir, depends=["vswhere"],
+                        constrains=["vs_win-64 2019.11"],
+                        files={"etc/conda/activate.d/vs2019_compiler_vars.bat": "@rem envlock test channel: vs2019 activation\n"}),
+            PackageSpec("vs2022_win-64", "19.44.35207", build_number=39, subdir=subdir, depends=["vswhere"],
+                        constrains=["vs_win-64 2022.14"],
+                        files={"etc/conda/activate.d/vs2022_compiler_vars.bat": "@rem envlock test channel: vs2022 activation\n"}),
+        ]
+    plat, triplet = subdir, gnu_triplet(subdir)
+    specs: list[PackageSpec] = [
+        PackageSpec("libgcc", "15.1.0", build_number=2, subdir=subdir, depends=["__glibc >=2.17,<3.0.a0"],
+                    license="GPL-3.0-only WITH GCC-exception-3.1",
+                    files={"lib/libgcc_s.so.1": _stub_lib("libgcc_s", "libgcc")}),
+        PackageSpec("libstdcxx", "15.1.0", build_number=2, subdir=subdir, depends=["__glibc >=2.17,<3.0.a0", "libgcc 15.1.0"],
+                    license="GPL-3.0-only WITH GCC-exception-3.1",
+                    files={"lib/libstdc++.so.6.0.34": _stub_lib("libstdc++", "libstdcxx")},
+                    symlinks={"lib/libstdc++.so.6": "libstdc++.so.6.0.34"}),
+        PackageSpec(f"binutils_{plat}", "2.43", build_number=4, subdir=subdir, license="GPL-3.0-only",
+                    files={f"bin/{triplet}-ld": f"#!/bin/sh\necho 'GNU ld (GNU Binutils) 2.43'\n"},
+                    executables={f"bin/{triplet}-ld"}),
+    ]
+    for glibc in ("2.17", "2.28"):
+        specs.append(PackageSpec(f"sysroot_{plat}", glibc, build_number=8, subdir="noarch", depends=[f"__glibc >={glibc}"],
+                                 license="LGPL-2.0-or-later AND GPL-2.0-or-later",
+                                 files={f"{triplet}/sysroot/usr/include/features.h":
+                                        _header("features.h", f"sysroot {glibc}", f"#define __GLIBC_MINOR__ {glibc.split('.')[1]}")}))
+    for version in GCC_VERSIONS:
+        lic = "GPL-3.0-only WITH GCC-exception-3.1"
+        gcc_impl = PackageSpec(f"gcc_impl_{plat}", version, build_number=2, subdir=subdir, license=lic,
+                               depends=[f"libgcc >={version}", f"libstdcxx >={version}", f"sysroot_{plat}"],
+                               files={f"bin/{triplet}-gcc": gcc_script(f"{triplet}-gcc", version)},
+                               executables={f"bin/{triplet}-gcc"})
+        gxx_impl = PackageSpec(f"gxx_impl_{plat}", version, build_number=2, subdir=subdir, license=lic,
+                               depends=[f"gcc_impl_{plat} {version} {gcc_impl.build}", f"sysroot_{plat}"],
+                               files={f"bin/{triplet}-g++": gcc_script(f"{triplet}-g++", version)},
+                               executables={f"bin/{triplet}-g++"})
+        gcc = PackageSpec(f"gcc_{plat}", version, build_number=11, subdir=subdir, license="BSD-3-Clause",
+                          depends=[f"gcc_impl_{plat} {version}.*", f"binutils_{plat}", f"sysroot_{plat}"],
+                          files={f"etc/conda/activate.d/activate-gcc_{plat}.sh": _gcc_activate_sh(triplet, "CC", "gcc"),
+                                 f"etc/conda/deactivate.d/deactivate-gcc_{plat}.sh": _gcc_deactivate_sh("CC")})
+        gxx = PackageSpec(f"gxx_{plat}", version, build_number=11, subdir=subdir, license="BSD-3-Clause",
+                          depends=[f"gxx_impl_{plat} {version}.*", f"gcc_{plat} =={version} {gcc.build}",
+                                   f"binutils_{plat}", f"sysroot_{plat}"],
+                          files={f"etc/conda/activate.d/activate-gxx_{plat}.sh": _gcc_activate_sh(triplet, "CXX", "g++"),
+                                 f"etc/conda/deactivate.d/deactivate-gxx_{plat}.sh": _gcc_deactivate_sh("CXX")})
+        specs += [gcc_impl, gxx_impl, gcc, gxx]
+    return specs
+
+
+def _gcc_activate_sh(triplet: str, var: str, tool: str) -> str:
+    """Shaped like conda-forge's activate-gcc.sh: exports the compiler and reads ${CONDA_PREFIX} unguarded.
+
+    The real script fails under `set -u` when CONDA_PREFIX is unset; this one keeps that property on purpose.
+    """
+    return (
+        "# envlock test channel: shaped like conda-forge ctng-compiler-activation (breaks under set -u without CONDA_PREFIX).\n"
+        f'export CONDA_BACKUP_{var}="${{{var}:-}}"\n'
+        f'export {var}="${{CONDA_PREFIX}}/bin/{triplet}-{tool}"\n'
+        f'export HOST="{triplet}"\n'
+        f'export CONDA_BUILD_SYSROOT="${{CONDA_PREFIX}}/{triplet}/sysroot"\n'
+    )
+
+
+def _gcc_deactivate_sh(var: str) -> str:
+    return (
+        "# envlock test channel: restores what activate saved.\n"
+        f'if [ -n "${{CONDA_BACKUP_{var}:-}}" ]; then export {var}="${{CONDA_BACKUP_{var}}}"; else unset {var}; fi\n'
+        f"unset CONDA_BACKUP_{var}\n"
+    )
+
+
+def _win_runtime_packages() -> list[PackageSpec]:
+    """ucrt / vc / vc14_runtime, which conda-forge win-64 binaries depend on."""
+    return [
+        PackageSpec("ucrt", "10.0.22621.0", subdir="win-64", license="LicenseRef-MicrosoftWindowsSDK10",
+                    files={"Library/bin/ucrtbase.dll": _stub_lib("ucrtbase", "ucrt")}),
+        PackageSpec("vc14_runtime", "14.44.35208", build_number=26, subdir="win-64", depends=["ucrt >=10.0.20348.0"],
+                    constrains=["vs2015_runtime 14.44.35208.* *_26"], license="LicenseRef-MicrosoftVisualCpp2015-2022Runtime",
+                    files={"Library/bin/vcruntime140.dll": _stub_lib("vcruntime140", "vc14_runtime")}),
+        PackageSpec("vc", "14.3", build_number=26, subdir="win-64", depends=["vc14_runtime >=14.44.35208"]),
+    ]
+
+
+def python_packages(subdir: str, pythons: Iterable[str]) -> list[PackageSpec]:
+    """CPython X.Y per subdir (the binary is a script stand-in) plus noarch python_abi."""
+    specs: list[PackageSpec] = []
+    for xy in pythons:
+        full, nodot = PYTHON_VERSIONS[xy], xy.replace(".", "")
+        if is_win(subdir):
+            files: dict[str, bytes | str] = {"python.exe": f"envlock test-channel placeholder for python.exe {full}\n",
+                                             "Lib/site-packages/README.txt": "site-packages\n"}
+            links: dict[str, str] = {}
+            execs: set[str] = set()
+            deps = _runtime_deps(subdir)
+        else:
+            files = {f"bin/python{xy}": _python_script(full), f"lib/python{xy}/site-packages/README.txt": "site-packages\n"}
+            links = {"bin/python3": f"python{xy}", "bin/python": f"python{xy}"}
+            execs = {f"bin/python{xy}"}
+            deps = ["__glibc >=2.17,<3.0.a0", "libgcc >=13"]
+        specs.append(PackageSpec("python", full, build_number=1, subdir=subdir, build_suffix="_cpython", license="Python-2.0",
+                                 depends=deps, constrains=[f"python_abi {xy}.* *_cp{nodot}"],
+                                 files=files, symlinks=links, executables=execs))
+    return specs
+
+
+def python_abi_packages(pythons: Iterable[str]) -> list[PackageSpec]:
+    """noarch python_abi X.Y (build `8_cpXY`, as conda-forge's current ones)."""
+    return [PackageSpec("python_abi", xy, build=f"8_cp{xy.replace('.', '')}", build_number=8, subdir="noarch",
+                        constrains=[f"python {xy}.* *_cpython"]) for xy in pythons]
+
+
+def _python_script(full: str) -> str:
+    """`bin/pythonX.Y` stand-in: answers --version; delegates anything else to a real interpreter."""
+    return (
+        "#!/bin/sh\n"
+        f"# envlock test-channel stand-in for CPython {full}.\n"
+        f'case "${{1:-}}" in --version|-V) echo "Python {full}"; exit 0 ;; esac\n'
+        'exec "${ENVLOCK_TEST_REAL_PYTHON:-/usr/bin/python3}" "$@"\n'
+    )
+
+
+def cudnn_packages(subdir: str, cuda_majors: Iterable[int]) -> list[Tagged]:
+    """cuDNN per conda-forge: 8.x one `cudnn` package; 9.x cudnn -> libcudnn-dev -> libcudnn; major-family pins."""
+    out: list[Tagged] = []
+    win = is_win(subdir)
+    rt = _runtime_deps(subdir)
+    inc, bindir = ("Library/include", "Library/bin") if win else ("include", "lib")
+    for version, majors in CUDNN_VERSIONS.items():
+        cmaj, cmin, patch = version.split(".")[:3]
+        hdr = {f"{inc}/cudnn_version.h": _header("cudnn_version.h", "cudnn", f"#define CUDNN_MAJOR {cmaj}",
+                                                 f"#define CUDNN_MINOR {cmin}", f"#define CUDNN_PATCHLEVEL {patch}"),
+               f"{inc}/cudnn.h": _header("cudnn.h", "cudnn", '#include "cudnn_version.h"')}
+        for major in majors:
+            if major not in cuda_majors:
+                continue
+            pin = f"cuda-version >={major},<{major + 1}.0a0"
+            # cuDNN 9 needs glibc 2.28 on linux (as conda-forge's libcudnn does).
+            rtd = rt if win else ["__glibc >=2.28,<3.0.a0", "libgcc >=13", "libstdcxx >=13"]
+            if win:
+                lib_files: dict[str, bytes | str] = {f"Library/bin/cudnn64_{cmaj}.dll": _stub_lib("cudnn", "libcudnn")}
+                lib_links: dict[str, str] = {}
+                dev_extra: dict[str, bytes | str] = {"Library/lib/cudnn.lib": _stub_lib("cudnn", "libcudnn-dev")}
+                dev_links: dict[str, str] = {}
+            else:
+                lib_files = {f"lib/libcudnn.so.{version}": _stub_lib("libcudnn", "libcudnn")}
+                lib_links = {f"lib/libcudnn.so.{cmaj}": f"libcudnn.so.{version}"}
+                dev_extra, dev_links = {}, {"lib/libcudnn.so": f"libcudnn.so.{cmaj}"}
+            base_deps = ["cuda-nvrtc", pin, "libcublas", *rtd]
+            if cmaj == "8":
+                out.append((str(major), PackageSpec("cudnn", version, subdir=subdir, license="LicenseRef-cuDNN-Software-License-Agreement",
+                                                    depends=base_deps, files={**lib_files, **hdr, **dev_extra},
+                                                    symlinks={**lib_links, **dev_links})))
+                continue
+            lib = PackageSpec("libcudnn", version, subdir=subdir, license="LicenseRef-cuDNN-Software-License-Agreement",
+                              depends=base_deps, constrains=["libcudnn-jit <0a"], files=lib_files, symlinks=lib_links)
+            dev = PackageSpec("libcudnn-dev", version, subdir=subdir, license="LicenseRef-cuDNN-Software-License-Agreement",
+                              depends=[f"libcudnn {version} {lib.build}", pin, *rtd],
+                              constrains=["libcudnn-jit-dev <0a"], files={**hdr, **dev_extra}, symlinks=dev_links)
+            meta = PackageSpec("cudnn", version, subdir=subdir, license="LicenseRef-cuDNN-Software-License-Agreement",
+                               depends=[f"libcudnn-dev {version} {dev.build}", pin, *rtd],
+                               constrains=["cudnn-jit <0a"])
+            out += [(str(major), lib), (str(major), dev), (str(major), meta)]
+    return out
+
+
+def pytorch_packages(subdir: str, pythons: Iterable[str], minors: Mapping[str, CudaMinor]) -> list[Tagged]:
+    """conda-forge pytorch CUDA builds (small but real-shaped dependency sets), tagged with their CUDA minor."""
+    out: list[Tagged] = []
+    win = is_win(subdir)
+    for torch, minor in PYTORCH_BUILDS.get(subdir, ()):
+        cm = minors.get(minor)
+        if cm is None:
+            continue
+        xy_tag = minor.replace(".", "")
+        new_style = tuple(int(p) for p in torch.split(".")[:2]) >= (2, 5)
+        cudnn = "cudnn >=9.3.0.75,<10.0a0" if new_style else "cudnn >=8.9.7.29,<9.0a0"
+        for xy in pythons:
+            nodot = xy.replace(".", "")
+            x, y = xy.split(".")
+            prefix = f"cuda{xy_tag}_generic_py{nodot}_" if new_style else f"cuda{xy_tag}_py{nodot}"
+            sp = "Lib/site-packages" if win else f"lib/python{xy}/site-packages"
+            deps = ["__cuda", f"cuda-cudart >={cm.cudart},<{cm.major + 1}.0a0", f"cuda-nvrtc >={cm.nvrtc},<{cm.major + 1}.0a0",
+                    f"cuda-version >={minor},<{cm.major + 1}", cudnn,
+                    f"libcublas >={cm.cublas},<{int(cm.cublas.split('.')[0]) + 1}.0a0",
+                    f"libcusparse >={cm.cusparse},<{int(cm.cusparse.split('.')[0]) + 1}.0a0",
+                    f"libcusolver >={cm.cusolver},<{int(cm.cusolver.split('.')[0]) + 1}.0a0",
+                    f"python >={xy},<{x}.{int(y) + 1}.0a0", f"python_abi {xy}.* *_cp{nodot}",
+                    *(_runtime_deps(subdir) if win else ["__glibc >=2.17,<3.0.a0", "libgcc >=13", "libstdcxx >=13"])]
+            files: dict[str, bytes | str] = {
+                f"{sp}/torch/__init__.py": f'"""envlock test-channel stand-in for torch {torch}."""\n__version__ = "{torch}"\nfrom . import version\n',
+                f"{sp}/torch/version.py": f'__version__ = "{torch}"\ncuda = "{minor}"\ngit_version = "0000000"\nhip = None\n',
+            }
+            out.append((minor, PackageSpec("pytorch", torch, build_number=301 if not new_style else 201, subdir=subdir,
+                                           build_prefix=prefix, depends=deps,
+                                           constrains=["pytorch-cpu <0.0a0", f"pytorch-gpu {torch}"], files=files)))
+    return out
+
+
+def cudatoolkit_packages(subdir: str) -> list[PackageSpec]:
+    """Pre-12 conda-forge: cudatoolkit 11.8.0 (runtime libs only) and cudatoolkit-dev 11.7.0 (post-link downloader)."""
+    if subdir not in ("linux-64", "win-64"):
+        return []
+    win = is_win(subdir)
+    if win:
+        tk_files: dict[str, bytes | str] = {"Library/bin/cudart64_110.dll": _stub_lib("cudart", "cudatoolkit")}
+        tk_links: dict[str, str] = {}
+        dev_files: dict[str, bytes | str] = {"Scripts/.cudatoolkit-dev-post-link.bat": _cudatoolkit_dev_post_link("bat")}
+    else:
+        tk_files = {"lib/libcudart.so.11.8.89": _stub_lib("libcudart", "cudatoolkit")}
+        tk_links = {"lib/libcudart.so.11.0": "libcudart.so.11.8.89"}
+        dev_files = {"bin/.cudatoolkit-dev-post-link.sh": _cudatoolkit_dev_post_link("sh")}
+    deps = _runtime_deps(subdir, 12)
+    return [
+        PackageSpec("cudatoolkit", "11.8.0", build_number=13, subdir=subdir, depends=deps, constrains=["__cuda >=11"],
+                    license=NVIDIA_LICENSE, files=tk_files, symlinks=tk_links),
+        PackageSpec("cudatoolkit-dev", "11.7.0", build_number=6, subdir=subdir, depends=["python"], license=NVIDIA_LICENSE,
+                    files=dev_files),
+    ]
+
+
+def _cudatoolkit_dev_post_link(kind: str) -> str:
+    """Content of cudatoolkit-dev's post-link script: it downloads NVIDIA's installer (envlock never runs it)."""
+    if kind == "bat":
+        return "@rem cudatoolkit-dev post-link: downloads the CUDA 11.7 installer from NVIDIA and runs it.\n" \
+               "\"%PREFIX%\\python.exe\" \"%PREFIX%\\Scripts\\cudatoolkit-dev-extra.py\"\n"
+    return ("#!/bin/bash\n# cudatoolkit-dev post-link: downloads the CUDA 11.7 runfile from NVIDIA and installs it.\n"
+            '"${PREFIX}/bin/python" "${PREFIX}/bin/cudatoolkit-dev-extra.py" || exit 1\n')
+
+
+def cuda11_version_packages() -> list[PackageSpec]:
+    """noarch cuda-version 11.7 / 11.8 (the CUDA-11 tail conda-forge still has)."""
+    return [cuda_version_packages(minor) for minor in ("11.7", "11.8")]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Channels
+# ---------------------------------------------------------------------------------------------------
+
+
+def conda_forge_catalog(*, cuda_minors: Iterable[str] | None = None, subdirs: Iterable[str] = ALL_SUBDIRS,
+                        pythons: Iterable[str] = DEFAULT_PYTHONS, with_pytorch: bool = True,
+                        with_cudnn: bool = True, with_cuda11: bool = True) -> list[Tagged]:
+    """Every (tag, spec) of the conda-forge-shaped test channel, before `drop`/`extra` are applied."""
+    minors = {m: CUDA_MINORS[m] for m in (CUDA_MINORS if cuda_minors is None else cuda_minors)}
+    unknown = set(cuda_minors or ()) - set(CUDA_MINORS)
+    if unknown:
+        raise ValueError(f"no such CUDA minor in the test channel: {sorted(unknown)} (there is no 12.7)")
+    pythons = tuple(pythons)
+    out: list[Tagged] = [(m, cuda_version_packages(m)) for m in minors]
+    out += [(None, s) for s in python_abi_packages(pythons)]
+    if with_cuda11:
+        out += [(s.version, s) for s in cuda11_version_packages()]
+    majors = sorted({cm.major for cm in minors.values()})
+    for subdir in subdirs:
+        for m, cm in minors.items():
+            out += [(m, s) for s in cuda_minor_packages(cm, subdir)]
+        out += [(None, s) for s in compiler_packages(subdir)]
+        out += [(None, s) for s in python_packages(subdir, pythons)]
+        if with_cudnn:
+            out += cudnn_packages(subdir, majors)
+        if with_pytorch:
+            out += pytorch_packages(subdir, pythons, minors)
+        if with_cuda11:
+            out += [("11.8" if s.name == "cudatoolkit" else "11.7", s) for s in cudatoolkit_packages(subdir)]
+    return out
+
+
+def _dropped(tag: str | None, spec: PackageSpec, drop: Iterable[tuple[str, str | None]]) -> bool:
+    """`(name, tag)` drops that name for that CUDA minor/major tag; `(name, "*")` or `(name, None)` drops it everywhere."""
+    for name, which in drop:
+        if name == spec.name and (which in ("*", None) or which == tag):
+            return True
+    return False
+
+
+def write_packages(specs: Iterable[PackageSpec], channel_dir: Path) -> list[Path]:
+    """Write each spec into channel_dir/<subdir>/, refusing duplicate filenames (they would shadow each other)."""
+    seen: dict[str, PackageSpec] = {}
+    paths: list[Path] = []
+    for spec in specs:
+        key = f"{spec.subdir}/{spec.filename}"
+        if key in seen:
+            raise ValueError(f"duplicate package {key}")
+        seen[key] = spec
+        paths.append(write_package(spec, channel_dir / spec.subdir))
+    return paths
+
+
+def index_channel(channel_dir: Path, *, write_zst: bool = True, write_shards: bool = True) -> dict[str, list[str]]:
+    """Index channel_dir with `rattler.index.index_fs`; return the repodata files written per subdir.
+
+    rattler stamps every record with `indexed_timestamp` = now (what `exclude_newer` compares). To keep
+    repodata reproducible, a first pass indexes, each record's `indexed_timestamp` is set to its own
+    `timestamp`, and a second incremental pass (which keeps existing records) writes .zst and shards.
+    """
+    from rattler.index import index_fs  # rattler only when indexing (keeps `import channelbuilder` light)
+
+    (channel_dir / "noarch").mkdir(parents=True, exist_ok=True)  # rattler requires noarch to exist
+    asyncio.run(index_fs(channel_dir, write_zst=False, write_shards=False, force=True))
+    subdirs = sorted(p for p in channel_dir.iterdir() if p.is_dir() and (p / "repodata.json").is_file())
+    for sub in subdirs:
+        _pin_indexed_timestamps(sub / "repodata.json")
+    asyncio.run(index_fs(channel_dir, write_zst=write_zst, write_shards=write_shards, force=False))
+    return {sub.name: sorted(p.name for p in sub.iterdir() if p.name.startswith("repodata")) for sub in subdirs}
+
+
+def _pin_indexed_timestamps(repodata_json: Path) -> None:
+    """Set each record's indexed_timestamp to its build timestamp."""
+    doc = json.loads(repodata_json.read_text())
+    for key in ("packages", "packages.conda"):
+        for record in doc.get(key, {}).values():
+            record["indexed_timestamp"] = record.get("timestamp", FIXED_TIMESTAMP_MS)
+    repodata_json.write_text(json.dumps(doc, separators=(",", ":"), sort_keys=True))
+
+
+def build_channel(root: Path, *, name: str = "conda-forge", cuda_minors: Iterable[str] | None = None,
+                  subdirs: Iterable[str] = ALL_SUBDIRS, pythons: Iterable[str] = DEFAULT_PYTHONS,
+                  drop: Iterable[tuple[str, str | None]] = (), extra: Iterable[PackageSpec] = (),
+                  with_pytorch: bool = True, with_cudnn: bool = True, with_cuda11: bool = True,
+                  write_zst: bool = True, write_shards: bool = True) -> Path:
+    """Write the conda-forge-shaped test channel under root/<name> and index it; return the channel dir."""
+    channel = Path(root) / name
+    subdirs = tuple(subdirs)
+    drop = tuple(drop)
+    catalog = conda_forge_catalog(cuda_minors=cuda_minors, subdirs=subdirs, pythons=pythons,
+                                  with_pytorch=with_pytorch, with_cudnn=with_cudnn, with_cuda11=with_cuda11)
+    specs = [s for tag, s in catalog if not _dropped(tag, s, drop)]
+    write_packages([*specs, *extra], channel)
+    for sub in subdirs:
+        (channel / sub).mkdir(parents=True, exist_ok=True)  # an empty subdir still gets a repodata.json
+    index_channel(channel, write_zst=write_zst, write_shards=write_shards)
+    return channel
+
+
+NVIDIA_118 = {
+    "cuda-cccl": "11.8.89", "cuda-cudart": "11.8.89", "cuda-cudart-dev": "11.8.89", "cuda-nvcc": "11.8.89",
+    "cuda-nvrtc": "11.8.89", "cuda-nvrtc-dev": "11.8.89", "libcublas": "11.11.3.6", "libcublas-dev": "11.11.3.6",
+    "libcusparse": "11.7.5.86", "libcusparse-dev": "11.7.5.86", "libcusolver": "11.4.1.48",
+    "libcusolver-dev": "11.4.1.48", "libnvjitlink": None,
+}
+
+
+def nvidia_label_packages(subdir: str) -> list[PackageSpec]:
+    """The nvidia/label/cuda-11.8.0 split packages (build `0`, `>=` deps, files in $PREFIX/include and lib)."""
+    v = {k: x for k, x in NVIDIA_118.items() if x}
+    win = is_win(subdir)
+    inc = "Library/include" if win else "include"
+    lic = NVIDIA_LICENSE
+
+    def lib(name: str, libname: str, version: str) -> PackageSpec:
+        if win:
+            files: dict[str, bytes | str] = {f"Library/bin/{libname.removeprefix('lib')}64_11.dll": _stub_lib(libname, name)}
+            links: dict[str, str] = {}
+        else:
+            files = {f"lib/{libname}.so.{version}": _stub_lib(libname, name)}
+            links = {f"lib/{libname}.so.{version.split('.')[0]}": f"{libname}.so.{version}"}
+        return PackageSpec(name, version, build="0", subdir=subdir, license=lic, files=files, symlinks=links)
+
+    def dev(name: str, libname: str, version: str, headers: dict[str, str], deps: list[str]) -> PackageSpec:
+        files: dict[str, bytes | str] = {f"{inc}/{h}": _header(h, name, body) for h, body in headers.items()}
+        links: dict[str, str] = {}
+        if win:
+            files[f"Library/lib/{libname.removeprefix('lib')}.lib"] = _stub_lib(libname, name)
+        else:
+            links[f"lib/{libname}.so"] = f"{libname}.so.{version.split('.')[0]}"
+        return PackageSpec(name, version, build="0", subdir=subdir, license=lic, depends=deps, files=files, symlinks=links)
+
+    if win:
+        nvcc_files: dict[str, bytes | str] = {"Library/bin/nvcc.exe": "envlock test-channel placeholder for nvcc.exe 11.8.89\n",
+                                              "Library/nvvm/bin/cicc.exe": "placeholder\n"}
+        nvcc_execs: set[str] = set()
+    else:
+        nvcc_files = {"bin/nvcc": nvcc_script("11.8.89", 31833905, "Wed_Sep_21_10:33:58_PDT_2022"),
+                      "nvvm/bin/cicc": "#!/bin/sh\nexit 1\n"}
+        nvcc_execs = {"bin/nvcc", "nvvm/bin/cicc"}
+    return [
+        PackageSpec("cuda-cccl", v["cuda-cccl"], build="0", subdir=subdir, license=lic,
+                    files={f"{inc}/cuda/std/version": _header("cuda/std/version", "cuda-cccl", "#define _LIBCUDACXX_CUDA_API_VERSION 11008")}),
+        lib("cuda-cudart", "libcudart", v["cuda-cudart"]),
+        dev("cuda-cudart-dev", "libcudart", v["cuda-cudart-dev"], {
+            "cuda_runtime_api.h": "#define CUDART_VERSION 11080", "cuda_runtime.h": '#include "cuda_runtime_api.h"',
+            "cuda.h": "#define CUDA_VERSION 11080"}, ["cuda-cccl", f"cuda-cudart >={v['cuda-cudart']}"]),
+        PackageSpec("cuda-nvcc", v["cuda-nvcc"], build="0", subdir=subdir, license=lic, files=nvcc_files, executables=nvcc_execs),
+        lib("cuda-nvrtc", "libnvrtc", v["cuda-nvrtc"]),
+        dev("cuda-nvrtc-dev", "libnvrtc", v["cuda-nvrtc-dev"], {"nvrtc.h": "#define NVRTC_VERSION 11080"},
+            [f"cuda-nvrtc >={v['cuda-nvrtc']}"]),
+        lib("libcublas", "libcublas", v["libcublas"]),
+        dev("libcublas-dev", "libcublas", v["libcublas-dev"], {
+            "cublas_api.h": "#define CUBLAS_VER_MAJOR 11", "cublas_v2.h": '#include "cublas_api.h"',
+            "cublasLt.h": "#define CUBLASLT_VERSION_MAJOR 11"}, [f"libcublas >={v['libcublas']}"]),
+        lib("libcusparse", "libcusparse", v["libcusparse"]),
+        dev("libcusparse-dev", "libcusparse", v["libcusparse-dev"], {"cusparse.h": "#define CUSPARSE_VER_MAJOR 11"},
+            [f"libcusparse >={v['libcusparse']}"]),
+        lib("libcusolver", "libcusolver", v["libcusolver"]),
+        dev("libcusolver-dev", "libcusolver", v["libcusolver-dev"], {
+            "cusolver_common.h": "#define CUSOLVER_VER_MAJOR 11", "cusolverDn.h": '#include "cusolver_common.h"'},
+            [f"libcusolver >={v['libcusolver']}"]),
+    ]
+
+
+def build_nvidia_label_channel(root: Path, *, subdirs: Iterable[str] = ("linux-64", "win-64"),
+                               write_zst: bool = True, write_shards: bool = True) -> Path:
+    """Write and index root/nvidia/label/cuda-11.8.0 (cuda-nvcc 11.8.89 & co.); return the channel dir."""
+    channel = Path(root) / "nvidia" / "label" / "cuda-11.8.0"
+    write_packages([s for sub in subdirs for s in nvidia_label_packages(sub)], channel)
+    index_channel(channel, write_zst=write_zst, write_shards=write_shards)
+    return channel
+
+
+def build_all(root: Path, **kwargs: Any) -> Path:
+    """Build conda-forge + nvidia/label/cuda-11.8.0 under root (the layout `ChannelServer` serves); return root."""
+    build_channel(root, **kwargs)
+    build_nvidia_label_channel(root, write_zst=kwargs.get("write_zst", True), write_shards=kwargs.get("write_shards", True))
+    return Path(root)
+
+
+# ---------------------------------------------------------------------------------------------------
+# HTTP server with request log and fault injection
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RequestRecord:
+    """One request the server answered."""
+
+    method: str
+    path: str
+    status: int
+    bytes_sent: int
+    fault: str | None = None
+
+
+@dataclass
+class Fault:
+    """An injected fault: `action` for requests whose path matches `pattern`, `times` times (None = always).
+
+    Actions: "status:NNN" (answer NNN, empty body), "close-mid-body" (send headers and half the body, then
+    drop the connection), "stall:SECONDS" (sleep before answering), "corrupt" (flip bytes in the body,
+    keeping the length), "truncate" (declare the full length, send half, close).
+    """
+
+    pattern: str
+    action: str
+    times: int | None = None
+    hits: int = 0
+
+    def matches(self, path: str) -> bool:
+        return fnmatch.fnmatchcase(path, self.pattern) and (self.times is None or self.hits < self.times)
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    """Static files from the server root, with request logging and fault hooks."""
+
+    server: _ThreadingServer
+    protocol_version = "HTTP/1.1"  # keep-alive like a real CDN; rattler reuses connections
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        """Silence stderr access logging (tests read `requests` instead)."""
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        self._serve(head=False)
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self._serve(head=True)
+
+    def _serve(self, *, head: bool) -> None:
+        path = self.path.split("?", 1)[0]
+        owner = self.server.owner
+        fault = owner._take_fault(path)
+        action = fault.action if fault else ""
+        if action.startswith("stall:"):
+            time.sleep(float(action.split(":", 1)[1]))
+        if action.startswith("status:"):
+            status = int(action.split(":", 1)[1])
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            if status == 503:
+                self.send_header("Retry-After", "0")
+            self.end_headers()
+            owner._record(RequestRecord(self.command, path, status, 0, action))
+            return
+        fs_path = Path(self.translate_path(path))
+        if not fs_path.is_file():
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            owner._record(RequestRecord(self.command, path, 404, 0, action or None))
+            return
+        body = fs_path.read_bytes()
+        etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+        if self.headers.get("If-None-Match") == etag and not action:
+            self.send_response(304)
+            self.send_header("ETag", etag)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            owner._record(RequestRecord(self.command, path, 304, 0, None))
+            return
+        if action == "corrupt":
+            body = bytes(b ^ 0xFF for b in body[:64]) + body[64:]
+        self.send_response(200)
+        self.send_header("Content-Type", self.guess_type(str(fs_path)))
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("ETag", etag)
+        self.send_header("Cache-Control", "public, max-age=0")
+        self.end_headers()
+        sent = 0
+        if not head:
+            if action in ("close-mid-body", "truncate"):
+                half = body[: max(1, len(body) // 2)]
+                self.wfile.write(half)
+                self.wfile.flush()
+                sent = len(half)
+                self.close_connection = True
+                try:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            else:
+                self.wfile.write(body)
+                sent = len(body)
+        owner._record(RequestRecord(self.command, path, 200, sent, action or None))
+
+
+class _ThreadingServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    owner: ChannelServer
+
+
+class ChannelServer:
+    """Serve a channel root (holding conda-forge/, nvidia/label/...) on 127.0.0.1; usable as a context manager.
+
+    `.url` is the base (http://127.0.0.1:PORT); `.channel_url("conda-forge")` a channel URL.
+    `.requests` is the log; `.count(pattern)` / `.bytes_sent(pattern)` summarise it (fnmatch on the path).
+    `.add_fault(pattern, action, times=None)` injects a fault (see `Fault`); `faults=` takes {pattern: action}.
+    """
+
+    def __init__(self, root: Path, *, faults: Mapping[str, str] | None = None) -> None:
+        self.root = Path(root)
+        self.requests: list[RequestRecord] = []
+        self.faults: list[Fault] = [Fault(p, a) for p, a in (faults or {}).items()]
+        self._lock = threading.Lock()
+        self._server: _ThreadingServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def start(self) -> ChannelServer:
+        """Bind port 0 on 127.0.0.1 and serve in a daemon thread."""
+        root = str(self.root)
+
+        def handler(*args: Any, **kwargs: Any) -> _Handler:
+            return _Handler(*args, directory=root, **kwargs)
+
+        self._server = _ThreadingServer(("127.0.0.1", 0), handler)
+        self._server.owner = self
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="channel-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Shut the server down and close its socket."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> ChannelServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- addresses ---------------------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("server is not running")
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def channel_url(self, name: str = "conda-forge") -> str:
+        return f"{self.url}/{name.strip('/')}"
+
+    # -- faults and the log ------------------------------------------------------------------------
+    def add_fault(self, pattern: str, action: str, times: int | None = None) -> Fault:
+        """Inject `action` for paths matching `pattern` (e.g. "*/linux-64/repodata.json", "status:503")."""
+        fault = Fault(pattern, action, times)
+        with self._lock:
+            self.faults.append(fault)
+        return fault
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self.faults.clear()
+
+    def reset_log(self) -> None:
+        with self._lock:
+            self.requests.clear()
+
+    def count(self, pattern: str = "*", *, status: int | None = None) -> int:
+        """How many requests hit paths matching `pattern` (optionally with that status)."""
+        with self._lock:
+            return sum(1 for r in self.requests
+                       if fnmatch.fnmatchcase(r.path, pattern) and (status is None or r.status == status))
+
+    def bytes_sent(self, pattern: str = "*") -> int:
+        """Body bytes sent for paths matching `pattern`."""
+        with self._lock:
+            return sum(r.bytes_sent for r in self.requests if fnmatch.fnmatchcase(r.path, pattern))
+
+    def paths(self) -> list[str]:
+        with self._lock:
+            return [r.path for r in self.requests]
+
+    def _take_fault(self, path: str) -> Fault | None:
+        with self._lock:
+            for fault in self.faults:
+                if fault.matches(path):
+                    fault.hits += 1
+                    return fault
+        return None
+
+    def _record(self, record: RequestRecord) -> None:
+        with self._lock:
+            self.requests.append(record)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Small helpers for tests that solve against the channel
+# ---------------------------------------------------------------------------------------------------
+
+
+def virtual_packages(subdir: str, *, cuda: str | None = "12.6", glibc: str = "2.28") -> list[Any]:
+    """rattler GenericVirtualPackages for `subdir` (explicit, as envlock's plan writes them)."""
+    from rattler import BuildString, GenericVirtualPackage, PackageName, Version
+
+    def vp(name: str, version: str) -> Any:
+        return GenericVirtualPackage(PackageName(name), Version(version), BuildString("0"))
+
+    out = [vp("__cuda", cuda)] if cuda else []
+    if subdir.startswith("linux"):
+        out += [vp("__glibc", glibc), vp("__linux", "6.0"), vp("__unix", "0")]
+    elif is_win(subdir):
+        out += [vp("__win", "0")]
+    return out
+
+
+def plain_source_config() -> Any:
+    """SourceConfig that fetches only repodata.json (rattler otherwise probes .zst, .bz2 and shards)."""
+    from rattler import SourceConfig
+
+    return SourceConfig(zstd_enabled=False, bz2_enabled=False, sharded_enabled=False)
