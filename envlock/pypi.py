@@ -330,6 +330,7 @@ class _Client:
     def get(self, url: str, accept: str | None = None) -> requests.Response | None:
         """The response for url, None on 404/410; ChannelError on anything else that is not 200."""
         headers = {"Accept": accept} if accept else {}
+        url = _carry_credentials(self._index, url)  # file links on the index's own host need its login
         for _ in range(_MAX_REDIRECTS + 1):
             resp = self._get_retrying(url, headers)
             if resp.status_code not in _REDIRECT_STATUSES:
