@@ -22,6 +22,7 @@ import io
 import json
 import os
 import socket
+import struct
 import tarfile
 import threading
 import time
@@ -390,6 +391,107 @@ def gcc_script(tool: str, version: str) -> str:
     )
 
 
+# ---------------------------------------------------------------------------------------------------
+# Loadable x86_64 ELF stand-ins: tiny shared objects (no section headers) that glibc's dlopen accepts,
+# with a SONAME and a few real entry points that report the library version (cudaRuntimeGetVersion ...).
+# Only linux-64 gets them; other subdirs get placeholder bytes (nothing here can load those anyway).
+# ---------------------------------------------------------------------------------------------------
+
+Export = tuple[list[tuple[str, int]], int]  # ([(argN, value stored through that pointer arg)], return value)
+
+def _x86_body(stores: list[tuple[str, int]], ret: int) -> bytes:
+    """Machine code: store each value through the pointer in rdi (arg0) / rsi (arg1), return `ret` in eax."""
+    code = b""
+    for reg, value in stores:
+        code += {"arg0": b"\xc7\x07", "arg1": b"\xc7\x06"}[reg] + struct.pack("<i", value)  # mov dword [rdi|rsi], imm32
+    return code + b"\xb8" + struct.pack("<i", ret) + b"\xc3"  # mov eax, imm32; ret
+
+
+def _elf_hash(name: bytes) -> int:
+    """The SysV ELF hash used by DT_HASH."""
+    h = 0
+    for c in name:
+        h = ((h << 4) + c) & 0xFFFFFFFF
+        g = h & 0xF0000000
+        if g:
+            h ^= g >> 24
+        h &= ~g & 0xFFFFFFFF
+    return h
+
+
+def elf_shared_object(soname: str, functions: Mapping[str, Export]) -> bytes:
+    """A minimal x86_64 ELF shared object: SONAME, DT_HASH, one global dynsym per function, W^X segments.
+
+    Layout: [ehdr][4 phdrs][dynsym][hash][dynstr][text] in an R+X segment, then .dynamic in an R+W segment
+    mapped one page higher (glibc relocates .dynamic entries in place, so it must be writable).
+    """
+    names = sorted(functions)
+    dynstr, str_off = b"\0", {}
+    for n in [soname, *names]:
+        str_off[n] = len(dynstr)
+        dynstr += n.encode() + b"\0"
+    text, fn_off = b"", {}
+    for n in names:
+        text += b"\xcc" * (-len(text) % 16)  # int3 padding, 16-byte aligned entry points
+        fn_off[n] = len(text)
+        text += _x86_body(*functions[n])
+    nsym, nbucket, nph = len(names) + 1, max(1, len(names)), 4
+    dynsym_off = 64 + 56 * nph
+    hash_off = dynsym_off + 24 * nsym
+    dynstr_off = hash_off + 4 * (2 + nbucket + nsym)
+    text_off = (dynstr_off + len(dynstr) + 15) & ~15
+    dyn_off = (text_off + len(text) + 7) & ~7
+    dyn_vaddr = dyn_off + 0x1000  # same page offset, next page: a separate RW mapping
+    # DT_SONAME, DT_HASH, DT_STRTAB, DT_SYMTAB, DT_STRSZ, DT_SYMENT, DT_NULL
+    dyn = [(14, str_off[soname]), (4, hash_off), (5, dynstr_off), (6, dynsym_off), (10, len(dynstr)), (11, 24), (0, 0)]
+    dynbytes = b"".join(struct.pack("<qQ", tag, val) for tag, val in dyn)
+    syms = struct.pack("<IBBHQQ", 0, 0, 0, 0, 0, 0)
+    for n in names:  # STB_GLOBAL|STT_FUNC; st_shndx 1 (defined, not SHN_ABS, so the load base is added)
+        syms += struct.pack("<IBBHQQ", str_off[n], 0x12, 0, 1, text_off + fn_off[n], len(_x86_body(*functions[n])))
+    buckets, chains = [0] * nbucket, [0] * nsym
+    for i, n in enumerate(names, start=1):
+        b = _elf_hash(n.encode()) % nbucket
+        chains[i], buckets[b] = buckets[b], i
+    hashtab = struct.pack(f"<II{nbucket}I{nsym}I", nbucket, nsym, *buckets, *chains)
+    # e_type ET_DYN, e_machine EM_X86_64, no section headers
+    ehdr = b"\x7fELF\x02\x01\x01" + b"\0" * 9 + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 64, 0, 0, 64, 56, nph, 64, 0, 0)
+    pf_x, pf_w, pf_r = 1, 2, 4
+    phdrs = b"".join([
+        struct.pack("<IIQQQQQQ", 1, pf_r | pf_x, 0, 0, 0, dyn_off, dyn_off, 0x1000),  # PT_LOAD text
+        struct.pack("<IIQQQQQQ", 1, pf_r | pf_w, dyn_off, dyn_vaddr, dyn_vaddr, len(dynbytes), len(dynbytes), 0x1000),
+        struct.pack("<IIQQQQQQ", 2, pf_r | pf_w, dyn_off, dyn_vaddr, dyn_vaddr, len(dynbytes), len(dynbytes), 8),  # PT_DYNAMIC
+        struct.pack("<IIQQQQQQ", 0x6474E551, pf_r | pf_w, 0, 0, 0, 0, 0, 16),  # PT_GNU_STACK: no exec stack
+    ])
+    out = bytearray(dyn_off + len(dynbytes))
+    for offset, blob in ((0, ehdr), (64, phdrs), (dynsym_off, syms), (hash_off, hashtab), (dynstr_off, dynstr),
+                         (text_off, text), (dyn_off, dynbytes)):
+        out[offset:offset + len(blob)] = blob
+    return bytes(out)
+
+
+def library_exports(lib: str, version: str) -> dict[str, Export]:
+    """Version-reporting entry points of a CUDA library stand-in, with the real functions' encodings."""
+    major, minor, patch = ([int(x) for x in version.split(".")] + [0, 0, 0])[:3]
+    return {
+        # cudaGetDeviceCount answers cudaErrorInsufficientDriver (35): there is no driver behind the stand-in.
+        "libcudart": {"cudaRuntimeGetVersion": ([("arg0", major * 1000 + minor * 10)], 0),
+                      "cudaDriverGetVersion": ([("arg0", 0)], 0), "cudaGetDeviceCount": ([("arg0", 0)], 35)},
+        "libcublas": {"cublasGetVersion_v2": ([("arg1", major * 10000 + minor * 100 + patch)], 0)},
+        "libcusparse": {"cusparseGetVersion": ([("arg1", major * 1000 + minor * 100 + patch)], 0)},
+        "libcusolver": {"cusolverGetVersion": ([("arg0", major * 1000 + minor * 100 + patch)], 0)},
+        "libnvJitLink": {"nvJitLinkVersion": ([("arg0", major), ("arg1", minor)], 0)},
+        "libnvrtc": {"nvrtcVersion": ([("arg0", major), ("arg1", minor)], 0)},
+        "libcudnn": {"cudnnGetVersion": ([], (major * 10000 if major >= 9 else major * 1000) + minor * 100 + patch)},
+    }.get(lib, {})
+
+
+def lib_bytes(subdir: str, lib: str, version: str, owner: str, soname_version: str | None = None) -> bytes:
+    """A shared-library payload: a loadable ELF on linux-64 (SONAME lib.so.<major>), placeholder bytes elsewhere."""
+    if subdir != "linux-64":
+        return _stub_lib(lib, owner)
+    return elf_shared_object(f"{lib}.so.{soname_version or version.split('.')[0]}", library_exports(lib, version))
+
+
 def _stub_lib(name: str, owner: str) -> bytes:
     """Placeholder bytes for a shared library (NOT a loadable ELF/DLL)."""
     return f"envlock test-channel placeholder for {name} from {owner}\n".encode()
@@ -423,7 +525,7 @@ def _so_files(subdir: str, lib: str, version: str, major: str, owner: str) -> tu
     if is_win(subdir):
         return {f"Library/bin/{lib}64_{major}.dll": _stub_lib(lib, owner)}, {}
     _, real, _ = _layout(subdir)
-    files: dict[str, bytes | str] = {f"{real}/{lib}.so.{version}": _stub_lib(lib, owner)}
+    files: dict[str, bytes | str] = {f"{real}/{lib}.so.{version}": lib_bytes(subdir, lib, version, owner, major)}
     links = {
         f"{real}/{lib}.so.{major}": f"{lib}.so.{version}",
         f"lib/{lib}.so.{major}": f"../{real}/{lib}.so.{major}",
@@ -599,11 +701,11 @@ def compiler_packages(subdir: str) -> list[PackageSpec]:
     specs: list[PackageSpec] = [
         PackageSpec("libgcc", "15.1.0", build_number=2, subdir=subdir, depends=["__glibc >=2.17,<3.0.a0"],
                     license="GPL-3.0-only WITH GCC-exception-3.1",
-                    files={"lib/libgcc_s.so.1": _stub_lib("libgcc_s", "libgcc")}),
+                    # No lib/libgcc_s.so.1: a fake one on LD_LIBRARY_PATH would break real programs.
+                    files={"share/licenses/libgcc/RUNTIME.LIBRARY.EXCEPTION": "GCC RUNTIME LIBRARY EXCEPTION (test channel)\n"}),
         PackageSpec("libstdcxx", "15.1.0", build_number=2, subdir=subdir, depends=["__glibc >=2.17,<3.0.a0", "libgcc 15.1.0"],
                     license="GPL-3.0-only WITH GCC-exception-3.1",
-                    files={"lib/libstdc++.so.6.0.34": _stub_lib("libstdc++", "libstdcxx")},
-                    symlinks={"lib/libstdc++.so.6": "libstdc++.so.6.0.34"}),
+                    files={"share/licenses/libstdcxx/RUNTIME.LIBRARY.EXCEPTION": "GCC RUNTIME LIBRARY EXCEPTION (test channel)\n"}),
         PackageSpec(f"binutils_{plat}", "2.43", build_number=4, subdir=subdir, license="GPL-3.0-only",
                     files={f"bin/{triplet}-ld": f"#!/bin/sh\necho 'GNU ld (GNU Binutils) 2.43'\n"},
                     executables={f"bin/{triplet}-ld"}),
@@ -731,7 +833,7 @@ def cudnn_packages(subdir: str, cuda_majors: Iterable[int]) -> list[Tagged]:
                 dev_extra: dict[str, bytes | str] = {"Library/lib/cudnn.lib": _stub_lib("cudnn", "libcudnn-dev")}
                 dev_links: dict[str, str] = {}
             else:
-                lib_files = {f"lib/libcudnn.so.{version}": _stub_lib("libcudnn", "libcudnn")}
+                lib_files = {f"lib/libcudnn.so.{version}": lib_bytes(subdir, "libcudnn", version, "libcudnn")}
                 lib_links = {f"lib/libcudnn.so.{cmaj}": f"libcudnn.so.{version}"}
                 dev_extra, dev_links = {}, {"lib/libcudnn.so": f"libcudnn.so.{cmaj}"}
             base_deps = ["cuda-nvrtc", pin, "libcublas", *rtd]
@@ -795,7 +897,7 @@ def cudatoolkit_packages(subdir: str) -> list[PackageSpec]:
         tk_links: dict[str, str] = {}
         dev_files: dict[str, bytes | str] = {"Scripts/.cudatoolkit-dev-post-link.bat": _cudatoolkit_dev_post_link("bat")}
     else:
-        tk_files = {"lib/libcudart.so.11.8.89": _stub_lib("libcudart", "cudatoolkit")}
+        tk_files = {"lib/libcudart.so.11.8.89": lib_bytes(subdir, "libcudart", "11.8.89", "cudatoolkit", "11.0")}
         tk_links = {"lib/libcudart.so.11.0": "libcudart.so.11.8.89"}
         dev_files = {"bin/.cudatoolkit-dev-post-link.sh": _cudatoolkit_dev_post_link("sh")}
     deps = _runtime_deps(subdir, 12)
@@ -941,7 +1043,7 @@ def nvidia_label_packages(subdir: str) -> list[PackageSpec]:
             files: dict[str, bytes | str] = {f"Library/bin/{libname.removeprefix('lib')}64_11.dll": _stub_lib(libname, name)}
             links: dict[str, str] = {}
         else:
-            files = {f"lib/{libname}.so.{version}": _stub_lib(libname, name)}
+            files = {f"lib/{libname}.so.{version}": lib_bytes(subdir, libname, version, name)}
             links = {f"lib/{libname}.so.{version.split('.')[0]}": f"{libname}.so.{version}"}
         return PackageSpec(name, version, build="0", subdir=subdir, license=lic, files=files, symlinks=links)
 

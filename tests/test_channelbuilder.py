@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -145,6 +146,11 @@ def test_install_with_rattler_gives_a_working_nvcc_and_headers(test_channel_url:
     assert "#define CUDART_VERSION 12060" in (inc / "cuda_runtime_api.h").read_text()
     assert (prefix / "lib" / "libcudart.so").resolve() == (prefix / "targets/x86_64-linux/lib/libcudart.so.12.6.77").resolve()
     assert (prefix / "lib" / "libcudart.so").resolve().is_file()
+    probe = ("import ctypes, sys; lib = ctypes.CDLL(sys.argv[1]); v = ctypes.c_int(-1); "
+             "rc = lib.cudaRuntimeGetVersion(ctypes.byref(v)); print(rc, v.value)")
+    loaded = subprocess.run([sys.executable, "-c", probe, prefix / "lib" / "libcudart.so.12"], capture_output=True, text=True)
+    assert loaded.stdout.split() == ["0", "12060"], loaded.stderr  # a real dlopen-able ELF stand-in
+    assert not list((prefix / "lib").glob("libstdc++*"))  # never a fake C++ runtime on LD_LIBRARY_PATH
     gcc = subprocess.run([prefix / "bin/x86_64-conda-linux-gnu-gcc", "-dumpfullversion"], capture_output=True, text=True)
     assert gcc.stdout.strip() == "13.3.0"
     assert not (prefix / "include" / "cusparse.h").exists()  # CUDA 12 headers are NOT in $PREFIX/include
