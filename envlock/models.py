@@ -69,6 +69,7 @@ class Candidate:
     cudnn: str | None  # match spec of cudnn, e.g. "cudnn>=9.1,<9.2" or None
     notes: tuple[str, ...] = ()  # warnings the plan carries (cudatoolkit-dev downloads …)
     complaints: tuple[str, ...] = ()  # which tools would complain about this nvcc minor
+    relaxed: bool = False  # cuDNN widened to any build of torch's cuDNN major (the pinned one failed)
 
 
 @dataclass(frozen=True, slots=True)

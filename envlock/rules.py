@@ -7,6 +7,8 @@ further, so torch's 12.8 can move only to 12.9.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from envlock.errors import PlanError
 from envlock.models import Anchor, Candidate, Plan, PlanOptions, PlatformPlan, Skew, VirtualPackage
 from envlock.tables import CudaMinor, CudaTables, cuda_tables, minor_key
@@ -153,6 +155,46 @@ def _neighbours(cuda: str, tables: CudaTables) -> str:
     return " or --cuda ".join(near) or "X.Y"
 
 
+def relaxed_cudnn(c: Candidate, anchor: Anchor) -> list[Candidate]:
+    """Fallbacks of a candidate whose cuDNN pin fails: torch's cuDNN major, then no cuDNN at all.
+
+    nvcc's minor matters more than cuDNN's (DeepSpeed wants an exact CUDA 13 minor; headers of a newer
+    cuDNN minor build fine against torch; most JIT extensions never include cudnn.h), so a channel
+    without torch's cuDNN widens and then drops cuDNN before the plan moves to the next CUDA minor.
+    """
+    if not c.cudnn:
+        return []
+    out: list[Candidate] = []
+    pinned = c.cudnn.split()[1]
+    if anchor.cudnn:
+        major = anchor.cudnn.split(".")[0]
+        wide = f"cudnn {major}.*"
+        if wide != c.cudnn:
+            out.append(
+                replace(
+                    c,
+                    specs=tuple(wide if s == c.cudnn else s for s in c.specs),
+                    cudnn=wide,
+                    notes=(*c.notes, f"cuDNN widened to {major}.x: {pinned} did not solve with nvcc {c.cuda}"),
+                    relaxed=True,
+                )
+            )
+    out.append(
+        replace(
+            c,
+            specs=tuple(s for s in c.specs if s != c.cudnn),
+            cudnn=None,
+            notes=(
+                *c.notes,
+                f"no cuDNN solves with nvcc {c.cuda} on the channel: cuDNN is not locked "
+                "(extensions that include cudnn.h will not build; add a cudnn dependency to the spec)",
+            ),
+            relaxed=True,
+        )
+    )
+    return out
+
+
 def make_plan(anchor: Anchor, options: PlanOptions) -> Plan:
     """The plan: per platform, the candidates the solver tries in order."""
     tables = cuda_tables()
@@ -177,7 +219,10 @@ def make_plan(anchor: Anchor, options: PlanOptions) -> Plan:
                 f"no CUDA {anchor.cuda_major}.x toolchain within ±1 of {anchor.cuda} is built for {platform}",
                 hint=f"drop --platform {platform}, or pass --cuda with a minor conda-forge builds for it",
             )
-        platforms.append(
-            PlatformPlan(platform, tuple(candidate(anchor, platform, row, skew, options) for row, skew in pairs))
-        )
+        tries: list[Candidate] = []
+        for row, skew in pairs:
+            strict = candidate(anchor, platform, row, skew, options)
+            tries.append(strict)
+            tries.extend(relaxed_cudnn(strict, anchor))
+        platforms.append(PlatformPlan(platform, tuple(tries)))
     return Plan(anchor=anchor, options=options, platforms=tuple(platforms), rules_version=tables.rules_version)

@@ -139,7 +139,9 @@ class RattlerSolver:
             try:
                 packages = await self._solve_candidate(pp.platform, cand, keep)
             except rattler.exceptions.SolverError as exc:
-                attempts.append((cand.cuda, _first_lines(str(exc))))
+                variant = f"with {cand.cudnn}" if cand.cudnn else ("without cuDNN" if cand.relaxed else "")
+                reason = summarize_solver_error(str(exc))
+                attempts.append((cand.cuda, f"{variant}: {reason}" if variant else reason))
                 continue
             return PlatformResult(pp.platform, cand, tuple(packages), tuple(attempts))
         tried = "; ".join(f"CUDA {cuda}: {why}" for cuda, why in attempts)
@@ -213,6 +215,33 @@ def strip_credentials_in_text(text: str) -> str:
     for word in text.split():
         out.append(strip_credentials(word) if "://" in word else word)
     return " ".join(out)
+
+
+def summarize_solver_error(text: str) -> str:
+    """One readable line out of rattler's (often 60-line) unsatisfiability tree.
+
+    Conflicts are the real reason when present ("cuda-nvcc-tools 12.6.85 would constrain
+    gcc_impl_linux-64 >=6,<14.0a0, which conflicts with …"); otherwise the specs nothing provides.
+    """
+    lines = [ln.strip(" │├└─\t") for ln in text.splitlines()]
+    lines = [ln for ln in lines if ln]
+    conflicts = []
+    for i, ln in enumerate(lines):
+        if "conflicts with" in ln:
+            parent = lines[i - 1] if i and lines[i - 1].endswith(("would constrain", "would require")) else ""
+            what = ln.split(", which conflicts")[0]
+            conflicts.append(f"{parent} {what}".strip() + " (conflict)")
+    if conflicts:
+        return "; ".join(dict.fromkeys(conflicts))
+    for ln in lines:
+        if "No candidates were found for" in ln:
+            return "nothing provides " + ln.split("No candidates were found for", 1)[1].strip().rstrip(".")
+    missing = [ln.split(", for which no candidates")[0] for ln in lines if "for which no candidates were found" in ln]
+    if missing:
+        uniq = list(dict.fromkeys(missing))
+        more = f" (+{len(uniq) - 3} more)" if len(uniq) > 3 else ""
+        return "nothing provides " + ", ".join(uniq[:3]) + more
+    return _first_lines(text, 2)
 
 
 def _first_lines(text: str, n: int = 6) -> str:

@@ -1,0 +1,128 @@
+"""`envlock resolve` against the real conda-forge snapshot in ../shared/channels (skipped when absent)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from envlock.cli import run
+from envlock.errors import SolveError
+from envlock.models import Anchor, Candidate, Plan, PlanOptions, PlatformPlan, VirtualPackage
+from envlock.solver import RattlerSolver, SolveOptions
+
+
+@pytest.fixture
+def mirror(shared_dir: Path) -> str:
+    return f"conda-forge={(shared_dir / 'channels' / 'conda-forge').as_uri()}"
+
+
+def resolve_json(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
+    code = run(["resolve", *args, "--project-dir", str(tmp_path), "--json"])
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+def test_torch_2_7_1_linux_64_gets_nvcc_12_6_and_gcc_at_most_13(tmp_path, capsys, mirror) -> None:
+    code, doc = resolve_json(tmp_path, capsys, "--torch", "2.7.1", "--platform", "linux-64", "--mirror", mirror)
+    assert code == 0, doc
+    p = doc["platforms"]["linux-64"]
+    assert p["cuda"] == "12.6" and p["skew"] == "exact"
+    assert p["nvcc"].startswith("12.6.")
+    assert p["gcc_max"] == 13
+    lock = (tmp_path / "locks" / "torch2.7.1-cu126" / "conda-lock.yml").read_text()
+    gcc = [ln for ln in lock.splitlines() if "/gcc_impl_linux-64-" in ln]
+    assert gcc and all("gcc_impl_linux-64-13." in ln or "gcc_impl_linux-64-12." in ln for ln in gcc)
+    # mirrors are for fetching only: the lock keeps the canonical conda-forge URLs
+    assert "file://" not in lock and "https://conda.anaconda.org/conda-forge/" in lock
+
+
+def test_torch_2_8_0_moves_to_12_9_because_the_snapshot_lacks_12_8_dev_packages(tmp_path, capsys, mirror) -> None:
+    code, doc = resolve_json(tmp_path, capsys, "--torch", "2.8.0", "--platform", "linux-64", "--mirror", mirror)
+    assert code == 0, doc
+    p = doc["platforms"]["linux-64"]
+    assert doc["anchor"]["cuda"] == "12.8"
+    assert p["cuda"] == "12.9" and p["skew"] == "minor+1" and p["nvcc"].startswith("12.9.")
+    assert p["attempts"] and {a["cuda"] for a in p["attempts"]} == {"12.8"}
+    assert any("12.8" in a["cuda"] and a["error"] for a in p["attempts"])
+
+
+def test_human_summary_says_why_the_minor_moved(tmp_path, capsys, mirror) -> None:
+    code = run(["resolve", "--torch", "2.8.0", "--platform", "linux-64", "--mirror", mirror, "--project-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "torch 2.8.0 → CUDA 12.8" in out
+    assert "minor+1" in out and "12.9" in out
+
+
+def test_gcc_14_with_nvcc_12_6_fails_with_a_readable_reason(shared_dir: Path, tmp_path: Path) -> None:
+    anchor = Anchor(torch="2.7.1", cuda="12.6", cudnn=None, source="override", detail="test")
+    cand = Candidate(
+        cuda="12.6",
+        skew="exact",
+        specs=("cuda-version=12.6", "cuda-nvcc", "gcc_linux-64 14.*", "gxx_linux-64 14.*"),
+        channels=("conda-forge",),
+        virtual_packages=(VirtualPackage("__cuda", "12.6"), VirtualPackage("__glibc", "2.28"), VirtualPackage("__unix", "0"), VirtualPackage("__linux", "5.10")),
+        gcc_max=14,
+        cudnn=None,
+    )
+    plan = Plan(anchor, PlanOptions(platforms=("linux-64",)), (PlatformPlan("linux-64", (cand,)),), "test")
+    solver = RattlerSolver(
+        SolveOptions(cache_dir=tmp_path / "cache", mirrors={"conda-forge": (shared_dir / "channels/conda-forge").as_uri()})
+    )
+    with pytest.raises(SolveError) as err:
+        solver.solve(plan)
+    msg = err.value.message
+    assert "linux-64" in msg and "CUDA 12.6" in msg
+    assert "gcc" in msg  # the solver names the compiler conflict
+    assert "\n" not in msg
+
+
+def test_three_platforms_in_one_run_report_the_one_the_snapshot_cannot_serve(tmp_path, capsys, mirror) -> None:
+    args = ["--torch", "2.11.0", "--platform", "linux-64", "--platform", "linux-aarch64", "--platform", "win-64", "--mirror", mirror]
+    code, doc = resolve_json(tmp_path, capsys, *args)
+    assert code == 3
+    assert "win-64" in doc["error"] and "linux-64" not in doc["error"]
+    assert not (tmp_path / "locks").exists() and not (tmp_path / "environments").exists()
+
+
+def test_linux_64_and_aarch64_in_one_run(tmp_path, capsys, mirror) -> None:
+    args = ["--torch", "2.11.0", "--platform", "linux-64", "--platform", "linux-aarch64", "--mirror", mirror]
+    code, doc = resolve_json(tmp_path, capsys, *args)
+    assert code == 0, doc
+    assert {p: v["cuda"] for p, v in doc["platforms"].items()} == {"linux-64": "13.0", "linux-aarch64": "13.0"}
+    lock = (tmp_path / "locks" / "torch2.11.0-cu130" / "conda-lock.yml").read_text()
+    assert "linux-aarch64/cuda-nvcc-13.0" in lock and "linux-64/cuda-nvcc-13.0" in lock
+    assert (tmp_path / "locks" / "torch2.11.0-cu130" / "conda-linux-aarch64.lock").is_file()
+
+
+def test_linux_64_and_win_64_with_cuda_override(tmp_path, capsys, mirror) -> None:
+    args = ["--torch", "2.11.0", "--cuda", "13.3", "--platform", "linux-64", "--platform", "win-64", "--mirror", mirror]
+    code, doc = resolve_json(tmp_path, capsys, *args)
+    assert code == 0, doc
+    assert doc["anchor"]["source"] == "override"
+    assert doc["platforms"]["win-64"]["nvcc"].startswith("13.3.")
+    assert "vs2022_win-64" in doc["platforms"]["win-64"]["specs"]
+
+
+def test_resolve_is_byte_identical_on_rerun(tmp_path, capsys, mirror) -> None:
+    args = ["--torch", "2.7.1", "--platform", "linux-64", "--mirror", mirror]
+    assert resolve_json(tmp_path, capsys, *args)[0] == 0
+    files = sorted(p for p in tmp_path.rglob("*") if p.is_file() and not p.name.startswith("."))
+    first = {p: p.read_bytes() for p in files}
+    mtimes = {p: p.stat().st_mtime_ns for p in files}
+    assert resolve_json(tmp_path, capsys, *args)[0] == 0
+    assert {p: p.read_bytes() for p in files} == first
+    assert {p: p.stat().st_mtime_ns for p in files} == mtimes  # unchanged files are not rewritten
+
+
+def test_conda_lock_parses_our_lock_and_renders_explicit(tmp_path, capsys, mirror) -> None:
+    conda_lock = pytest.importorskip("conda_lock.lockfile")
+    assert resolve_json(tmp_path, capsys, "--torch", "2.8.0", "--platform", "linux-64", "--mirror", mirror)[0] == 0
+    path = tmp_path / "locks" / "torch2.8.0-cu128" / "conda-lock.yml"
+    lf = conda_lock.parse_conda_lock_file(path)
+    assert lf.metadata.platforms == ["linux-64"]
+    assert lf.metadata.custom_metadata and "envlock.anchor" in lf.metadata.custom_metadata
+    names = {p.name for p in lf.package}
+    assert {"cuda-nvcc", "cuda-cudart-dev", "libcusparse-dev", "libcublas-dev", "libcusolver-dev"} <= names
