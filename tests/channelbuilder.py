@@ -125,7 +125,7 @@ GCC_VERSIONS = ("11.4.0", "12.4.0", "13.3.0", "14.2.0", "15.1.0")
 
 # cuDNN versions and the CUDA majors conda-forge built them for (toolchain.yaml cudnn_pairing).
 CUDNN_VERSIONS: dict[str, tuple[int, ...]] = {
-    "8.9.7.29": (12,),
+    "8.9.7.29": (11, 12),
     "9.3.0.75": (12,),
     "9.10.2.21": (12,),
     "9.13.0.50": (12, 13),
@@ -135,7 +135,7 @@ CUDNN_VERSIONS: dict[str, tuple[int, ...]] = {
 # (version, cuda_minor, build_number, per-python hash seed) - conda-forge pytorch CUDA builds.
 PYTORCH_BUILDS: dict[str, tuple[tuple[str, str], ...]] = {
     # subdir -> ((torch version, cuda minor), ...) from facts §2 "CUDA variants by version"
-    "linux-64": (("2.3.1", "12.0"), ("2.7.1", "12.6"), ("2.7.1", "12.9"), ("2.8.0", "12.9")),
+    "linux-64": (("2.4.0", "11.8"), ("2.3.1", "12.0"), ("2.7.1", "12.6"), ("2.7.1", "12.9"), ("2.8.0", "12.9")),
     "linux-aarch64": (("2.3.1", "12.0"), ("2.7.1", "12.6"), ("2.7.1", "12.9"), ("2.8.0", "12.9")),
     "win-64": (("2.3.1", "12.0"), ("2.7.1", "12.6"), ("2.7.1", "12.8"), ("2.8.0", "12.8")),
 }
@@ -651,10 +651,12 @@ def cuda_minor_packages(cm: CudaMinor, subdir: str) -> list[PackageSpec]:
         impl_links = {f"targets/{t}/bin/nvcc": "../../../bin/nvcc"}
         impl_execs = {"bin/nvcc", "nvvm/bin/cicc"}
         impl_constrains = [f"gcc_impl_{plat} {cm.gcc_impl_constraint}"]
+    # conda-forge's aarch64 builds from 12.9 on select the SBSA (not Tegra) variant explicitly.
+    arm = ["arm-variant * sbsa"] if subdir == "linux-aarch64" and (cm.major, int(cm.minor.split(".")[1])) >= (12, 9) else []
     add(PackageSpec("cuda-nvcc-impl", cm.nvcc, subdir=subdir,
-                    depends=[f"cuda-cudart {nxt(cm.cudart)}", "cuda-cudart-dev", pin],
+                    depends=[f"cuda-cudart {nxt(cm.cudart)}", "cuda-cudart-dev", pin, *arm],
                     constrains=impl_constrains, files=impl_files, symlinks=impl_links, executables=impl_execs))
-    nvcc_plat_deps = [f"cuda-cudart-dev_{plat} {cm.minor}.*", f"cuda-nvcc-impl {cm.nvcc}.*"]
+    nvcc_plat_deps = [f"cuda-cudart-dev_{plat} {cm.minor}.*", f"cuda-nvcc-impl {cm.nvcc}.*", *arm]
     nvcc_plat_files: dict[str, bytes | str] = {}
     if not win:
         nvcc_plat_deps = ["__glibc >=2.17,<3.0.a0", *nvcc_plat_deps, f"sysroot_{plat} >=2.17,<3.0a0"]
@@ -836,7 +838,8 @@ def cudnn_packages(subdir: str, cuda_majors: Iterable[int]) -> list[Tagged]:
                 lib_files = {f"lib/libcudnn.so.{version}": lib_bytes(subdir, "libcudnn", version, "libcudnn")}
                 lib_links = {f"lib/libcudnn.so.{cmaj}": f"libcudnn.so.{version}"}
                 dev_extra, dev_links = {}, {"lib/libcudnn.so": f"libcudnn.so.{cmaj}"}
-            base_deps = ["cuda-nvrtc", pin, "libcublas", *rtd]
+            # CUDA-11 builds take their CUDA libraries from cudatoolkit; CUDA 12+ builds from the split packages.
+            base_deps = ["cudatoolkit 11.*", pin, *rtd] if major == 11 else ["cuda-nvrtc", pin, "libcublas", *rtd]
             if cmaj == "8":
                 out.append((str(major), PackageSpec("cudnn", version, subdir=subdir, license="LicenseRef-cuDNN-Software-License-Agreement",
                                                     depends=base_deps, files={**lib_files, **hdr, **dev_extra},
@@ -854,11 +857,16 @@ def cudnn_packages(subdir: str, cuda_majors: Iterable[int]) -> list[Tagged]:
     return out
 
 
-def pytorch_packages(subdir: str, pythons: Iterable[str], minors: Mapping[str, CudaMinor]) -> list[Tagged]:
+def pytorch_packages(subdir: str, pythons: Iterable[str], minors: Mapping[str, CudaMinor], *,
+                     cuda11: bool = True) -> list[Tagged]:
     """conda-forge pytorch CUDA builds (small but real-shaped dependency sets), tagged with their CUDA minor."""
     out: list[Tagged] = []
     win = is_win(subdir)
     for torch, minor in PYTORCH_BUILDS.get(subdir, ()):
+        if minor == "11.8":
+            if cuda11:
+                out += _pytorch_cuda118(subdir, torch, pythons)
+            continue
         cm = minors.get(minor)
         if cm is None:
             continue
@@ -884,6 +892,25 @@ def pytorch_packages(subdir: str, pythons: Iterable[str], minors: Mapping[str, C
             out.append((minor, PackageSpec("pytorch", torch, build_number=301 if not new_style else 201, subdir=subdir,
                                            build_prefix=prefix, depends=deps,
                                            constrains=["pytorch-cpu <0.0a0", f"pytorch-gpu {torch}"], files=files)))
+    return out
+
+
+def _pytorch_cuda118(subdir: str, torch: str, pythons: Iterable[str]) -> list[Tagged]:
+    """A CUDA 11.8 conda-forge pytorch build: CUDA from cudatoolkit (facts §2: 2.4.0 cuda118 example)."""
+    out: list[Tagged] = []
+    for xy in pythons:
+        nodot = xy.replace(".", "")
+        x, y = xy.split(".")
+        sp = f"lib/python{xy}/site-packages"
+        deps = ["__cuda", "__glibc >=2.17,<3.0.a0", "cudatoolkit >=11.8,<12", "cuda-version >=11.8,<12",
+                "cudnn >=8.9.7.29,<9.0a0", "libgcc >=13", "libstdcxx >=13", f"python >={xy},<{x}.{int(y) + 1}.0a0",
+                f"python_abi {xy}.* *_cp{nodot}"]
+        files: dict[str, bytes | str] = {
+            f"{sp}/torch/__init__.py": f'"""envlock test-channel stand-in for torch {torch}."""\n__version__ = "{torch}"\nfrom . import version\n',
+            f"{sp}/torch/version.py": f'__version__ = "{torch}"\ncuda = "11.8"\ngit_version = "0000000"\nhip = None\n',
+        }
+        out.append(("11.8", PackageSpec("pytorch", torch, build_number=301, subdir=subdir, build_prefix=f"cuda118_py{nodot}",
+                                        depends=deps, constrains=["pytorch-cpu <0.0a0", f"pytorch-gpu {torch}"], files=files)))
     return out
 
 
@@ -936,21 +963,24 @@ def conda_forge_catalog(*, cuda_minors: Iterable[str] | None = None, subdirs: It
     unknown = set(cuda_minors or ()) - set(CUDA_MINORS)
     if unknown:
         raise ValueError(f"no such CUDA minor in the test channel: {sorted(unknown)} (there is no 12.7)")
-    pythons = tuple(pythons)
+    pythons, subdirs = tuple(pythons), tuple(subdirs)
     out: list[Tagged] = [(m, cuda_version_packages(m)) for m in minors]
     out += [(None, s) for s in python_abi_packages(pythons)]
     if with_cuda11:
         out += [(s.version, s) for s in cuda11_version_packages()]
     majors = sorted({cm.major for cm in minors.values()})
+    if "linux-aarch64" in subdirs:
+        out.append((None, PackageSpec("arm-variant", "1.2.0", build="sbsa", subdir="noarch")))
     for subdir in subdirs:
         for m, cm in minors.items():
             out += [(m, s) for s in cuda_minor_packages(cm, subdir)]
         out += [(None, s) for s in compiler_packages(subdir)]
         out += [(None, s) for s in python_packages(subdir, pythons)]
+        cuda11 = with_cuda11 and subdir in ("linux-64", "win-64")  # where cudatoolkit is built
         if with_cudnn:
-            out += cudnn_packages(subdir, majors)
+            out += cudnn_packages(subdir, [11, *majors] if cuda11 else majors)
         if with_pytorch:
-            out += pytorch_packages(subdir, pythons, minors)
+            out += pytorch_packages(subdir, pythons, minors, cuda11=cuda11)
         if with_cuda11:
             out += [("11.8" if s.name == "cudatoolkit" else "11.7", s) for s in cudatoolkit_packages(subdir)]
     return out
@@ -1008,7 +1038,7 @@ def build_channel(root: Path, *, name: str = "conda-forge", cuda_minors: Iterabl
                   subdirs: Iterable[str] = ALL_SUBDIRS, pythons: Iterable[str] = DEFAULT_PYTHONS,
                   drop: Iterable[tuple[str, str | None]] = (), extra: Iterable[PackageSpec] = (),
                   with_pytorch: bool = True, with_cudnn: bool = True, with_cuda11: bool = True,
-                  write_zst: bool = True, write_shards: bool = True) -> Path:
+                  write_zst: bool = True, write_shards: bool = True, fmt: str = ".tar.bz2") -> Path:
     """Write the conda-forge-shaped test channel under root/<name> and index it; return the channel dir."""
     channel = Path(root) / name
     subdirs = tuple(subdirs)
@@ -1016,6 +1046,8 @@ def build_channel(root: Path, *, name: str = "conda-forge", cuda_minors: Iterabl
     catalog = conda_forge_catalog(cuda_minors=cuda_minors, subdirs=subdirs, pythons=pythons,
                                   with_pytorch=with_pytorch, with_cudnn=with_cudnn, with_cuda11=with_cuda11)
     specs = [s for tag, s in catalog if not _dropped(tag, s, drop)]
+    for spec in specs:
+        spec.fmt = fmt  # the build string does not depend on the format, so names stay comparable
     write_packages([*specs, *extra], channel)
     for sub in subdirs:
         (channel / sub).mkdir(parents=True, exist_ok=True)  # an empty subdir still gets a repodata.json

@@ -276,3 +276,40 @@ def test_write_package_round_trips_through_index_and_installer(fmt: str, tmp_pat
     assert subprocess.run([tmp_path / "env/bin/tiny-link"], capture_output=True, text=True).stdout == "tiny\n"
     assert os.access(tmp_path / "env/bin/tiny", os.X_OK)
     assert (tmp_path / "env/share/tiny/data.bin").read_bytes() == bytes(range(256))
+
+
+def test_aarch64_12_9_selects_the_sbsa_arm_variant(test_channel_url: str, tmp_path: Path) -> None:
+    recs = by_name(solve([test_channel_url], ["cuda-version=12.9", *DEV_SET], "linux-aarch64", tmp_path, cuda="12.9"))
+    assert str(recs["arm-variant"].build) == "sbsa"
+    assert str(recs["gcc_impl_linux-aarch64"].version) == "14.2.0"  # newest gcc under nvcc 12.9's <15 bound
+
+
+def test_cuda_11_8_conda_forge_pytorch_uses_cudatoolkit(test_channel_url: str, tmp_path: Path) -> None:
+    recs = by_name(solve([test_channel_url], ["pytorch ==2.4.0", "python=3.11"], "linux-64", tmp_path, cuda="11.8"))
+    assert str(recs["pytorch"].build).startswith("cuda118_py311h")
+    assert str(recs["cudatoolkit"].version) == "11.8.0"
+    assert str(recs["cudnn"].version) == "8.9.7.29" and "cudatoolkit 11.*" in recs["cudnn"].depends
+    assert "cuda-nvcc" not in recs
+
+
+def test_cudatoolkit_dev_stops_at_11_7_and_ships_its_post_link_script(test_channel: Path) -> None:
+    import tarfile
+
+    versions = {r["version"] for r in records(test_channel, "linux-64") if r["name"] == "cudatoolkit-dev"}
+    assert versions == {"11.7.0"}
+    pkg = next((test_channel / "linux-64").glob("cudatoolkit-dev-11.7.0-*.tar.bz2"))
+    with tarfile.open(pkg) as tar:
+        assert "bin/.cudatoolkit-dev-post-link.sh" in tar.getnames()
+
+
+def test_conda_format_channel_installs(make_channel: Callable[..., Path], tmp_path: Path) -> None:
+    from rattler import install
+
+    channel = make_channel(cuda_minors=["13.0"], subdirs=["linux-64"], pythons=["3.12"], fmt=".conda",
+                           with_pytorch=False, with_cudnn=False, with_cuda11=False, write_shards=False)
+    assert repodata(channel, "linux-64").get("packages") in (None, {})
+    recs = solve([channel.as_uri()], ["cuda-version=13.0", *DEV_SET], "linux-64", tmp_path / "c", cuda="13.0")
+    asyncio.run(install(recs, tmp_path / "env", cache_dir=tmp_path / "pkgs", show_progress=False))
+    out = subprocess.run([tmp_path / "env/bin/nvcc", "--version"], capture_output=True, text=True, check=True).stdout
+    assert "release 13.0, V13.0.88" in out
+    assert str(by_name(recs)["gcc_impl_linux-64"].version) == "15.1.0"
