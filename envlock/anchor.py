@@ -12,8 +12,9 @@ import functools
 import importlib.resources
 import json
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -102,7 +103,7 @@ class TorchTable:
 def _table_error(msg: str) -> AnchorError:
     return AnchorError(
         f"envlock's torch table is invalid: {msg}",
-        hint="reinstall envlock; if you edited envlock/data/torch.yaml, fix it (tests/test_torch_table.py checks it)",
+        hint="reinstall envlock; if you edited envlock/data/torch.yaml, fix it (tests/test_torch_table.py)",
     )
 
 
@@ -161,7 +162,7 @@ def _parse_row(minor: Any, raw: Any) -> TorchRow:
         parsed = [Version(x) for x in releases]
     except InvalidVersion as exc:
         raise _table_error(f"{minor}: {exc}") from None
-    for x, v in zip(releases, parsed):
+    for x, v in zip(releases, parsed, strict=True):
         if v.local or v.is_prerelease or len(v.release) != 3 or f"{v.major}.{v.minor}" != minor:
             raise _table_error(f"{minor}: release {x!r} is not a plain {minor}.N release")
     if parsed != sorted(set(parsed)):
@@ -293,7 +294,9 @@ def _normalise_runtime_cuda(text: str) -> str | None:
 def resolve_anchor(req: AnchorRequest) -> Anchor:
     """The anchor for a request: the first source in the documented order that knows it."""
     if req.torch_source not in ("pip", "conda-forge"):
-        raise SpecError(f"unknown torch source {req.torch_source!r}", hint="use --torch-source pip or conda-forge")
+        raise SpecError(
+            f"unknown torch source {req.torch_source!r}", hint="use --torch-source pip or conda-forge"
+        )
     override = parse_cuda(req.cuda) if req.cuda is not None else None
     if req.torch.strip() == "installed":
         return _from_installed(req, override)
@@ -408,12 +411,11 @@ def _from_conda_forge(version: Version, lookup: CondaForgeLookup | None) -> Anch
             hint="use --torch-source pip, or pass the CUDA of the build as --cuda X.Y",
         )
     records = [(v, b) for v, b in lookup(str(version)) if _same_version(v, version)]
-    builds = sorted(((c, b) for _, b in records if (c := cuda_of_conda_build(b))), key=lambda cb: _cuda_key(cb[0]))
+    builds = sorted(
+        ((c, b) for _, b in records if (c := cuda_of_conda_build(b))), key=lambda cb: _cuda_key(cb[0])
+    )
     if not builds:
-        if records:
-            what = "only as " + ", ".join(sorted({b for _, b in records})[:5])
-        else:
-            what = "no build at all"
+        what = "only as " + ", ".join(sorted({b for _, b in records})[:5]) if records else "no build at all"
         raise AnchorError(
             f"conda-forge has pytorch {version} with {what}: no CUDA build to anchor on",
             hint="pick a version conda-forge builds with CUDA, use --torch-source pip, or pass --cuda X.Y",
@@ -506,7 +508,7 @@ def _from_installed(req: AnchorRequest, override: str | None) -> Anchor:
     if "error" in found:
         raise AnchorError(
             f"torch cannot be imported by {exe} ({found['error']})",
-            hint="install torch into that python, point --python-exe at the one that has it, or give --torch VERSION",
+            hint="install torch there, point --python-exe at the python that has it, or give --torch VERSION",
         )
     try:
         v = Version(str(found["version"]))

@@ -17,10 +17,11 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -125,7 +126,7 @@ def pip_config_files(environ: Mapping[str, str] | None = None) -> list[Path]:
 
 
 def _read_pip_config(path: Path) -> dict[str, str]:
-    """"section.key" -> value of one pip config file (keys normalised as pip does)."""
+    """ "section.key" -> value of one pip config file (keys normalised as pip does)."""
     parser = configparser.RawConfigParser()
     try:
         parser.read(path, encoding="utf-8")
@@ -218,7 +219,7 @@ def _applies(req: Requirement, python: str) -> bool:
 
 
 def parse_cuda_pins(requires_dist: Iterable[str], python: str = "3.11") -> CudaPins:
-    """CUDA / cuDNN pins from Requires-Dist lines (facts 1.3: runtime-cu1X, then cuda-toolkit, then runtime)."""
+    """CUDA/cuDNN pins of Requires-Dist lines (facts 1.3: runtime-cu1X, then cuda-toolkit, then runtime)."""
     runtime: Requirement | None = None
     toolkit: Requirement | None = None
     bare_runtime: Requirement | None = None
@@ -364,7 +365,7 @@ class _Client:
         if new not in allowed:
             raise ChannelError(
                 f"the index redirected {redact(url)} to a {new or 'schemeless'} URL; envlock refuses that",
-                hint="check the index URL in PIP_INDEX_URL / pip.conf (a redirect may only keep the scheme or go to https)",
+                hint="check the index URL in PIP_INDEX_URL / pip.conf (redirects may keep the scheme or go to https)",
             )
         return _carry_credentials(url, target)
 
@@ -545,8 +546,8 @@ def _answer(version: str, data: dict[str, Any], *, cached: bool) -> TorchMetadat
     """The cached/fetched dict as an answer; a wheel without CUDA pins is a CPU build: an error."""
     if not data.get("cuda"):
         raise AnchorError(
-            f"torch {version}'s Linux x86_64 wheel ({data.get('wheel')}) on {data.get('index')} depends on no "
-            "CUDA runtime: it is a CPU build or bundles its CUDA",
+            f"torch {version}'s Linux x86_64 wheel ({data.get('wheel')}) on {data.get('index')} "
+            "depends on no CUDA runtime: it is a CPU build or bundles its CUDA",
             hint="pass the CUDA your torch build uses as --cuda X.Y, or use --torch installed",
         )
     return TorchMetadata(
@@ -591,7 +592,11 @@ def _wheels_of(client: _Client, index: str, version: Version) -> list[_File]:
     """Linux x86_64 wheels of exactly version on the index, best first."""
     page_url = index.rstrip("/") + "/torch/"
     resp = client.get(page_url, accept=JSON_ACCEPT)
-    files = [] if resp is None else parse_simple_page(resp.content, resp.headers.get("Content-Type", ""), page_url)
+    files = (
+        []
+        if resp is None
+        else parse_simple_page(resp.content, resp.headers.get("Content-Type", ""), page_url)
+    )
     ranked = [(r, f) for f in files if (r := _wheel_rank(f, version)) is not None]
     if ranked:
         return [f for _, f in sorted(ranked, key=lambda rf: (rf[0], rf[1].filename))]

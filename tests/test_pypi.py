@@ -43,8 +43,12 @@ def test_parses_the_exact_torch_230_lines() -> None:
 @pytest.mark.parametrize(
     ("lines", "cuda", "cudnn"),
     [
-        (['nvidia-cuda-runtime-cu11 (==11.7.99)', "nvidia-cudnn-cu11 (==8.5.0.96)"], "11.7", "8.5.0.96"),
-        (['nvidia-cuda-runtime-cu12==12.6.77; platform_system == "Linux"', "nvidia-cudnn-cu12==9.5.1.17"], "12.6", "9.5.1.17"),
+        (["nvidia-cuda-runtime-cu11 (==11.7.99)", "nvidia-cudnn-cu11 (==8.5.0.96)"], "11.7", "8.5.0.96"),
+        (
+            ['nvidia-cuda-runtime-cu12==12.6.77; platform_system == "Linux"', "nvidia-cudnn-cu12==9.5.1.17"],
+            "12.6",
+            "9.5.1.17",
+        ),
         (
             [
                 'cuda-toolkit[cublas,cudart,cufft,cufile,cupti,curand,cusolver,cusparse,nvjitlink,nvrtc,nvtx]==13.0.2; platform_system == "Linux"',
@@ -107,7 +111,11 @@ def test_cuda_toolkit_style_release(pypi_index: FakeTorchIndex) -> None:
 
 def test_bare_runtime_style_release_with_legacy_advertisement(pypi_index: FakeTorchIndex) -> None:
     meta = torch_cuda_from_index("2.16.1", FAST)
-    assert (meta.cuda, meta.cudnn, meta.requirement) == ("12.9", "9.10.2.21", "nvidia-cuda-runtime-cu12==12.9.79")
+    assert (meta.cuda, meta.cudnn, meta.requirement) == (
+        "12.9",
+        "9.10.2.21",
+        "nvidia-cuda-runtime-cu12==12.9.79",
+    )
 
 
 def test_falls_back_to_another_wheel_when_one_has_no_metadata(pypi_index: FakeTorchIndex) -> None:
@@ -122,7 +130,9 @@ def test_metadata_not_matching_its_advertised_hash_is_refused(pypi_index: FakeTo
         torch_cuda_from_index("2.16.3", FAST)
 
 
-def test_no_metadata_anywhere_is_an_error_and_the_wheel_is_still_not_fetched(pypi_index: FakeTorchIndex) -> None:
+def test_no_metadata_anywhere_is_an_error_and_the_wheel_is_still_not_fetched(
+    pypi_index: FakeTorchIndex,
+) -> None:
     with pytest.raises(AnchorError, match="serves no metadata") as info:
         torch_cuda_from_index("2.16.4", FAST)
     assert "never downloads" in info.value.hint
@@ -147,7 +157,9 @@ def test_release_without_a_linux_wheel(pypi_index: FakeTorchIndex) -> None:
 def test_unknown_version_names_the_index(pypi_index: FakeTorchIndex) -> None:
     with pytest.raises(AnchorError) as info:
         torch_cuda_from_index("9.9.9", FAST)
-    assert str(info.value) == f"torch 9.9.9 exists neither in envlock's table nor on the index {pypi_index.url}"
+    assert (
+        str(info.value) == f"torch 9.9.9 exists neither in envlock's table nor on the index {pypi_index.url}"
+    )
     assert "pip index versions torch" in info.value.hint
 
 
@@ -164,7 +176,11 @@ def test_second_lookup_is_served_from_the_cache_with_zero_requests(pypi_index: F
     count = len(pypi_index.requests)
     second = torch_cuda_from_index("2.16.0", FAST)
     assert len(pypi_index.requests) == count
-    assert second.cached and (second.cuda, second.cudnn, second.wheel) == (first.cuda, first.cudnn, first.wheel)
+    assert second.cached and (second.cuda, second.cudnn, second.wheel) == (
+        first.cuda,
+        first.cudnn,
+        first.wheel,
+    )
     files = list(cache_root(FAST).glob("*.json"))
     assert [f.name for f in files] == ["torch-2.16.0.json"]
     assert json.loads(files[0].read_text())["cuda"] == "13.2"
@@ -249,7 +265,9 @@ def test_unreachable_index(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
         port = s.getsockname()[1]
     monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(tmp_path))
     with pytest.raises(ChannelError, match="cannot reach the index") as info:
-        torch_cuda_from_index("2.16.0", IndexSettings(index_url=f"http://127.0.0.1:{port}/simple/", retries=1, backoff=0.01))
+        torch_cuda_from_index(
+            "2.16.0", IndexSettings(index_url=f"http://127.0.0.1:{port}/simple/", retries=1, backoff=0.01)
+        )
     assert "--cuda" in info.value.hint
 
 
@@ -326,7 +344,10 @@ def test_pip_config_file_global_index_url(tmp_path: Path) -> None:
 
 
 def test_install_section_beats_global_across_files(tmp_path: Path) -> None:
-    _write(tmp_path / "home" / ".config" / "pip" / "pip.conf", "[install]\nindex_url = http://user-install/simple\n")
+    _write(
+        tmp_path / "home" / ".config" / "pip" / "pip.conf",
+        "[install]\nindex_url = http://user-install/simple\n",
+    )
     conf = _write(tmp_path / "pip.conf", "[global]\nindex-url = http://env-global/simple\n")
     # PIP_CONFIG_FILE names an existing file, so pip skips the user files: the env file's [global] wins.
     assert configured_index_url(_env(tmp_path, PIP_CONFIG_FILE=str(conf)))[0] == "http://env-global/simple"
@@ -384,9 +405,11 @@ def test_no_index_host_is_hard_coded_in_the_repository() -> None:
     host = urlsplit(PyPI.simple_url).hostname
     assert host
     try:
-        tracked = subprocess.run(
-            ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
-        ).stdout.decode().split("\0")
+        tracked = (
+            subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True)
+            .stdout.decode()
+            .split("\0")
+        )
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("not a git checkout: cannot list the repository's files")
     offenders = [

@@ -19,6 +19,7 @@ from envlock.pypi import parse_cuda_pins
 
 EXPECTED_MINORS = ["1.13"] + [f"2.{n}" for n in range(16)]
 
+
 def _text() -> str:
     return importlib.resources.files("envlock").joinpath("data", "torch.yaml").read_text(encoding="utf-8")
 
@@ -104,7 +105,7 @@ def test_table_version_is_bumped_on_content_change(table: TorchTable) -> None:
     recorded = {1: "e9a4c7447bd708eb"}
     assert table.table_version in recorded, "new table_version: record its digest here"
     assert recorded[table.table_version] == digest, (
-        f"torch.yaml content changed (digest {digest}) but table_version is still {table.table_version}: bump it"
+        f"torch.yaml changed (digest {digest}) but table_version is still {table.table_version}: bump it"
     )
 
 
