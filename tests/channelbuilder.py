@@ -1157,9 +1157,9 @@ class RequestRecord:
 class Fault:
     """An injected fault: `action` for requests whose path matches `pattern`, `times` times (None = always).
 
-    Actions: "status:NNN" (answer NNN, empty body), "close-mid-body" (send headers and half the body, then
-    drop the connection), "stall:SECONDS" (sleep before answering), "corrupt" (flip bytes in the body,
-    keeping the length), "truncate" (declare the full length, send half, close).
+    Actions: "status:NNN" (answer NNN, empty body), "close-mid-body" / "truncate" (send headers with the full
+    Content-Length and half the body, then drop the connection), "stall:SECONDS" (sleep, then answer
+    normally), "corrupt" (flip the first 64 body bytes, same length), "reset" (close without any response).
     """
 
     pattern: str
@@ -1187,12 +1187,27 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         self._serve(head=True)
 
     def _serve(self, *, head: bool) -> None:
-        path = self.path.split("?", 1)[0]
         owner = self.server.owner
+        owner._begin()
+        try:
+            self._answer(owner, head=head)
+        finally:
+            owner._end()
+
+    def _answer(self, owner: ChannelServer, *, head: bool) -> None:
+        path = self.path.split("?", 1)[0]
         fault = owner._take_fault(path)
         action = fault.action if fault else ""
         if action.startswith("stall:"):
             time.sleep(float(action.split(":", 1)[1]))
+        if action == "reset":
+            owner._record(RequestRecord(self.command, path, 0, 0, action))
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
         if action.startswith("status:"):
             status = int(action.split(":", 1)[1])
             self.send_response(status)
@@ -1253,7 +1268,8 @@ class ChannelServer:
     """Serve a channel root (holding conda-forge/, nvidia/label/...) on 127.0.0.1; usable as a context manager.
 
     `.url` is the base (http://127.0.0.1:PORT); `.channel_url("conda-forge")` a channel URL.
-    `.requests` is the log; `.count(pattern)` / `.bytes_sent(pattern)` summarise it (fnmatch on the path).
+    `.log()` is the settled request log (`.requests` the live list); `.count(pattern)` / `.bytes_sent(pattern)`
+    summarise it (fnmatch on the path) after waiting for in-flight requests to finish being logged.
     `.add_fault(pattern, action, times=None)` injects a fault (see `Fault`); `faults=` takes {pattern: action}.
     """
 
@@ -1262,6 +1278,8 @@ class ChannelServer:
         self.requests: list[RequestRecord] = []
         self.faults: list[Fault] = [Fault(p, a) for p, a in (faults or {}).items()]
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._in_flight = 0
         self._server: _ThreadingServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -1326,18 +1344,27 @@ class ChannelServer:
         with self._lock:
             self.requests.clear()
 
+    def settle(self, timeout: float = 10.0) -> None:
+        """Wait until no request is being answered (a client can read a response before it is logged)."""
+        with self._idle:
+            self._idle.wait_for(lambda: self._in_flight == 0, timeout=timeout)
+
     def count(self, pattern: str = "*", *, status: int | None = None) -> int:
         """How many requests hit paths matching `pattern` (optionally with that status)."""
+        self.settle()
         with self._lock:
             return sum(1 for r in self.requests
                        if fnmatch.fnmatchcase(r.path, pattern) and (status is None or r.status == status))
 
     def bytes_sent(self, pattern: str = "*") -> int:
         """Body bytes sent for paths matching `pattern`."""
+        self.settle()
         with self._lock:
             return sum(r.bytes_sent for r in self.requests if fnmatch.fnmatchcase(r.path, pattern))
 
     def paths(self) -> list[str]:
+        """Requested paths in order."""
+        self.settle()
         with self._lock:
             return [r.path for r in self.requests]
 
@@ -1348,6 +1375,21 @@ class ChannelServer:
                     fault.hits += 1
                     return fault
         return None
+
+    def log(self) -> list[RequestRecord]:
+        """A settled copy of the request log."""
+        self.settle()
+        with self._lock:
+            return list(self.requests)
+
+    def _begin(self) -> None:
+        with self._lock:
+            self._in_flight += 1
+
+    def _end(self) -> None:
+        with self._idle:
+            self._in_flight -= 1
+            self._idle.notify_all()
 
     def _record(self, record: RequestRecord) -> None:
         with self._lock:

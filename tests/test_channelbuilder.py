@@ -204,7 +204,7 @@ def test_server_faults_status_and_close_mid_body(test_channel: Path, make_channe
     body = urllib.request.urlopen(server.channel_url() + "/linux-64/repodata.json", timeout=5).read()
     assert json.loads(body)["info"]["subdir"] == "linux-64"
     assert server.count("*/linux-64/repodata.json") == 2
-    assert [r.fault for r in server.requests] == ["status:503", "close-mid-body", None]
+    assert [r.fault for r in server.log()] == ["status:503", "close-mid-body", None]
 
 
 def test_server_corrupt_fault_flips_bytes(test_channel: Path, make_channel_server: Callable[..., ChannelServer]) -> None:
@@ -313,3 +313,31 @@ def test_conda_format_channel_installs(make_channel: Callable[..., Path], tmp_pa
     out = subprocess.run([tmp_path / "env/bin/nvcc", "--version"], capture_output=True, text=True, check=True).stdout
     assert "release 13.0, V13.0.88" in out
     assert str(by_name(recs)["gcc_impl_linux-64"].version) == "15.1.0"
+
+
+def test_server_stall_and_reset_faults(test_channel: Path, make_channel_server: Callable[..., ChannelServer]) -> None:
+    import time
+
+    server = make_channel_server(test_channel.parent)
+    server.add_fault("*/noarch/repodata.json", "stall:0.3", times=1)
+    server.add_fault("*/win-64/repodata.json", "reset", times=1)
+    start = time.monotonic()
+    urllib.request.urlopen(server.channel_url() + "/noarch/repodata.json", timeout=5).read()
+    assert time.monotonic() - start >= 0.3
+    with pytest.raises(Exception):  # RemoteDisconnected: no status line at all
+        urllib.request.urlopen(server.channel_url() + "/win-64/repodata.json", timeout=5)
+    assert urllib.request.urlopen(server.channel_url() + "/win-64/repodata.json", timeout=5).status == 200
+    assert [(r.path.rsplit("/", 2)[-2], r.status) for r in server.log()] == [("noarch", 200), ("win-64", 0), ("win-64", 200)]
+
+
+def test_install_over_http_downloads_packages_from_the_server(channel_server: ChannelServer, tmp_path: Path) -> None:
+    from rattler import install
+
+    recs = solve([channel_server.channel_url()], ["cuda-version=12.4", "cuda-cudart-dev", "libcusparse-dev"], "linux-64",
+                 tmp_path / "c", cuda="12.4")
+    channel_server.reset_log()
+    asyncio.run(install(recs, tmp_path / "env", cache_dir=tmp_path / "pkgs", show_progress=False))
+    downloaded = channel_server.count("/conda-forge/*/*.tar.bz2", status=200)
+    assert downloaded == len(recs)
+    assert channel_server.bytes_sent("*.tar.bz2") == sum(r.size for r in recs)
+    assert (tmp_path / "env/targets/x86_64-linux/include/cusparse.h").is_file()
