@@ -1,14 +1,31 @@
 """Build real tiny conda packages and indexed channels with conda-forge's names and dependency shapes.
 
-A plain importable library (no pytest at module top) so tests *and* benchmarks can use it.
+A plain importable library (no pytest, no rattler at module top) so tests *and* benchmarks can use it.
 
-Layout written by `build_channel(root)`::
+Layout written by `build_all(root)` (= `build_channel` + `build_nvidia_label_channel`)::
 
-    root/conda-forge/{noarch,linux-64,linux-aarch64,win-64}/*.tar.bz2 + repodata.json
-    root/nvidia/label/cuda-11.8.0/{noarch,linux-64,win-64}/...   (build_nvidia_label_channel)
+    root/conda-forge/{noarch,linux-64,linux-aarch64,win-64}/*.tar.bz2 + repodata.json(.zst) + shards
+    root/nvidia/label/cuda-11.8.0/{noarch,linux-64,win-64}/...
 
-Everything is deterministic: fixed tar mtimes/owners, fixed package `timestamp`, sorted members, so the
-same inputs give byte-identical packages and repodata.json.
+Everything is deterministic: fixed tar mtimes/owners, fixed package `timestamp` (and `indexed_timestamp`),
+sorted members, so the same inputs give byte-identical packages, repodata.json and repodata.json.zst
+(the shard index carries rattler's `created_at`, so it differs between builds).
+
+What the packages ship (linux-64; aarch64 uses targets/sbsa-linux; win-64 uses Library/{bin,include,lib}):
+  cuda-nvcc-impl   bin/nvcc (sh script: real `nvcc --version` text, refuses to compile),
+                   targets/x86_64-linux/bin/nvcc -> ../../../bin/nvcc, nvvm/bin/cicc, bin/nvcc.profile
+  cuda-nvcc_linux-64  etc/conda/activate.d/~cuda-nvcc_activate.sh (NVCC_PREPEND_FLAGS, never CUDA_HOME)
+  cuda-cudart-dev_linux-64  targets/<t>/include/{cuda_runtime.h,cuda_runtime_api.h,cuda.h}, lib .so symlink
+  cuda-cudart_linux-64  targets/<t>/lib/libcudart.so.<full> (+ .so.<major>); cuda-cudart: lib/ symlinks
+  lib{cublas,cusparse,cusolver}(-dev), libnvjitlink, cuda-nvrtc: same split; -dev ships cublas_v2.h,
+                   cublas_api.h, cublasLt.h, cublas.h / cusparse.h / cusolverDn.h, cusolver_common.h
+  cudnn 8.x; libcudnn/libcudnn-dev/cudnn 9.x: include/cudnn.h, include/cudnn_version.h, lib/libcudnn.so.*
+  gcc_impl/gxx_impl_<plat>: bin/<triplet>-gcc|g++ scripts (--version, -dumpversion, -dumpfullversion)
+  gcc_/gxx_<plat>: etc/conda/{activate,deactivate}.d scripts (read ${CONDA_PREFIX} unguarded, like CF's)
+  python: bin/pythonX.Y (answers --version, else execs $ENVLOCK_TEST_REAL_PYTHON or /usr/bin/python3)
+  pytorch: <site-packages>/torch/{__init__,version}.py with __version__ and version.cuda
+On linux-64 every lib*.so.<version> is a loadable x86_64 ELF (dlopen works) whose real entry points
+report the version (cudaRuntimeGetVersion -> 12060, cudnnGetVersion, cusparseGetVersion, ...).
 """
 
 from __future__ import annotations
@@ -90,6 +107,7 @@ class CudaMinor:
         return int(major) * 1000 + int(minor) * 10
 
 
+# fmt: off
 CUDA_MINORS: dict[str, CudaMinor] = {
     m.minor: m
     for m in (
@@ -119,6 +137,7 @@ CUDA_MINORS: dict[str, CudaMinor] = {
                   "12.2.0.1", "13.2.75", 37234104, "Thu_Mar_19_08:02:11_PM_PDT_2026", ">=6,<16.0a0"),
     )
 }
+# fmt: on
 
 # gcc versions per major that the channel offers (conda-forge ctng-compiler-activation builds).
 GCC_VERSIONS = ("11.4.0", "12.4.0", "13.3.0", "14.2.0", "15.1.0")
@@ -135,7 +154,13 @@ CUDNN_VERSIONS: dict[str, tuple[int, ...]] = {
 # (version, cuda_minor, build_number, per-python hash seed) - conda-forge pytorch CUDA builds.
 PYTORCH_BUILDS: dict[str, tuple[tuple[str, str], ...]] = {
     # subdir -> ((torch version, cuda minor), ...) from facts §2 "CUDA variants by version"
-    "linux-64": (("2.4.0", "11.8"), ("2.3.1", "12.0"), ("2.7.1", "12.6"), ("2.7.1", "12.9"), ("2.8.0", "12.9")),
+    "linux-64": (
+        ("2.4.0", "11.8"),
+        ("2.3.1", "12.0"),
+        ("2.7.1", "12.6"),
+        ("2.7.1", "12.9"),
+        ("2.8.0", "12.9"),
+    ),
     "linux-aarch64": (("2.3.1", "12.0"), ("2.7.1", "12.6"), ("2.7.1", "12.9"), ("2.8.0", "12.9")),
     "win-64": (("2.3.1", "12.0"), ("2.7.1", "12.6"), ("2.7.1", "12.8"), ("2.8.0", "12.8")),
 }
@@ -193,12 +218,23 @@ class PackageSpec:
         self.depends = sorted(self.depends)  # conda-build writes them sorted
         self.constrains = sorted(self.constrains)
         if not self.build:
-            self.build = f"{self.build_prefix}h{self._content_hash()[:7]}_{self.build_number}{self.build_suffix}"
+            self.build = (
+                f"{self.build_prefix}h{self._content_hash()[:7]}_{self.build_number}{self.build_suffix}"
+            )
 
     def _content_hash(self) -> str:
         """A stable hash of the inputs, standing in for conda-build's hash of the variant."""
-        doc = json.dumps([self.name, self.version, self.subdir, sorted(self.depends), sorted(self.constrains),
-                          sorted(self.files), sorted(self.symlinks.items())])
+        doc = json.dumps(
+            [
+                self.name,
+                self.version,
+                self.subdir,
+                sorted(self.depends),
+                sorted(self.constrains),
+                sorted(self.files),
+                sorted(self.symlinks.items()),
+            ]
+        )
         return hashlib.sha1(doc.encode()).hexdigest()
 
     @property
@@ -228,7 +264,9 @@ class PackageSpec:
         else:
             plat, _, arch = self.subdir.partition("-")
             doc["platform"] = plat
-            doc["arch"] = {"64": "x86_64", "aarch64": "aarch64", "ppc64le": "ppc64le", "32": "x86"}.get(arch, arch)
+            doc["arch"] = {"64": "x86_64", "aarch64": "aarch64", "ppc64le": "ppc64le", "32": "x86"}.get(
+                arch, arch
+            )
         if self.track_features:
             doc["track_features"] = self.track_features
         if self.features:
@@ -240,8 +278,9 @@ def _as_bytes(data: bytes | str) -> bytes:
     return data.encode() if isinstance(data, str) else data
 
 
-def _tarinfo(name: str, *, size: int = 0, mode: int = 0o644, kind: bytes = tarfile.REGTYPE,
-             linkname: str = "") -> tarfile.TarInfo:
+def _tarinfo(
+    name: str, *, size: int = 0, mode: int = 0o644, kind: bytes = tarfile.REGTYPE, linkname: str = ""
+) -> tarfile.TarInfo:
     """A TarInfo with fixed owner/mtime so archives are reproducible."""
     info = tarfile.TarInfo(name)
     info.size, info.mode, info.type, info.linkname = size, mode, kind, linkname
@@ -254,8 +293,14 @@ def _paths_json(spec: PackageSpec) -> dict[str, Any]:
     entries: list[dict[str, Any]] = []
     for rel, data in spec.files.items():
         raw = _as_bytes(data)
-        entries.append({"_path": rel, "path_type": "hardlink", "sha256": hashlib.sha256(raw).hexdigest(),
-                        "size_in_bytes": len(raw)})
+        entries.append(
+            {
+                "_path": rel,
+                "path_type": "hardlink",
+                "sha256": hashlib.sha256(raw).hexdigest(),
+                "size_in_bytes": len(raw),
+            }
+        )
     for rel in spec.symlinks:
         entries.append({"_path": rel, "path_type": "softlink"})
     entries.sort(key=lambda e: e["_path"])
@@ -337,8 +382,10 @@ def _header(filename: str, owner: str, *lines: str) -> str:
     """A tiny but valid C header (compiles with gcc/nvcc when included)."""
     guard = "".join(c if c.isalnum() else "_" for c in filename.upper())
     body = "\n".join(lines)
-    return (f"/* {filename}: envlock test-channel stand-in shipped by {owner}. */\n"
-            f"#pragma once\n#ifndef ENVLOCK_TEST_{guard}\n#define ENVLOCK_TEST_{guard}\n{body}\n#endif\n")
+    return (
+        f"/* {filename}: envlock test-channel stand-in shipped by {owner}. */\n"
+        f"#pragma once\n#ifndef ENVLOCK_TEST_{guard}\n#define ENVLOCK_TEST_{guard}\n{body}\n#endif\n"
+    )
 
 
 def nvcc_version_text(version: str, compiler_build: int, built_on: str) -> str:
@@ -399,11 +446,14 @@ def gcc_script(tool: str, version: str) -> str:
 
 Export = tuple[list[tuple[str, int]], int]  # ([(argN, value stored through that pointer arg)], return value)
 
+
 def _x86_body(stores: list[tuple[str, int]], ret: int) -> bytes:
     """Machine code: store each value through the pointer in rdi (arg0) / rsi (arg1), return `ret` in eax."""
     code = b""
     for reg, value in stores:
-        code += {"arg0": b"\xc7\x07", "arg1": b"\xc7\x06"}[reg] + struct.pack("<i", value)  # mov dword [rdi|rsi], imm32
+        code += {"arg0": b"\xc7\x07", "arg1": b"\xc7\x06"}[reg] + struct.pack(
+            "<i", value
+        )  # mov dword [rdi|rsi], imm32
     return code + b"\xb8" + struct.pack("<i", ret) + b"\xc3"  # mov eax, imm32; ret
 
 
@@ -443,29 +493,66 @@ def elf_shared_object(soname: str, functions: Mapping[str, Export]) -> bytes:
     dyn_off = (text_off + len(text) + 7) & ~7
     dyn_vaddr = dyn_off + 0x1000  # same page offset, next page: a separate RW mapping
     # DT_SONAME, DT_HASH, DT_STRTAB, DT_SYMTAB, DT_STRSZ, DT_SYMENT, DT_NULL
-    dyn = [(14, str_off[soname]), (4, hash_off), (5, dynstr_off), (6, dynsym_off), (10, len(dynstr)), (11, 24), (0, 0)]
+    dyn = [
+        (14, str_off[soname]),
+        (4, hash_off),
+        (5, dynstr_off),
+        (6, dynsym_off),
+        (10, len(dynstr)),
+        (11, 24),
+        (0, 0),
+    ]
     dynbytes = b"".join(struct.pack("<qQ", tag, val) for tag, val in dyn)
     syms = struct.pack("<IBBHQQ", 0, 0, 0, 0, 0, 0)
     for n in names:  # STB_GLOBAL|STT_FUNC; st_shndx 1 (defined, not SHN_ABS, so the load base is added)
-        syms += struct.pack("<IBBHQQ", str_off[n], 0x12, 0, 1, text_off + fn_off[n], len(_x86_body(*functions[n])))
+        syms += struct.pack(
+            "<IBBHQQ", str_off[n], 0x12, 0, 1, text_off + fn_off[n], len(_x86_body(*functions[n]))
+        )
     buckets, chains = [0] * nbucket, [0] * nsym
     for i, n in enumerate(names, start=1):
         b = _elf_hash(n.encode()) % nbucket
         chains[i], buckets[b] = buckets[b], i
     hashtab = struct.pack(f"<II{nbucket}I{nsym}I", nbucket, nsym, *buckets, *chains)
     # e_type ET_DYN, e_machine EM_X86_64, no section headers
-    ehdr = b"\x7fELF\x02\x01\x01" + b"\0" * 9 + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 64, 0, 0, 64, 56, nph, 64, 0, 0)
+    ehdr = (
+        b"\x7fELF\x02\x01\x01"
+        + b"\0" * 9
+        + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 64, 0, 0, 64, 56, nph, 64, 0, 0)
+    )
     pf_x, pf_w, pf_r = 1, 2, 4
-    phdrs = b"".join([
-        struct.pack("<IIQQQQQQ", 1, pf_r | pf_x, 0, 0, 0, dyn_off, dyn_off, 0x1000),  # PT_LOAD text
-        struct.pack("<IIQQQQQQ", 1, pf_r | pf_w, dyn_off, dyn_vaddr, dyn_vaddr, len(dynbytes), len(dynbytes), 0x1000),
-        struct.pack("<IIQQQQQQ", 2, pf_r | pf_w, dyn_off, dyn_vaddr, dyn_vaddr, len(dynbytes), len(dynbytes), 8),  # PT_DYNAMIC
-        struct.pack("<IIQQQQQQ", 0x6474E551, pf_r | pf_w, 0, 0, 0, 0, 0, 16),  # PT_GNU_STACK: no exec stack
-    ])
+    phdrs = b"".join(
+        [
+            struct.pack("<IIQQQQQQ", 1, pf_r | pf_x, 0, 0, 0, dyn_off, dyn_off, 0x1000),  # PT_LOAD text
+            struct.pack(
+                "<IIQQQQQQ",
+                1,
+                pf_r | pf_w,
+                dyn_off,
+                dyn_vaddr,
+                dyn_vaddr,
+                len(dynbytes),
+                len(dynbytes),
+                0x1000,
+            ),
+            struct.pack(
+                "<IIQQQQQQ", 2, pf_r | pf_w, dyn_off, dyn_vaddr, dyn_vaddr, len(dynbytes), len(dynbytes), 8
+            ),  # PT_DYNAMIC
+            struct.pack(
+                "<IIQQQQQQ", 0x6474E551, pf_r | pf_w, 0, 0, 0, 0, 0, 16
+            ),  # PT_GNU_STACK: no exec stack
+        ]
+    )
     out = bytearray(dyn_off + len(dynbytes))
-    for offset, blob in ((0, ehdr), (64, phdrs), (dynsym_off, syms), (hash_off, hashtab), (dynstr_off, dynstr),
-                         (text_off, text), (dyn_off, dynbytes)):
-        out[offset:offset + len(blob)] = blob
+    for offset, blob in (
+        (0, ehdr),
+        (64, phdrs),
+        (dynsym_off, syms),
+        (hash_off, hashtab),
+        (dynstr_off, dynstr),
+        (text_off, text),
+        (dyn_off, dynbytes),
+    ):
+        out[offset : offset + len(blob)] = blob
     return bytes(out)
 
 
@@ -474,14 +561,19 @@ def library_exports(lib: str, version: str) -> dict[str, Export]:
     major, minor, patch = ([int(x) for x in version.split(".")] + [0, 0, 0])[:3]
     return {
         # cudaGetDeviceCount answers cudaErrorInsufficientDriver (35): there is no driver behind the stand-in.
-        "libcudart": {"cudaRuntimeGetVersion": ([("arg0", major * 1000 + minor * 10)], 0),
-                      "cudaDriverGetVersion": ([("arg0", 0)], 0), "cudaGetDeviceCount": ([("arg0", 0)], 35)},
+        "libcudart": {
+            "cudaRuntimeGetVersion": ([("arg0", major * 1000 + minor * 10)], 0),
+            "cudaDriverGetVersion": ([("arg0", 0)], 0),
+            "cudaGetDeviceCount": ([("arg0", 0)], 35),
+        },
         "libcublas": {"cublasGetVersion_v2": ([("arg1", major * 10000 + minor * 100 + patch)], 0)},
         "libcusparse": {"cusparseGetVersion": ([("arg1", major * 1000 + minor * 100 + patch)], 0)},
         "libcusolver": {"cusolverGetVersion": ([("arg0", major * 1000 + minor * 100 + patch)], 0)},
         "libnvJitLink": {"nvJitLinkVersion": ([("arg0", major), ("arg1", minor)], 0)},
         "libnvrtc": {"nvrtcVersion": ([("arg0", major), ("arg1", minor)], 0)},
-        "libcudnn": {"cudnnGetVersion": ([], (major * 10000 if major >= 9 else major * 1000) + minor * 100 + patch)},
+        "libcudnn": {
+            "cudnnGetVersion": ([], (major * 10000 if major >= 9 else major * 1000) + minor * 100 + patch)
+        },
     }.get(lib, {})
 
 
@@ -489,7 +581,9 @@ def lib_bytes(subdir: str, lib: str, version: str, owner: str, soname_version: s
     """A shared-library payload: a loadable ELF on linux-64 (SONAME lib.so.<major>), placeholder bytes elsewhere."""
     if subdir != "linux-64":
         return _stub_lib(lib, owner)
-    return elf_shared_object(f"{lib}.so.{soname_version or version.split('.')[0]}", library_exports(lib, version))
+    return elf_shared_object(
+        f"{lib}.so.{soname_version or version.split('.')[0]}", library_exports(lib, version)
+    )
 
 
 def _stub_lib(name: str, owner: str) -> bytes:
@@ -520,12 +614,16 @@ def _layout(subdir: str) -> tuple[str, str, str]:
     return f"targets/{t}/include", f"targets/{t}/lib", "lib"
 
 
-def _so_files(subdir: str, lib: str, version: str, major: str, owner: str) -> tuple[dict[str, bytes | str], dict[str, str]]:
+def _so_files(
+    subdir: str, lib: str, version: str, major: str, owner: str
+) -> tuple[dict[str, bytes | str], dict[str, str]]:
     """Files + symlinks of a CUDA runtime library: targets/<t>/lib/libX.so.V, lib/libX.so.M symlinks."""
     if is_win(subdir):
         return {f"Library/bin/{lib}64_{major}.dll": _stub_lib(lib, owner)}, {}
     _, real, _ = _layout(subdir)
-    files: dict[str, bytes | str] = {f"{real}/{lib}.so.{version}": lib_bytes(subdir, lib, version, owner, major)}
+    files: dict[str, bytes | str] = {
+        f"{real}/{lib}.so.{version}": lib_bytes(subdir, lib, version, owner, major)
+    }
     links = {
         f"{real}/{lib}.so.{major}": f"{lib}.so.{version}",
         f"lib/{lib}.so.{major}": f"../{real}/{lib}.so.{major}",
@@ -545,14 +643,20 @@ def _dev_link(subdir: str, lib: str, major: str) -> tuple[dict[str, bytes | str]
 def cuda_version_packages(minor: str) -> PackageSpec:
     """noarch `cuda-version X.Y` with conda-forge's run_constrained."""
     major = minor.split(".")[0]
-    return PackageSpec("cuda-version", minor, build_number=3, subdir="noarch", license="LicenseRef-NVIDIA-End-User-License-Agreement",
-                       constrains=[f"__cuda >={major}", f"cudatoolkit {minor}|{minor}.*"])
+    return PackageSpec(
+        "cuda-version",
+        minor,
+        build_number=3,
+        subdir="noarch",
+        license="LicenseRef-NVIDIA-End-User-License-Agreement",
+        constrains=[f"__cuda >={major}", f"cudatoolkit {minor}|{minor}.*"],
+    )
 
 
 def cuda_minor_packages(cm: CudaMinor, subdir: str) -> list[PackageSpec]:
     """The CUDA 12+/13 split packages of one minor for one subdir (+ their noarch `_<target>` parts)."""
     plat, major, pin = subdir, str(cm.major), cm.version_pin
-    inc, real, _ = _layout(subdir)
+    inc = _layout(subdir)[0]
     win = is_win(subdir)
     rt = _runtime_deps(subdir)
     lic = NVIDIA_LICENSE
@@ -563,73 +667,168 @@ def cuda_minor_packages(cm: CudaMinor, subdir: str) -> list[PackageSpec]:
         specs.append(spec)
         return spec
 
-    cccl = add(PackageSpec(f"cuda-cccl_{plat}", cm.cccl, subdir="noarch", depends=[pin], files={
-        f"{inc}/cuda/std/version": _header("cuda/std/version", "cuda-cccl", f"#define _LIBCUDACXX_CUDA_API_VERSION {cm.cudart_define}"),
-        f"{inc}/nv/target": _header("nv/target", "cuda-cccl", "#define _NV_TARGET_DEF 1"),
-    }))
+    cccl = add(
+        PackageSpec(
+            f"cuda-cccl_{plat}",
+            cm.cccl,
+            subdir="noarch",
+            depends=[pin],
+            files={
+                f"{inc}/cuda/std/version": _header(
+                    "cuda/std/version",
+                    "cuda-cccl",
+                    f"#define _LIBCUDACXX_CUDA_API_VERSION {cm.cudart_define}",
+                ),
+                f"{inc}/nv/target": _header("nv/target", "cuda-cccl", "#define _NV_TARGET_DEF 1"),
+            },
+        )
+    )
     cudart_files, cudart_links = _so_files(subdir, "libcudart", cm.cudart, major, "cuda-cudart")
-    cudart_t = add(PackageSpec(f"cuda-cudart_{plat}", cm.cudart, subdir="noarch", depends=[pin],
-                               files=cudart_files, symlinks={k: v for k, v in cudart_links.items() if not k.startswith("lib/")}))
+    cudart_t = add(
+        PackageSpec(
+            f"cuda-cudart_{plat}",
+            cm.cudart,
+            subdir="noarch",
+            depends=[pin],
+            files=cudart_files,
+            symlinks={k: v for k, v in cudart_links.items() if not k.startswith("lib/")},
+        )
+    )
     dev_files, dev_links = _dev_link(subdir, "libcudart", major)
-    cudart_dev_t = add(PackageSpec(f"cuda-cudart-dev_{plat}", cm.cudart, subdir="noarch",
-                                   depends=[f"cuda-cccl_{plat}", f"cuda-cudart_{plat}", pin],
-                                   files={
-                                       f"{inc}/cuda_runtime_api.h": _header("cuda_runtime_api.h", "cuda-cudart-dev",
-                                                                            f"#define CUDART_VERSION {cm.cudart_define}"),
-                                       f"{inc}/cuda_runtime.h": _header("cuda_runtime.h", "cuda-cudart-dev",
-                                                                        '#include "cuda_runtime_api.h"'),
-                                       f"{inc}/cuda.h": _header("cuda.h", "cuda-cudart-dev", f"#define CUDA_VERSION {cm.cudart_define}"),
-                                       **dev_files,
-                                   },
-                                   symlinks={k: v for k, v in dev_links.items() if not k.startswith("lib/")}))
-    cudart = add(PackageSpec("cuda-cudart", cm.cudart, subdir=subdir,
-                             depends=[f"cuda-cudart_{plat} {cm.cudart} {cudart_t.build}", pin, *rt],
-                             symlinks={k: v for k, v in cudart_links.items() if k.startswith("lib/")}))
-    add(PackageSpec("cuda-cudart-dev", cm.cudart, subdir=subdir,
-                    depends=[f"cuda-cudart {cm.cudart} {cudart.build}", f"cuda-cudart-dev_{plat} {cm.cudart} {cudart_dev_t.build}",
-                             pin, *rt],
-                    symlinks={k: v for k, v in dev_links.items() if k.startswith("lib/")}))
+    cudart_dev_t = add(
+        PackageSpec(
+            f"cuda-cudart-dev_{plat}",
+            cm.cudart,
+            subdir="noarch",
+            depends=[f"cuda-cccl_{plat}", f"cuda-cudart_{plat}", pin],
+            files={
+                f"{inc}/cuda_runtime_api.h": _header(
+                    "cuda_runtime_api.h", "cuda-cudart-dev", f"#define CUDART_VERSION {cm.cudart_define}"
+                ),
+                f"{inc}/cuda_runtime.h": _header(
+                    "cuda_runtime.h", "cuda-cudart-dev", '#include "cuda_runtime_api.h"'
+                ),
+                f"{inc}/cuda.h": _header(
+                    "cuda.h", "cuda-cudart-dev", f"#define CUDA_VERSION {cm.cudart_define}"
+                ),
+                **dev_files,
+            },
+            symlinks={k: v for k, v in dev_links.items() if not k.startswith("lib/")},
+        )
+    )
+    cudart = add(
+        PackageSpec(
+            "cuda-cudart",
+            cm.cudart,
+            subdir=subdir,
+            depends=[f"cuda-cudart_{plat} {cm.cudart} {cudart_t.build}", pin, *rt],
+            symlinks={k: v for k, v in cudart_links.items() if k.startswith("lib/")},
+        )
+    )
+    add(
+        PackageSpec(
+            "cuda-cudart-dev",
+            cm.cudart,
+            subdir=subdir,
+            depends=[
+                f"cuda-cudart {cm.cudart} {cudart.build}",
+                f"cuda-cudart-dev_{plat} {cm.cudart} {cudart_dev_t.build}",
+                pin,
+                *rt,
+            ],
+            symlinks={k: v for k, v in dev_links.items() if k.startswith("lib/")},
+        )
+    )
     del cccl
 
-    def lib_pair(name: str, lib: str, version: str, lib_deps: list[str], dev_deps: list[str],
-                 headers: dict[str, str]) -> PackageSpec:
+    def lib_pair(
+        name: str, lib: str, version: str, lib_deps: list[str], dev_deps: list[str], headers: dict[str, str]
+    ) -> PackageSpec:
         files, links = _so_files(subdir, lib, version, version.split(".")[0], name)
-        runtime = add(PackageSpec(name, version, subdir=subdir, depends=[*lib_deps, pin, *rt], files=files, symlinks=links))
+        runtime = add(
+            PackageSpec(
+                name, version, subdir=subdir, depends=[*lib_deps, pin, *rt], files=files, symlinks=links
+            )
+        )
         dfiles, dlinks = _dev_link(subdir, lib, version.split(".")[0])
         hdrs = {f"{inc}/{h}": _header(h, f"{name}-dev", body) for h, body in headers.items()}
-        add(PackageSpec(f"{name}-dev", version, subdir=subdir,
-                        depends=[*dev_deps, f"{name} {version} {runtime.build}", pin, *rt],
-                        constrains=[f"{name}-static >={version}"], files={**hdrs, **dfiles}, symlinks=dlinks))
+        add(
+            PackageSpec(
+                f"{name}-dev",
+                version,
+                subdir=subdir,
+                depends=[*dev_deps, f"{name} {version} {runtime.build}", pin, *rt],
+                constrains=[f"{name}-static >={version}"],
+                files={**hdrs, **dfiles},
+                symlinks=dlinks,
+            )
+        )
         return runtime
 
-    nvjit_pin = (f"cuda-version >={major},<{cm.upper}" if cm.minor >= "12.6" or cm.major >= 13 else pin)
+    nvjit_pin = f"cuda-version >={major},<{cm.upper}" if cm.minor >= "12.6" or cm.major >= 13 else pin
     nvjit_files, nvjit_links = _so_files(subdir, "libnvJitLink", cm.nvjitlink, major, "libnvjitlink")
-    add(PackageSpec("libnvjitlink", cm.nvjitlink, subdir=subdir, depends=[nvjit_pin, *rt], files=nvjit_files, symlinks=nvjit_links))
+    add(
+        PackageSpec(
+            "libnvjitlink",
+            cm.nvjitlink,
+            subdir=subdir,
+            depends=[nvjit_pin, *rt],
+            files=nvjit_files,
+            symlinks=nvjit_links,
+        )
+    )
     nvrtc_files, nvrtc_links = _so_files(subdir, "libnvrtc", cm.nvrtc, major, "cuda-nvrtc")
-    add(PackageSpec("cuda-nvrtc", cm.nvrtc, subdir=subdir, depends=[pin, *rt], files=nvrtc_files, symlinks=nvrtc_links))
+    add(
+        PackageSpec(
+            "cuda-nvrtc", cm.nvrtc, subdir=subdir, depends=[pin, *rt], files=nvrtc_files, symlinks=nvrtc_links
+        )
+    )
 
     def nxt(version: str) -> str:
         """`>=V,<M+1.0a0` range on the version's own major (how run_exports pin CUDA libs)."""
         return f">={version},<{int(version.split('.')[0]) + 1}.0a0"
 
     nvjit_dep = f"libnvjitlink {nxt(cm.nvjitlink)}"
-    lib_pair("libcublas", "libcublas", cm.cublas, ["cuda-nvrtc"], [f"cuda-cudart-dev_{plat}"], {
-        "cublas_api.h": f"#define CUBLAS_VER_MAJOR {cm.cublas.split('.')[0]}\n#define CUBLAS_VER_MINOR {cm.cublas.split('.')[1]}",
-        "cublas_v2.h": '#include "cublas_api.h"',
-        "cublas.h": '#include "cublas_api.h"',
-        "cublasLt.h": f"#define CUBLASLT_VERSION_MAJOR {cm.cublas.split('.')[0]}",
-    })
-    lib_pair("libcusparse", "libcusparse", cm.cusparse, [nvjit_dep], [nvjit_dep], {
-        "cusparse.h": f"#define CUSPARSE_VER_MAJOR {cm.cusparse.split('.')[0]}\n#define CUSPARSE_VER_MINOR {cm.cusparse.split('.')[1]}",
-    })
+    lib_pair(
+        "libcublas",
+        "libcublas",
+        cm.cublas,
+        ["cuda-nvrtc"],
+        [f"cuda-cudart-dev_{plat}"],
+        {
+            "cublas_api.h": f"#define CUBLAS_VER_MAJOR {cm.cublas.split('.')[0]}\n#define CUBLAS_VER_MINOR {cm.cublas.split('.')[1]}",
+            "cublas_v2.h": '#include "cublas_api.h"',
+            "cublas.h": '#include "cublas_api.h"',
+            "cublasLt.h": f"#define CUBLASLT_VERSION_MAJOR {cm.cublas.split('.')[0]}",
+        },
+    )
+    lib_pair(
+        "libcusparse",
+        "libcusparse",
+        cm.cusparse,
+        [nvjit_dep],
+        [nvjit_dep],
+        {
+            "cusparse.h": f"#define CUSPARSE_VER_MAJOR {cm.cusparse.split('.')[0]}\n#define CUSPARSE_VER_MINOR {cm.cusparse.split('.')[1]}",
+        },
+    )
     cub_major_minor = ".".join(cm.cublas.split(".")[:2])
     cusp_major_minor = ".".join(cm.cusparse.split(".")[:2])
-    lib_pair("libcusolver", "libcusolver", cm.cusolver,
-             [f"libcublas >={cm.cublas},<{_bump(cub_major_minor)}", f"libcusparse >={cm.cusparse},<{_bump(cusp_major_minor)}", nvjit_dep],
-             [], {
-                 "cusolver_common.h": f"#define CUSOLVER_VER_MAJOR {cm.cusolver.split('.')[0]}",
-                 "cusolverDn.h": '#include "cusolver_common.h"',
-             })
+    lib_pair(
+        "libcusolver",
+        "libcusolver",
+        cm.cusolver,
+        [
+            f"libcublas >={cm.cublas},<{_bump(cub_major_minor)}",
+            f"libcusparse >={cm.cusparse},<{_bump(cusp_major_minor)}",
+            nvjit_dep,
+        ],
+        [],
+        {
+            "cusolver_common.h": f"#define CUSOLVER_VER_MAJOR {cm.cusolver.split('.')[0]}",
+            "cusolverDn.h": '#include "cusolver_common.h"',
+        },
+    )
 
     # nvcc: cuda-nvcc -> cuda-nvcc_<plat> -> cuda-nvcc-impl (payload + the host-compiler constraint).
     if win:
@@ -645,23 +844,40 @@ def cuda_minor_packages(cm: CudaMinor, subdir: str) -> list[PackageSpec]:
         t = target_of(subdir)
         impl_files = {
             "bin/nvcc": nvcc_script(cm.nvcc, cm.compiler_build, cm.built_on),
-            "bin/nvcc.profile": f"TOP              = $(_HERE_)/..\nINCLUDES        +=  \"-I$(TOP)/targets/{t}/include\" $(_SPACE_)\n",
+            "bin/nvcc.profile": f'TOP              = $(_HERE_)/..\nINCLUDES        +=  "-I$(TOP)/targets/{t}/include" $(_SPACE_)\n',
             "nvvm/bin/cicc": "#!/bin/sh\necho 'cicc: envlock test-channel stand-in' >&2\nexit 1\n",
         }
         impl_links = {f"targets/{t}/bin/nvcc": "../../../bin/nvcc"}
         impl_execs = {"bin/nvcc", "nvvm/bin/cicc"}
         impl_constrains = [f"gcc_impl_{plat} {cm.gcc_impl_constraint}"]
     # conda-forge's aarch64 builds from 12.9 on select the SBSA (not Tegra) variant explicitly.
-    arm = ["arm-variant * sbsa"] if subdir == "linux-aarch64" and (cm.major, int(cm.minor.split(".")[1])) >= (12, 9) else []
-    add(PackageSpec("cuda-nvcc-impl", cm.nvcc, subdir=subdir,
-                    depends=[f"cuda-cudart {nxt(cm.cudart)}", "cuda-cudart-dev", pin, *arm],
-                    constrains=impl_constrains, files=impl_files, symlinks=impl_links, executables=impl_execs))
+    arm = (
+        ["arm-variant * sbsa"]
+        if subdir == "linux-aarch64" and (cm.major, int(cm.minor.split(".")[1])) >= (12, 9)
+        else []
+    )
+    add(
+        PackageSpec(
+            "cuda-nvcc-impl",
+            cm.nvcc,
+            subdir=subdir,
+            depends=[f"cuda-cudart {nxt(cm.cudart)}", "cuda-cudart-dev", pin, *arm],
+            constrains=impl_constrains,
+            files=impl_files,
+            symlinks=impl_links,
+            executables=impl_execs,
+        )
+    )
     nvcc_plat_deps = [f"cuda-cudart-dev_{plat} {cm.minor}.*", f"cuda-nvcc-impl {cm.nvcc}.*", *arm]
     nvcc_plat_files: dict[str, bytes | str] = {}
     if not win:
         nvcc_plat_deps = ["__glibc >=2.17,<3.0.a0", *nvcc_plat_deps, f"sysroot_{plat} >=2.17,<3.0a0"]
-        nvcc_plat_files[f"etc/conda/activate.d/~cuda-nvcc_activate.sh"] = _nvcc_activate_sh(subdir)
-    add(PackageSpec(f"cuda-nvcc_{plat}", cm.nvcc, subdir=subdir, depends=nvcc_plat_deps, files=nvcc_plat_files))
+        nvcc_plat_files["etc/conda/activate.d/~cuda-nvcc_activate.sh"] = _nvcc_activate_sh(subdir)
+    add(
+        PackageSpec(
+            f"cuda-nvcc_{plat}", cm.nvcc, subdir=subdir, depends=nvcc_plat_deps, files=nvcc_plat_files
+        )
+    )
     host = ["vs2019_win-64"] if win else [f"gcc_{plat}", f"gxx_{plat}"]
     add(PackageSpec("cuda-nvcc", cm.nvcc, subdir=subdir, depends=[f"cuda-nvcc_{plat} {cm.nvcc}.*", *host]))
     return specs
@@ -690,52 +906,138 @@ def compiler_packages(subdir: str) -> list[PackageSpec]:
     """Host toolchain: gcc_<plat>/gxx_<plat> wrappers -> *_impl, sysroot, binutils, libgcc (linux); vs20xx (win)."""
     if is_win(subdir):
         return _win_runtime_packages() + [
-            PackageSpec("vswhere", "3.1.7", subdir=subdir, license="MIT",
-                        files={"Library/bin/vswhere.exe": "envlock test-channel placeholder for vswhere.exe\n"}),
-            PackageSpec("vs2019_win-64", "19.29.30139", build_number=39, subdir=subdir, depends=["vswhere"],
-                        constrains=["vs_win-64 2019.11"],
-                        files={"etc/conda/activate.d/vs2019_compiler_vars.bat": "@rem envlock test channel: vs2019 activation\n"}),
-            PackageSpec("vs2022_win-64", "19.44.35207", build_number=39, subdir=subdir, depends=["vswhere"],
-                        constrains=["vs_win-64 2022.14"],
-                        files={"etc/conda/activate.d/vs2022_compiler_vars.bat": "@rem envlock test channel: vs2022 activation\n"}),
+            PackageSpec(
+                "vswhere",
+                "3.1.7",
+                subdir=subdir,
+                license="MIT",
+                files={"Library/bin/vswhere.exe": "envlock test-channel placeholder for vswhere.exe\n"},
+            ),
+            PackageSpec(
+                "vs2019_win-64",
+                "19.29.30139",
+                build_number=39,
+                subdir=subdir,
+                depends=["vswhere"],
+                constrains=["vs_win-64 2019.11"],
+                files={
+                    "etc/conda/activate.d/vs2019_compiler_vars.bat": "@rem envlock test channel: vs2019 activation\n"
+                },
+            ),
+            PackageSpec(
+                "vs2022_win-64",
+                "19.44.35207",
+                build_number=39,
+                subdir=subdir,
+                depends=["vswhere"],
+                constrains=["vs_win-64 2022.14"],
+                files={
+                    "etc/conda/activate.d/vs2022_compiler_vars.bat": "@rem envlock test channel: vs2022 activation\n"
+                },
+            ),
         ]
     plat, triplet = subdir, gnu_triplet(subdir)
     specs: list[PackageSpec] = [
-        PackageSpec("libgcc", "15.1.0", build_number=2, subdir=subdir, depends=["__glibc >=2.17,<3.0.a0"],
-                    license="GPL-3.0-only WITH GCC-exception-3.1",
-                    # No lib/libgcc_s.so.1: a fake one on LD_LIBRARY_PATH would break real programs.
-                    files={"share/licenses/libgcc/RUNTIME.LIBRARY.EXCEPTION": "GCC RUNTIME LIBRARY EXCEPTION (test channel)\n"}),
-        PackageSpec("libstdcxx", "15.1.0", build_number=2, subdir=subdir, depends=["__glibc >=2.17,<3.0.a0", "libgcc 15.1.0"],
-                    license="GPL-3.0-only WITH GCC-exception-3.1",
-                    files={"share/licenses/libstdcxx/RUNTIME.LIBRARY.EXCEPTION": "GCC RUNTIME LIBRARY EXCEPTION (test channel)\n"}),
-        PackageSpec(f"binutils_{plat}", "2.43", build_number=4, subdir=subdir, license="GPL-3.0-only",
-                    files={f"bin/{triplet}-ld": f"#!/bin/sh\necho 'GNU ld (GNU Binutils) 2.43'\n"},
-                    executables={f"bin/{triplet}-ld"}),
+        PackageSpec(
+            "libgcc",
+            "15.1.0",
+            build_number=2,
+            subdir=subdir,
+            depends=["__glibc >=2.17,<3.0.a0"],
+            license="GPL-3.0-only WITH GCC-exception-3.1",
+            # No lib/libgcc_s.so.1: a fake one on LD_LIBRARY_PATH would break real programs.
+            files={
+                "share/licenses/libgcc/RUNTIME.LIBRARY.EXCEPTION": "GCC RUNTIME LIBRARY EXCEPTION (test channel)\n"
+            },
+        ),
+        PackageSpec(
+            "libstdcxx",
+            "15.1.0",
+            build_number=2,
+            subdir=subdir,
+            depends=["__glibc >=2.17,<3.0.a0", "libgcc 15.1.0"],
+            license="GPL-3.0-only WITH GCC-exception-3.1",
+            files={
+                "share/licenses/libstdcxx/RUNTIME.LIBRARY.EXCEPTION": "GCC RUNTIME LIBRARY EXCEPTION (test channel)\n"
+            },
+        ),
+        PackageSpec(
+            f"binutils_{plat}",
+            "2.43",
+            build_number=4,
+            subdir=subdir,
+            license="GPL-3.0-only",
+            files={f"bin/{triplet}-ld": "#!/bin/sh\necho 'GNU ld (GNU Binutils) 2.43'\n"},
+            executables={f"bin/{triplet}-ld"},
+        ),
     ]
     for glibc in ("2.17", "2.28"):
-        specs.append(PackageSpec(f"sysroot_{plat}", glibc, build_number=8, subdir="noarch", depends=[f"__glibc >={glibc}"],
-                                 license="LGPL-2.0-or-later AND GPL-2.0-or-later",
-                                 files={f"{triplet}/sysroot/usr/include/features.h":
-                                        _header("features.h", f"sysroot {glibc}", f"#define __GLIBC_MINOR__ {glibc.split('.')[1]}")}))
+        specs.append(
+            PackageSpec(
+                f"sysroot_{plat}",
+                glibc,
+                build_number=8,
+                subdir="noarch",
+                depends=[f"__glibc >={glibc}"],
+                license="LGPL-2.0-or-later AND GPL-2.0-or-later",
+                files={
+                    f"{triplet}/sysroot/usr/include/features.h": _header(
+                        "features.h", f"sysroot {glibc}", f"#define __GLIBC_MINOR__ {glibc.split('.')[1]}"
+                    )
+                },
+            )
+        )
     for version in GCC_VERSIONS:
         lic = "GPL-3.0-only WITH GCC-exception-3.1"
-        gcc_impl = PackageSpec(f"gcc_impl_{plat}", version, build_number=2, subdir=subdir, license=lic,
-                               depends=[f"libgcc >={version}", f"libstdcxx >={version}", f"sysroot_{plat}"],
-                               files={f"bin/{triplet}-gcc": gcc_script(f"{triplet}-gcc", version)},
-                               executables={f"bin/{triplet}-gcc"})
-        gxx_impl = PackageSpec(f"gxx_impl_{plat}", version, build_number=2, subdir=subdir, license=lic,
-                               depends=[f"gcc_impl_{plat} {version} {gcc_impl.build}", f"sysroot_{plat}"],
-                               files={f"bin/{triplet}-g++": gcc_script(f"{triplet}-g++", version)},
-                               executables={f"bin/{triplet}-g++"})
-        gcc = PackageSpec(f"gcc_{plat}", version, build_number=11, subdir=subdir, license="BSD-3-Clause",
-                          depends=[f"gcc_impl_{plat} {version}.*", f"binutils_{plat}", f"sysroot_{plat}"],
-                          files={f"etc/conda/activate.d/activate-gcc_{plat}.sh": _gcc_activate_sh(triplet, "CC", "gcc"),
-                                 f"etc/conda/deactivate.d/deactivate-gcc_{plat}.sh": _gcc_deactivate_sh("CC")})
-        gxx = PackageSpec(f"gxx_{plat}", version, build_number=11, subdir=subdir, license="BSD-3-Clause",
-                          depends=[f"gxx_impl_{plat} {version}.*", f"gcc_{plat} =={version} {gcc.build}",
-                                   f"binutils_{plat}", f"sysroot_{plat}"],
-                          files={f"etc/conda/activate.d/activate-gxx_{plat}.sh": _gcc_activate_sh(triplet, "CXX", "g++"),
-                                 f"etc/conda/deactivate.d/deactivate-gxx_{plat}.sh": _gcc_deactivate_sh("CXX")})
+        gcc_impl = PackageSpec(
+            f"gcc_impl_{plat}",
+            version,
+            build_number=2,
+            subdir=subdir,
+            license=lic,
+            depends=[f"libgcc >={version}", f"libstdcxx >={version}", f"sysroot_{plat}"],
+            files={f"bin/{triplet}-gcc": gcc_script(f"{triplet}-gcc", version)},
+            executables={f"bin/{triplet}-gcc"},
+        )
+        gxx_impl = PackageSpec(
+            f"gxx_impl_{plat}",
+            version,
+            build_number=2,
+            subdir=subdir,
+            license=lic,
+            depends=[f"gcc_impl_{plat} {version} {gcc_impl.build}", f"sysroot_{plat}"],
+            files={f"bin/{triplet}-g++": gcc_script(f"{triplet}-g++", version)},
+            executables={f"bin/{triplet}-g++"},
+        )
+        gcc = PackageSpec(
+            f"gcc_{plat}",
+            version,
+            build_number=11,
+            subdir=subdir,
+            license="BSD-3-Clause",
+            depends=[f"gcc_impl_{plat} {version}.*", f"binutils_{plat}", f"sysroot_{plat}"],
+            files={
+                f"etc/conda/activate.d/activate-gcc_{plat}.sh": _gcc_activate_sh(triplet, "CC", "gcc"),
+                f"etc/conda/deactivate.d/deactivate-gcc_{plat}.sh": _gcc_deactivate_sh("CC"),
+            },
+        )
+        gxx = PackageSpec(
+            f"gxx_{plat}",
+            version,
+            build_number=11,
+            subdir=subdir,
+            license="BSD-3-Clause",
+            depends=[
+                f"gxx_impl_{plat} {version}.*",
+                f"gcc_{plat} =={version} {gcc.build}",
+                f"binutils_{plat}",
+                f"sysroot_{plat}",
+            ],
+            files={
+                f"etc/conda/activate.d/activate-gxx_{plat}.sh": _gcc_activate_sh(triplet, "CXX", "g++"),
+                f"etc/conda/deactivate.d/deactivate-gxx_{plat}.sh": _gcc_deactivate_sh("CXX"),
+            },
+        )
         specs += [gcc_impl, gxx_impl, gcc, gxx]
     return specs
 
@@ -765,11 +1067,23 @@ def _gcc_deactivate_sh(var: str) -> str:
 def _win_runtime_packages() -> list[PackageSpec]:
     """ucrt / vc / vc14_runtime, which conda-forge win-64 binaries depend on."""
     return [
-        PackageSpec("ucrt", "10.0.22621.0", subdir="win-64", license="LicenseRef-MicrosoftWindowsSDK10",
-                    files={"Library/bin/ucrtbase.dll": _stub_lib("ucrtbase", "ucrt")}),
-        PackageSpec("vc14_runtime", "14.44.35208", build_number=26, subdir="win-64", depends=["ucrt >=10.0.20348.0"],
-                    constrains=["vs2015_runtime 14.44.35208.* *_26"], license="LicenseRef-MicrosoftVisualCpp2015-2022Runtime",
-                    files={"Library/bin/vcruntime140.dll": _stub_lib("vcruntime140", "vc14_runtime")}),
+        PackageSpec(
+            "ucrt",
+            "10.0.22621.0",
+            subdir="win-64",
+            license="LicenseRef-MicrosoftWindowsSDK10",
+            files={"Library/bin/ucrtbase.dll": _stub_lib("ucrtbase", "ucrt")},
+        ),
+        PackageSpec(
+            "vc14_runtime",
+            "14.44.35208",
+            build_number=26,
+            subdir="win-64",
+            depends=["ucrt >=10.0.20348.0"],
+            constrains=["vs2015_runtime 14.44.35208.* *_26"],
+            license="LicenseRef-MicrosoftVisualCpp2015-2022Runtime",
+            files={"Library/bin/vcruntime140.dll": _stub_lib("vcruntime140", "vc14_runtime")},
+        ),
         PackageSpec("vc", "14.3", build_number=26, subdir="win-64", depends=["vc14_runtime >=14.44.35208"]),
     ]
 
@@ -780,26 +1094,52 @@ def python_packages(subdir: str, pythons: Iterable[str]) -> list[PackageSpec]:
     for xy in pythons:
         full, nodot = PYTHON_VERSIONS[xy], xy.replace(".", "")
         if is_win(subdir):
-            files: dict[str, bytes | str] = {"python.exe": f"envlock test-channel placeholder for python.exe {full}\n",
-                                             "Lib/site-packages/README.txt": "site-packages\n"}
+            files: dict[str, bytes | str] = {
+                "python.exe": f"envlock test-channel placeholder for python.exe {full}\n",
+                "Lib/site-packages/README.txt": "site-packages\n",
+            }
             links: dict[str, str] = {}
             execs: set[str] = set()
             deps = _runtime_deps(subdir)
         else:
-            files = {f"bin/python{xy}": _python_script(full), f"lib/python{xy}/site-packages/README.txt": "site-packages\n"}
+            files = {
+                f"bin/python{xy}": _python_script(full),
+                f"lib/python{xy}/site-packages/README.txt": "site-packages\n",
+            }
             links = {"bin/python3": f"python{xy}", "bin/python": f"python{xy}"}
             execs = {f"bin/python{xy}"}
             deps = ["__glibc >=2.17,<3.0.a0", "libgcc >=13"]
-        specs.append(PackageSpec("python", full, build_number=1, subdir=subdir, build_suffix="_cpython", license="Python-2.0",
-                                 depends=deps, constrains=[f"python_abi {xy}.* *_cp{nodot}"],
-                                 files=files, symlinks=links, executables=execs))
+        specs.append(
+            PackageSpec(
+                "python",
+                full,
+                build_number=1,
+                subdir=subdir,
+                build_suffix="_cpython",
+                license="Python-2.0",
+                depends=deps,
+                constrains=[f"python_abi {xy}.* *_cp{nodot}"],
+                files=files,
+                symlinks=links,
+                executables=execs,
+            )
+        )
     return specs
 
 
 def python_abi_packages(pythons: Iterable[str]) -> list[PackageSpec]:
     """noarch python_abi X.Y (build `8_cpXY`, as conda-forge's current ones)."""
-    return [PackageSpec("python_abi", xy, build=f"8_cp{xy.replace('.', '')}", build_number=8, subdir="noarch",
-                        constrains=[f"python {xy}.* *_cpython"]) for xy in pythons]
+    return [
+        PackageSpec(
+            "python_abi",
+            xy,
+            build=f"8_cp{xy.replace('.', '')}",
+            build_number=8,
+            subdir="noarch",
+            constrains=[f"python {xy}.* *_cpython"],
+        )
+        for xy in pythons
+    ]
 
 
 def _python_script(full: str) -> str:
@@ -817,12 +1157,19 @@ def cudnn_packages(subdir: str, cuda_majors: Iterable[int]) -> list[Tagged]:
     out: list[Tagged] = []
     win = is_win(subdir)
     rt = _runtime_deps(subdir)
-    inc, bindir = ("Library/include", "Library/bin") if win else ("include", "lib")
+    inc = "Library/include" if win else "include"  # cuDNN headers sit in $PREFIX/include, not targets/
     for version, majors in CUDNN_VERSIONS.items():
         cmaj, cmin, patch = version.split(".")[:3]
-        hdr = {f"{inc}/cudnn_version.h": _header("cudnn_version.h", "cudnn", f"#define CUDNN_MAJOR {cmaj}",
-                                                 f"#define CUDNN_MINOR {cmin}", f"#define CUDNN_PATCHLEVEL {patch}"),
-               f"{inc}/cudnn.h": _header("cudnn.h", "cudnn", '#include "cudnn_version.h"')}
+        hdr = {
+            f"{inc}/cudnn_version.h": _header(
+                "cudnn_version.h",
+                "cudnn",
+                f"#define CUDNN_MAJOR {cmaj}",
+                f"#define CUDNN_MINOR {cmin}",
+                f"#define CUDNN_PATCHLEVEL {patch}",
+            ),
+            f"{inc}/cudnn.h": _header("cudnn.h", "cudnn", '#include "cudnn_version.h"'),
+        }
         for major in majors:
             if major not in cuda_majors:
                 continue
@@ -830,35 +1177,73 @@ def cudnn_packages(subdir: str, cuda_majors: Iterable[int]) -> list[Tagged]:
             # cuDNN 9 needs glibc 2.28 on linux (as conda-forge's libcudnn does).
             rtd = rt if win else ["__glibc >=2.28,<3.0.a0", "libgcc >=13", "libstdcxx >=13"]
             if win:
-                lib_files: dict[str, bytes | str] = {f"Library/bin/cudnn64_{cmaj}.dll": _stub_lib("cudnn", "libcudnn")}
+                lib_files: dict[str, bytes | str] = {
+                    f"Library/bin/cudnn64_{cmaj}.dll": _stub_lib("cudnn", "libcudnn")
+                }
                 lib_links: dict[str, str] = {}
-                dev_extra: dict[str, bytes | str] = {"Library/lib/cudnn.lib": _stub_lib("cudnn", "libcudnn-dev")}
+                dev_extra: dict[str, bytes | str] = {
+                    "Library/lib/cudnn.lib": _stub_lib("cudnn", "libcudnn-dev")
+                }
                 dev_links: dict[str, str] = {}
             else:
                 lib_files = {f"lib/libcudnn.so.{version}": lib_bytes(subdir, "libcudnn", version, "libcudnn")}
                 lib_links = {f"lib/libcudnn.so.{cmaj}": f"libcudnn.so.{version}"}
                 dev_extra, dev_links = {}, {"lib/libcudnn.so": f"libcudnn.so.{cmaj}"}
             # CUDA-11 builds take their CUDA libraries from cudatoolkit; CUDA 12+ builds from the split packages.
-            base_deps = ["cudatoolkit 11.*", pin, *rtd] if major == 11 else ["cuda-nvrtc", pin, "libcublas", *rtd]
+            base_deps = (
+                ["cudatoolkit 11.*", pin, *rtd] if major == 11 else ["cuda-nvrtc", pin, "libcublas", *rtd]
+            )
             if cmaj == "8":
-                out.append((str(major), PackageSpec("cudnn", version, subdir=subdir, license="LicenseRef-cuDNN-Software-License-Agreement",
-                                                    depends=base_deps, files={**lib_files, **hdr, **dev_extra},
-                                                    symlinks={**lib_links, **dev_links})))
+                out.append(
+                    (
+                        str(major),
+                        PackageSpec(
+                            "cudnn",
+                            version,
+                            subdir=subdir,
+                            license="LicenseRef-cuDNN-Software-License-Agreement",
+                            depends=base_deps,
+                            files={**lib_files, **hdr, **dev_extra},
+                            symlinks={**lib_links, **dev_links},
+                        ),
+                    )
+                )
                 continue
-            lib = PackageSpec("libcudnn", version, subdir=subdir, license="LicenseRef-cuDNN-Software-License-Agreement",
-                              depends=base_deps, constrains=["libcudnn-jit <0a"], files=lib_files, symlinks=lib_links)
-            dev = PackageSpec("libcudnn-dev", version, subdir=subdir, license="LicenseRef-cuDNN-Software-License-Agreement",
-                              depends=[f"libcudnn {version} {lib.build}", pin, *rtd],
-                              constrains=["libcudnn-jit-dev <0a"], files={**hdr, **dev_extra}, symlinks=dev_links)
-            meta = PackageSpec("cudnn", version, subdir=subdir, license="LicenseRef-cuDNN-Software-License-Agreement",
-                               depends=[f"libcudnn-dev {version} {dev.build}", pin, *rtd],
-                               constrains=["cudnn-jit <0a"])
+            lib = PackageSpec(
+                "libcudnn",
+                version,
+                subdir=subdir,
+                license="LicenseRef-cuDNN-Software-License-Agreement",
+                depends=base_deps,
+                constrains=["libcudnn-jit <0a"],
+                files=lib_files,
+                symlinks=lib_links,
+            )
+            dev = PackageSpec(
+                "libcudnn-dev",
+                version,
+                subdir=subdir,
+                license="LicenseRef-cuDNN-Software-License-Agreement",
+                depends=[f"libcudnn {version} {lib.build}", pin, *rtd],
+                constrains=["libcudnn-jit-dev <0a"],
+                files={**hdr, **dev_extra},
+                symlinks=dev_links,
+            )
+            meta = PackageSpec(
+                "cudnn",
+                version,
+                subdir=subdir,
+                license="LicenseRef-cuDNN-Software-License-Agreement",
+                depends=[f"libcudnn-dev {version} {dev.build}", pin, *rtd],
+                constrains=["cudnn-jit <0a"],
+            )
             out += [(str(major), lib), (str(major), dev), (str(major), meta)]
     return out
 
 
-def pytorch_packages(subdir: str, pythons: Iterable[str], minors: Mapping[str, CudaMinor], *,
-                     cuda11: bool = True) -> list[Tagged]:
+def pytorch_packages(
+    subdir: str, pythons: Iterable[str], minors: Mapping[str, CudaMinor], *, cuda11: bool = True
+) -> list[Tagged]:
     """conda-forge pytorch CUDA builds (small but real-shaped dependency sets), tagged with their CUDA minor."""
     out: list[Tagged] = []
     win = is_win(subdir)
@@ -878,20 +1263,42 @@ def pytorch_packages(subdir: str, pythons: Iterable[str], minors: Mapping[str, C
             x, y = xy.split(".")
             prefix = f"cuda{xy_tag}_generic_py{nodot}_" if new_style else f"cuda{xy_tag}_py{nodot}"
             sp = "Lib/site-packages" if win else f"lib/python{xy}/site-packages"
-            deps = ["__cuda", f"cuda-cudart >={cm.cudart},<{cm.major + 1}.0a0", f"cuda-nvrtc >={cm.nvrtc},<{cm.major + 1}.0a0",
-                    f"cuda-version >={minor},<{cm.major + 1}", cudnn,
-                    f"libcublas >={cm.cublas},<{int(cm.cublas.split('.')[0]) + 1}.0a0",
-                    f"libcusparse >={cm.cusparse},<{int(cm.cusparse.split('.')[0]) + 1}.0a0",
-                    f"libcusolver >={cm.cusolver},<{int(cm.cusolver.split('.')[0]) + 1}.0a0",
-                    f"python >={xy},<{x}.{int(y) + 1}.0a0", f"python_abi {xy}.* *_cp{nodot}",
-                    *(_runtime_deps(subdir) if win else ["__glibc >=2.17,<3.0.a0", "libgcc >=13", "libstdcxx >=13"])]
+            deps = [
+                "__cuda",
+                f"cuda-cudart >={cm.cudart},<{cm.major + 1}.0a0",
+                f"cuda-nvrtc >={cm.nvrtc},<{cm.major + 1}.0a0",
+                f"cuda-version >={minor},<{cm.major + 1}",
+                cudnn,
+                f"libcublas >={cm.cublas},<{int(cm.cublas.split('.')[0]) + 1}.0a0",
+                f"libcusparse >={cm.cusparse},<{int(cm.cusparse.split('.')[0]) + 1}.0a0",
+                f"libcusolver >={cm.cusolver},<{int(cm.cusolver.split('.')[0]) + 1}.0a0",
+                f"python >={xy},<{x}.{int(y) + 1}.0a0",
+                f"python_abi {xy}.* *_cp{nodot}",
+                *(
+                    _runtime_deps(subdir)
+                    if win
+                    else ["__glibc >=2.17,<3.0.a0", "libgcc >=13", "libstdcxx >=13"]
+                ),
+            ]
             files: dict[str, bytes | str] = {
                 f"{sp}/torch/__init__.py": f'"""envlock test-channel stand-in for torch {torch}."""\n__version__ = "{torch}"\nfrom . import version\n',
                 f"{sp}/torch/version.py": f'__version__ = "{torch}"\ncuda = "{minor}"\ngit_version = "0000000"\nhip = None\n',
             }
-            out.append((minor, PackageSpec("pytorch", torch, build_number=301 if not new_style else 201, subdir=subdir,
-                                           build_prefix=prefix, depends=deps,
-                                           constrains=["pytorch-cpu <0.0a0", f"pytorch-gpu {torch}"], files=files)))
+            out.append(
+                (
+                    minor,
+                    PackageSpec(
+                        "pytorch",
+                        torch,
+                        build_number=301 if not new_style else 201,
+                        subdir=subdir,
+                        build_prefix=prefix,
+                        depends=deps,
+                        constrains=["pytorch-cpu <0.0a0", f"pytorch-gpu {torch}"],
+                        files=files,
+                    ),
+                )
+            )
     return out
 
 
@@ -902,15 +1309,36 @@ def _pytorch_cuda118(subdir: str, torch: str, pythons: Iterable[str]) -> list[Ta
         nodot = xy.replace(".", "")
         x, y = xy.split(".")
         sp = f"lib/python{xy}/site-packages"
-        deps = ["__cuda", "__glibc >=2.17,<3.0.a0", "cudatoolkit >=11.8,<12", "cuda-version >=11.8,<12",
-                "cudnn >=8.9.7.29,<9.0a0", "libgcc >=13", "libstdcxx >=13", f"python >={xy},<{x}.{int(y) + 1}.0a0",
-                f"python_abi {xy}.* *_cp{nodot}"]
+        deps = [
+            "__cuda",
+            "__glibc >=2.17,<3.0.a0",
+            "cudatoolkit >=11.8,<12",
+            "cuda-version >=11.8,<12",
+            "cudnn >=8.9.7.29,<9.0a0",
+            "libgcc >=13",
+            "libstdcxx >=13",
+            f"python >={xy},<{x}.{int(y) + 1}.0a0",
+            f"python_abi {xy}.* *_cp{nodot}",
+        ]
         files: dict[str, bytes | str] = {
             f"{sp}/torch/__init__.py": f'"""envlock test-channel stand-in for torch {torch}."""\n__version__ = "{torch}"\nfrom . import version\n',
             f"{sp}/torch/version.py": f'__version__ = "{torch}"\ncuda = "11.8"\ngit_version = "0000000"\nhip = None\n',
         }
-        out.append(("11.8", PackageSpec("pytorch", torch, build_number=301, subdir=subdir, build_prefix=f"cuda118_py{nodot}",
-                                        depends=deps, constrains=["pytorch-cpu <0.0a0", f"pytorch-gpu {torch}"], files=files)))
+        out.append(
+            (
+                "11.8",
+                PackageSpec(
+                    "pytorch",
+                    torch,
+                    build_number=301,
+                    subdir=subdir,
+                    build_prefix=f"cuda118_py{nodot}",
+                    depends=deps,
+                    constrains=["pytorch-cpu <0.0a0", f"pytorch-gpu {torch}"],
+                    files=files,
+                ),
+            )
+        )
     return out
 
 
@@ -920,29 +1348,55 @@ def cudatoolkit_packages(subdir: str) -> list[PackageSpec]:
         return []
     win = is_win(subdir)
     if win:
-        tk_files: dict[str, bytes | str] = {"Library/bin/cudart64_110.dll": _stub_lib("cudart", "cudatoolkit")}
+        tk_files: dict[str, bytes | str] = {
+            "Library/bin/cudart64_110.dll": _stub_lib("cudart", "cudatoolkit")
+        }
         tk_links: dict[str, str] = {}
-        dev_files: dict[str, bytes | str] = {"Scripts/.cudatoolkit-dev-post-link.bat": _cudatoolkit_dev_post_link("bat")}
+        dev_files: dict[str, bytes | str] = {
+            "Scripts/.cudatoolkit-dev-post-link.bat": _cudatoolkit_dev_post_link("bat")
+        }
     else:
-        tk_files = {"lib/libcudart.so.11.8.89": lib_bytes(subdir, "libcudart", "11.8.89", "cudatoolkit", "11.0")}
+        tk_files = {
+            "lib/libcudart.so.11.8.89": lib_bytes(subdir, "libcudart", "11.8.89", "cudatoolkit", "11.0")
+        }
         tk_links = {"lib/libcudart.so.11.0": "libcudart.so.11.8.89"}
         dev_files = {"bin/.cudatoolkit-dev-post-link.sh": _cudatoolkit_dev_post_link("sh")}
     deps = _runtime_deps(subdir, 12)
     return [
-        PackageSpec("cudatoolkit", "11.8.0", build_number=13, subdir=subdir, depends=deps, constrains=["__cuda >=11"],
-                    license=NVIDIA_LICENSE, files=tk_files, symlinks=tk_links),
-        PackageSpec("cudatoolkit-dev", "11.7.0", build_number=6, subdir=subdir, depends=["python"], license=NVIDIA_LICENSE,
-                    files=dev_files),
+        PackageSpec(
+            "cudatoolkit",
+            "11.8.0",
+            build_number=13,
+            subdir=subdir,
+            depends=deps,
+            constrains=["__cuda >=11"],
+            license=NVIDIA_LICENSE,
+            files=tk_files,
+            symlinks=tk_links,
+        ),
+        PackageSpec(
+            "cudatoolkit-dev",
+            "11.7.0",
+            build_number=6,
+            subdir=subdir,
+            depends=["python"],
+            license=NVIDIA_LICENSE,
+            files=dev_files,
+        ),
     ]
 
 
 def _cudatoolkit_dev_post_link(kind: str) -> str:
     """Content of cudatoolkit-dev's post-link script: it downloads NVIDIA's installer (envlock never runs it)."""
     if kind == "bat":
-        return "@rem cudatoolkit-dev post-link: downloads the CUDA 11.7 installer from NVIDIA and runs it.\n" \
-               "\"%PREFIX%\\python.exe\" \"%PREFIX%\\Scripts\\cudatoolkit-dev-extra.py\"\n"
-    return ("#!/bin/bash\n# cudatoolkit-dev post-link: downloads the CUDA 11.7 runfile from NVIDIA and installs it.\n"
-            '"${PREFIX}/bin/python" "${PREFIX}/bin/cudatoolkit-dev-extra.py" || exit 1\n')
+        return (
+            "@rem cudatoolkit-dev post-link: downloads the CUDA 11.7 installer from NVIDIA and runs it.\n"
+            '"%PREFIX%\\python.exe" "%PREFIX%\\Scripts\\cudatoolkit-dev-extra.py"\n'
+        )
+    return (
+        "#!/bin/bash\n# cudatoolkit-dev post-link: downloads the CUDA 11.7 runfile from NVIDIA and installs it.\n"
+        '"${PREFIX}/bin/python" "${PREFIX}/bin/cudatoolkit-dev-extra.py" || exit 1\n'
+    )
 
 
 def cuda11_version_packages() -> list[PackageSpec]:
@@ -955,9 +1409,15 @@ def cuda11_version_packages() -> list[PackageSpec]:
 # ---------------------------------------------------------------------------------------------------
 
 
-def conda_forge_catalog(*, cuda_minors: Iterable[str] | None = None, subdirs: Iterable[str] = ALL_SUBDIRS,
-                        pythons: Iterable[str] = DEFAULT_PYTHONS, with_pytorch: bool = True,
-                        with_cudnn: bool = True, with_cuda11: bool = True) -> list[Tagged]:
+def conda_forge_catalog(
+    *,
+    cuda_minors: Iterable[str] | None = None,
+    subdirs: Iterable[str] = ALL_SUBDIRS,
+    pythons: Iterable[str] = DEFAULT_PYTHONS,
+    with_pytorch: bool = True,
+    with_cudnn: bool = True,
+    with_cuda11: bool = True,
+) -> list[Tagged]:
     """Every (tag, spec) of the conda-forge-shaped test channel, before `drop`/`extra` are applied."""
     minors = {m: CUDA_MINORS[m] for m in (CUDA_MINORS if cuda_minors is None else cuda_minors)}
     unknown = set(cuda_minors or ()) - set(CUDA_MINORS)
@@ -1007,7 +1467,9 @@ def write_packages(specs: Iterable[PackageSpec], channel_dir: Path) -> list[Path
     return paths
 
 
-def index_channel(channel_dir: Path, *, write_zst: bool = True, write_shards: bool = True) -> dict[str, list[str]]:
+def index_channel(
+    channel_dir: Path, *, write_zst: bool = True, write_shards: bool = True
+) -> dict[str, list[str]]:
     """Index channel_dir with `rattler.index.index_fs`; return the repodata files written per subdir.
 
     rattler stamps every record with `indexed_timestamp` = now (what `exclude_newer` compares). To keep
@@ -1022,7 +1484,9 @@ def index_channel(channel_dir: Path, *, write_zst: bool = True, write_shards: bo
     for sub in subdirs:
         _pin_indexed_timestamps(sub / "repodata.json")
     asyncio.run(index_fs(channel_dir, write_zst=write_zst, write_shards=write_shards, force=False))
-    return {sub.name: sorted(p.name for p in sub.iterdir() if p.name.startswith("repodata")) for sub in subdirs}
+    return {
+        sub.name: sorted(p.name for p in sub.iterdir() if p.name.startswith("repodata")) for sub in subdirs
+    }
 
 
 def _pin_indexed_timestamps(repodata_json: Path) -> None:
@@ -1034,17 +1498,34 @@ def _pin_indexed_timestamps(repodata_json: Path) -> None:
     repodata_json.write_text(json.dumps(doc, separators=(",", ":"), sort_keys=True))
 
 
-def build_channel(root: Path, *, name: str = "conda-forge", cuda_minors: Iterable[str] | None = None,
-                  subdirs: Iterable[str] = ALL_SUBDIRS, pythons: Iterable[str] = DEFAULT_PYTHONS,
-                  drop: Iterable[tuple[str, str | None]] = (), extra: Iterable[PackageSpec] = (),
-                  with_pytorch: bool = True, with_cudnn: bool = True, with_cuda11: bool = True,
-                  write_zst: bool = True, write_shards: bool = True, fmt: str = ".tar.bz2") -> Path:
+def build_channel(
+    root: Path,
+    *,
+    name: str = "conda-forge",
+    cuda_minors: Iterable[str] | None = None,
+    subdirs: Iterable[str] = ALL_SUBDIRS,
+    pythons: Iterable[str] = DEFAULT_PYTHONS,
+    drop: Iterable[tuple[str, str | None]] = (),
+    extra: Iterable[PackageSpec] = (),
+    with_pytorch: bool = True,
+    with_cudnn: bool = True,
+    with_cuda11: bool = True,
+    write_zst: bool = True,
+    write_shards: bool = True,
+    fmt: str = ".tar.bz2",
+) -> Path:
     """Write the conda-forge-shaped test channel under root/<name> and index it; return the channel dir."""
     channel = Path(root) / name
     subdirs = tuple(subdirs)
     drop = tuple(drop)
-    catalog = conda_forge_catalog(cuda_minors=cuda_minors, subdirs=subdirs, pythons=pythons,
-                                  with_pytorch=with_pytorch, with_cudnn=with_cudnn, with_cuda11=with_cuda11)
+    catalog = conda_forge_catalog(
+        cuda_minors=cuda_minors,
+        subdirs=subdirs,
+        pythons=pythons,
+        with_pytorch=with_pytorch,
+        with_cudnn=with_cudnn,
+        with_cuda11=with_cuda11,
+    )
     specs = [s for tag, s in catalog if not _dropped(tag, s, drop)]
     for spec in specs:
         spec.fmt = fmt  # the build string does not depend on the format, so names stay comparable
@@ -1056,10 +1537,19 @@ def build_channel(root: Path, *, name: str = "conda-forge", cuda_minors: Iterabl
 
 
 NVIDIA_118 = {
-    "cuda-cccl": "11.8.89", "cuda-cudart": "11.8.89", "cuda-cudart-dev": "11.8.89", "cuda-nvcc": "11.8.89",
-    "cuda-nvrtc": "11.8.89", "cuda-nvrtc-dev": "11.8.89", "libcublas": "11.11.3.6", "libcublas-dev": "11.11.3.6",
-    "libcusparse": "11.7.5.86", "libcusparse-dev": "11.7.5.86", "libcusolver": "11.4.1.48",
-    "libcusolver-dev": "11.4.1.48", "libnvjitlink": None,
+    "cuda-cccl": "11.8.89",
+    "cuda-cudart": "11.8.89",
+    "cuda-cudart-dev": "11.8.89",
+    "cuda-nvcc": "11.8.89",
+    "cuda-nvrtc": "11.8.89",
+    "cuda-nvrtc-dev": "11.8.89",
+    "libcublas": "11.11.3.6",
+    "libcublas-dev": "11.11.3.6",
+    "libcusparse": "11.7.5.86",
+    "libcusparse-dev": "11.7.5.86",
+    "libcusolver": "11.4.1.48",
+    "libcusolver-dev": "11.4.1.48",
+    "libnvjitlink": None,
 }
 
 
@@ -1072,7 +1562,9 @@ def nvidia_label_packages(subdir: str) -> list[PackageSpec]:
 
     def lib(name: str, libname: str, version: str) -> PackageSpec:
         if win:
-            files: dict[str, bytes | str] = {f"Library/bin/{libname.removeprefix('lib')}64_11.dll": _stub_lib(libname, name)}
+            files: dict[str, bytes | str] = {
+                f"Library/bin/{libname.removeprefix('lib')}64_11.dll": _stub_lib(libname, name)
+            }
             links: dict[str, str] = {}
         else:
             files = {f"lib/{libname}.so.{version}": lib_bytes(subdir, libname, version, name)}
@@ -1086,43 +1578,105 @@ def nvidia_label_packages(subdir: str) -> list[PackageSpec]:
             files[f"Library/lib/{libname.removeprefix('lib')}.lib"] = _stub_lib(libname, name)
         else:
             links[f"lib/{libname}.so"] = f"{libname}.so.{version.split('.')[0]}"
-        return PackageSpec(name, version, build="0", subdir=subdir, license=lic, depends=deps, files=files, symlinks=links)
+        return PackageSpec(
+            name, version, build="0", subdir=subdir, license=lic, depends=deps, files=files, symlinks=links
+        )
 
     if win:
-        nvcc_files: dict[str, bytes | str] = {"Library/bin/nvcc.exe": "envlock test-channel placeholder for nvcc.exe 11.8.89\n",
-                                              "Library/nvvm/bin/cicc.exe": "placeholder\n"}
+        nvcc_files: dict[str, bytes | str] = {
+            "Library/bin/nvcc.exe": "envlock test-channel placeholder for nvcc.exe 11.8.89\n",
+            "Library/nvvm/bin/cicc.exe": "placeholder\n",
+        }
         nvcc_execs: set[str] = set()
     else:
-        nvcc_files = {"bin/nvcc": nvcc_script("11.8.89", 31833905, "Wed_Sep_21_10:33:58_PDT_2022"),
-                      "nvvm/bin/cicc": "#!/bin/sh\nexit 1\n"}
+        nvcc_files = {
+            "bin/nvcc": nvcc_script("11.8.89", 31833905, "Wed_Sep_21_10:33:58_PDT_2022"),
+            "nvvm/bin/cicc": "#!/bin/sh\nexit 1\n",
+        }
         nvcc_execs = {"bin/nvcc", "nvvm/bin/cicc"}
     return [
-        PackageSpec("cuda-cccl", v["cuda-cccl"], build="0", subdir=subdir, license=lic,
-                    files={f"{inc}/cuda/std/version": _header("cuda/std/version", "cuda-cccl", "#define _LIBCUDACXX_CUDA_API_VERSION 11008")}),
+        PackageSpec(
+            "cuda-cccl",
+            v["cuda-cccl"],
+            build="0",
+            subdir=subdir,
+            license=lic,
+            files={
+                f"{inc}/cuda/std/version": _header(
+                    "cuda/std/version", "cuda-cccl", "#define _LIBCUDACXX_CUDA_API_VERSION 11008"
+                )
+            },
+        ),
         lib("cuda-cudart", "libcudart", v["cuda-cudart"]),
-        dev("cuda-cudart-dev", "libcudart", v["cuda-cudart-dev"], {
-            "cuda_runtime_api.h": "#define CUDART_VERSION 11080", "cuda_runtime.h": '#include "cuda_runtime_api.h"',
-            "cuda.h": "#define CUDA_VERSION 11080"}, ["cuda-cccl", f"cuda-cudart >={v['cuda-cudart']}"]),
-        PackageSpec("cuda-nvcc", v["cuda-nvcc"], build="0", subdir=subdir, license=lic, files=nvcc_files, executables=nvcc_execs),
+        dev(
+            "cuda-cudart-dev",
+            "libcudart",
+            v["cuda-cudart-dev"],
+            {
+                "cuda_runtime_api.h": "#define CUDART_VERSION 11080",
+                "cuda_runtime.h": '#include "cuda_runtime_api.h"',
+                "cuda.h": "#define CUDA_VERSION 11080",
+            },
+            ["cuda-cccl", f"cuda-cudart >={v['cuda-cudart']}"],
+        ),
+        PackageSpec(
+            "cuda-nvcc",
+            v["cuda-nvcc"],
+            build="0",
+            subdir=subdir,
+            license=lic,
+            files=nvcc_files,
+            executables=nvcc_execs,
+        ),
         lib("cuda-nvrtc", "libnvrtc", v["cuda-nvrtc"]),
-        dev("cuda-nvrtc-dev", "libnvrtc", v["cuda-nvrtc-dev"], {"nvrtc.h": "#define NVRTC_VERSION 11080"},
-            [f"cuda-nvrtc >={v['cuda-nvrtc']}"]),
+        dev(
+            "cuda-nvrtc-dev",
+            "libnvrtc",
+            v["cuda-nvrtc-dev"],
+            {"nvrtc.h": "#define NVRTC_VERSION 11080"},
+            [f"cuda-nvrtc >={v['cuda-nvrtc']}"],
+        ),
         lib("libcublas", "libcublas", v["libcublas"]),
-        dev("libcublas-dev", "libcublas", v["libcublas-dev"], {
-            "cublas_api.h": "#define CUBLAS_VER_MAJOR 11", "cublas_v2.h": '#include "cublas_api.h"',
-            "cublasLt.h": "#define CUBLASLT_VERSION_MAJOR 11"}, [f"libcublas >={v['libcublas']}"]),
+        dev(
+            "libcublas-dev",
+            "libcublas",
+            v["libcublas-dev"],
+            {
+                "cublas_api.h": "#define CUBLAS_VER_MAJOR 11",
+                "cublas_v2.h": '#include "cublas_api.h"',
+                "cublasLt.h": "#define CUBLASLT_VERSION_MAJOR 11",
+            },
+            [f"libcublas >={v['libcublas']}"],
+        ),
         lib("libcusparse", "libcusparse", v["libcusparse"]),
-        dev("libcusparse-dev", "libcusparse", v["libcusparse-dev"], {"cusparse.h": "#define CUSPARSE_VER_MAJOR 11"},
-            [f"libcusparse >={v['libcusparse']}"]),
+        dev(
+            "libcusparse-dev",
+            "libcusparse",
+            v["libcusparse-dev"],
+            {"cusparse.h": "#define CUSPARSE_VER_MAJOR 11"},
+            [f"libcusparse >={v['libcusparse']}"],
+        ),
         lib("libcusolver", "libcusolver", v["libcusolver"]),
-        dev("libcusolver-dev", "libcusolver", v["libcusolver-dev"], {
-            "cusolver_common.h": "#define CUSOLVER_VER_MAJOR 11", "cusolverDn.h": '#include "cusolver_common.h"'},
-            [f"libcusolver >={v['libcusolver']}"]),
+        dev(
+            "libcusolver-dev",
+            "libcusolver",
+            v["libcusolver-dev"],
+            {
+                "cusolver_common.h": "#define CUSOLVER_VER_MAJOR 11",
+                "cusolverDn.h": '#include "cusolver_common.h"',
+            },
+            [f"libcusolver >={v['libcusolver']}"],
+        ),
     ]
 
 
-def build_nvidia_label_channel(root: Path, *, subdirs: Iterable[str] = ("linux-64", "win-64"),
-                               write_zst: bool = True, write_shards: bool = True) -> Path:
+def build_nvidia_label_channel(
+    root: Path,
+    *,
+    subdirs: Iterable[str] = ("linux-64", "win-64"),
+    write_zst: bool = True,
+    write_shards: bool = True,
+) -> Path:
     """Write and index root/nvidia/label/cuda-11.8.0 (cuda-nvcc 11.8.89 & co.); return the channel dir."""
     channel = Path(root) / "nvidia" / "label" / "cuda-11.8.0"
     write_packages([s for sub in subdirs for s in nvidia_label_packages(sub)], channel)
@@ -1133,7 +1687,9 @@ def build_nvidia_label_channel(root: Path, *, subdirs: Iterable[str] = ("linux-6
 def build_all(root: Path, **kwargs: Any) -> Path:
     """Build conda-forge + nvidia/label/cuda-11.8.0 under root (the layout `ChannelServer` serves); return root."""
     build_channel(root, **kwargs)
-    build_nvidia_label_channel(root, write_zst=kwargs.get("write_zst", True), write_shards=kwargs.get("write_shards", True))
+    build_nvidia_label_channel(
+        root, write_zst=kwargs.get("write_zst", True), write_shards=kwargs.get("write_shards", True)
+    )
     return Path(root)
 
 
@@ -1177,13 +1733,13 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
     server: _ThreadingServer
     protocol_version = "HTTP/1.1"  # keep-alive like a real CDN; rattler reuses connections
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         """Silence stderr access logging (tests read `requests` instead)."""
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+    def do_GET(self) -> None:
         self._serve(head=False)
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self._serve(head=True)
 
     def _serve(self, *, head: bool) -> None:
@@ -1293,8 +1849,12 @@ class ChannelServer:
 
         self._server = _ThreadingServer(("127.0.0.1", 0), handler)
         self._server.owner = self
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="channel-server", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="channel-server",
+            daemon=True,
+        )
         self._thread.start()
         return self
 
@@ -1308,7 +1868,7 @@ class ChannelServer:
             self._thread.join(timeout=5)
             self._thread = None
 
-    def __enter__(self) -> ChannelServer:
+    def __enter__(self) -> ChannelServer:  # noqa: PYI034 - a plain class; Self needs py3.11
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -1353,8 +1913,11 @@ class ChannelServer:
         """How many requests hit paths matching `pattern` (optionally with that status)."""
         self.settle()
         with self._lock:
-            return sum(1 for r in self.requests
-                       if fnmatch.fnmatchcase(r.path, pattern) and (status is None or r.status == status))
+            return sum(
+                1
+                for r in self.requests
+                if fnmatch.fnmatchcase(r.path, pattern) and (status is None or r.status == status)
+            )
 
     def bytes_sent(self, pattern: str = "*") -> int:
         """Body bytes sent for paths matching `pattern`."""
