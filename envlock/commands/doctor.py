@@ -1,9 +1,58 @@
-"""`envlock doctor` command(s) (adapter: options → request → one call → render)."""
+"""`envlock doctor` command (adapter: options → DoctorOptions → run_doctor → render)."""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
 import typer
+
+if TYPE_CHECKING:
+    from envlock.models import Finding
+
+_COLOURS = {"ok": "green", "warning": "yellow", "error": "red"}
+
+
+def render_human(findings: list[Finding], *, colour: bool) -> str:
+    """One line per check; a `fix:` line under each warning/error that has one; a summary line."""
+    from envlock.doctor import summary
+
+    width = max((len(f.code) for f in findings), default=0)
+    lines = []
+    for f in findings:
+        tag = f"{f.severity:<7}"
+        if colour:
+            tag = typer.style(tag, fg=_COLOURS[f.severity], bold=f.severity == "error")
+        lines.append(f"{tag} {f.code:<{width}}  {f.message}")
+        if f.hint and f.severity != "ok":
+            lines.append(f"{'':<7} {'':<{width}}  fix: {f.hint}")
+    counts = summary(findings)
+    lines.append(f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['ok']} ok")
+    return "\n".join(lines) + "\n"
+
+
+def doctor(
+    prefix: Optional[Path] = typer.Option(None, "-p", "--prefix", help="Environment to check (default: $CONDA_PREFIX, else the system CUDA)."),
+    compile_: bool = typer.Option(False, "--compile", help="Also compile+link a .cu with nvcc, and build (and run on a GPU) a torch extension."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON object (doctor_result_version, findings) for CI."),
+    python_exe: Optional[str] = typer.Option(None, "--python-exe", help="The python whose torch to check (default: PREFIX/bin/python, else python3 on PATH)."),
+) -> int:
+    """Can this environment JIT-compile a CUDA extension? One line per check; exit 1 on any error."""
+    from envlock.doctor import DoctorOptions, exit_code, result_json, run_doctor
+
+    findings = run_doctor(DoctorOptions(prefix=prefix, compile=compile_, python_exe=python_exe))
+    if as_json:
+        sys.stdout.write(json.dumps(result_json(findings), indent=2) + "\n")
+    else:
+        sys.stdout.write(render_human(findings, colour=sys.stdout.isatty()))
+    code = exit_code(findings)
+    if code:
+        raise typer.Exit(code)
+    return code
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app."""
+    """Add `envlock doctor` to the app."""
+    app.command("doctor")(doctor)
