@@ -240,7 +240,9 @@ def summarize_solver_error(text: str) -> str:
     if missing:
         uniq = list(dict.fromkeys(missing))
         more = f" (+{len(uniq) - 3} more)" if len(uniq) > 3 else ""
-        return "nothing provides " + ", ".join(uniq[:3]) + more
+        root = text.split("because of:", 1)[-1].split(" cannot be installed", 1)[0].strip()
+        lead = f"no {root.removesuffix(' *')} fits: " if root and "\n" not in root and len(root) < 80 else ""
+        return lead + "nothing provides " + ", ".join(uniq[:3]) + more
     return _first_lines(text, 2)
 
 

@@ -1,0 +1,240 @@
+"""`envlock resolve` end to end against the test channel (real tiny packages, file:// and http)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envlock.cli import run
+from envlock.lockfile import read_lock
+
+ENVLOCK = [sys.executable, "-m", "envlock"]
+
+
+def resolve(tmp: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
+    code = run(["resolve", *args, "--project-dir", str(tmp), "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+@pytest.fixture
+def cf(test_channel: Path) -> str:
+    return f"conda-forge={test_channel.as_uri()}"
+
+
+def files_under(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith("."))
+
+
+def test_three_platforms_exact_minor_files_and_json(tmp_path, capsys, cf) -> None:
+    args = ["--torch", "2.3.0", "--platform", "linux-64", "--platform", "linux-aarch64", "--platform", "win-64", "--mirror", cf]
+    code, doc = resolve(tmp_path, capsys, *args)
+    assert code == 0, doc
+    assert doc["name"] == "torch2.3.0-cu121"
+    assert doc["anchor"] == doc["anchor"] | {"torch": "2.3.0", "cuda": "12.1", "cudnn": "8.9.2.26", "source": "table"}
+    for platform in ("linux-64", "linux-aarch64", "win-64"):
+        p = doc["platforms"][platform]
+        assert p["cuda"] == "12.1" and p["skew"] == "exact" and p["nvcc"].startswith("12.1.")
+        assert p["packages"] > 5 and "cuda-version=12.1" in p["specs"]
+        assert any(v.startswith("__cuda=12.1") for v in p["virtual_packages"])
+    assert doc["platforms"]["linux-64"]["gcc_max"] == 12 and doc["platforms"]["win-64"]["gcc_max"] is None
+    ldir = tmp_path / "locks" / "torch2.3.0-cu121"
+    for f in ("conda-lock.yml", "conda-linux-64.lock", "conda-linux-aarch64.lock", "conda-win-64.lock"):
+        assert (ldir / f).is_file()
+    assert (tmp_path / "environments" / "torch2.3.0-cu121.yml").is_file()
+    lock = read_lock(ldir / "conda-lock.yml")
+    assert lock.platforms == ("linux-64", "linux-aarch64", "win-64")
+    names = {p.name for p in lock.packages_for("linux-aarch64")}
+    assert {"cuda-nvcc", "cuda-cudart-dev", "libcusparse-dev", "libcublas-dev", "libcusolver-dev"} <= names
+    assert any(n.startswith("gcc_linux-aarch64") for n in names)
+    assert "vs2022_win-64" in {p.name for p in lock.packages_for("win-64")}
+    assert all(p.url.startswith("https://conda.anaconda.org/conda-forge/") for p in lock.packages)
+    assert all(len(p.sha256 or "") == 64 and len(p.md5) == 32 for p in lock.packages)
+
+
+def test_explicit_file_is_in_dependency_order_with_md5(tmp_path, capsys, cf) -> None:
+    assert resolve(tmp_path, capsys, "--torch", "2.3.0", "--platform", "linux-64", "--mirror", cf)[0] == 0
+    text = (tmp_path / "locks/torch2.3.0-cu121/conda-linux-64.lock").read_text()
+    body = text.split("@EXPLICIT\n", 1)[1].splitlines()
+    assert body and all("#" in ln and len(ln.rsplit("#", 1)[1]) == 32 for ln in body)
+    order = [ln.rsplit("/", 1)[1] for ln in body]
+    first = {name: i for i, name in enumerate(order)}
+    version_pos = next(i for n, i in first.items() if n.startswith("cuda-version-"))
+    nvcc_pos = next(i for n, i in first.items() if n.startswith("cuda-nvcc-12"))
+    assert version_pos < nvcc_pos  # dependencies come first
+    lock = read_lock(tmp_path / "locks/torch2.3.0-cu121/conda-linux-64.lock")
+    assert lock.kind == "explicit" and all(p.sha256 for p in lock.packages)
+
+
+def test_missing_dev_package_moves_the_minor_and_says_why(tmp_path, capsys, make_channel) -> None:
+    chan = make_channel(drop={("libcusparse-dev", "12.1")}, subdirs=("linux-64",))
+    code, doc = resolve(tmp_path, capsys, "--torch", "2.3.0", "--platform", "linux-64", "--mirror", f"conda-forge={chan.as_uri()}")
+    assert code == 0, doc
+    p = doc["platforms"]["linux-64"]
+    assert p["cuda"] == "12.0" and p["skew"] == "minor-1"
+    assert p["attempts"] and "libcusparse-dev" in p["attempts"][0]["error"]
+    assert any("LD_LIBRARY_PATH" in c for c in p["complaints"])
+
+
+def test_unsatisfiable_plan_lists_every_attempt_and_writes_nothing(tmp_path, capsys, make_channel) -> None:
+    chan = make_channel(drop={("libcusparse-dev", None)}, subdirs=("linux-64",))
+    code, doc = resolve(tmp_path, capsys, "--torch", "2.3.0", "--platform", "linux-64", "--mirror", f"conda-forge={chan.as_uri()}")
+    assert code == 3
+    for cuda in ("12.1", "12.0", "12.2"):
+        assert f"CUDA {cuda}" in doc["error"]
+    assert "libcusparse-dev" in doc["error"]
+    assert doc["hint"]
+    assert files_under(tmp_path) == []
+
+
+def test_http_channel_and_mirror_give_the_same_lock(tmp_path, capsys, cf, channel_server) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    assert resolve(a, capsys, "--torch", "2.3.0", "--platform", "linux-64", "--mirror", cf)[0] == 0
+    http = f"conda-forge={channel_server.channel_url('conda-forge')}"
+    before = channel_server.count()
+    assert resolve(b, capsys, "--torch", "2.3.0", "--platform", "linux-64", "--mirror", http)[0] == 0
+    assert channel_server.count() > before  # really fetched over http
+    for rel in ("locks/torch2.3.0-cu121/conda-lock.yml", "locks/torch2.3.0-cu121/conda-linux-64.lock", "environments/torch2.3.0-cu121.yml"):
+        assert (a / rel).read_bytes() == (b / rel).read_bytes()
+
+
+def test_http_channel_by_url_is_recorded_as_that_url(tmp_path, capsys, channel_server) -> None:
+    url = channel_server.channel_url("conda-forge")
+    code, doc = resolve(tmp_path, capsys, "--torch", "2.3.0", "--platform", "linux-64", "--channel", url)
+    assert code == 0, doc
+    lock = read_lock(tmp_path / "locks/torch2.3.0-cu121/conda-lock.yml")
+    assert all(p.url.startswith(url.rstrip("/") + "/") for p in lock.packages)
+
+
+def test_offline_uses_the_cache_and_fails_cleanly_without_it(tmp_path, capsys, channel_server, monkeypatch) -> None:
+    http = f"conda-forge={channel_server.channel_url('conda-forge')}"
+    monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "p1").mkdir()
+    assert resolve(tmp_path / "p1", capsys, "--torch", "2.3.0", "--platform", "linux-64", "--mirror", http)[0] == 0
+    before = channel_server.count()
+    (tmp_path / "p2").mkdir()
+    code, doc = resolve(tmp_path / "p2", capsys, "--torch", "2.3.0", "--platform", "linux-64", "--mirror", http, "--offline")
+    assert code == 0, doc
+    assert channel_server.count() == before  # not a single request
+    monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(tmp_path / "empty-cache"))
+    (tmp_path / "p3").mkdir()
+    code, doc = resolve(tmp_path / "p3", capsys, "--torch", "2.3.0", "--platform", "linux-64", "--mirror", http, "--offline")
+    assert code == 4 and "--offline" in doc["error"] and doc["hint"]
+    assert files_under(tmp_path / "p3") == []
+
+
+def test_torch_from_conda_forge_pins_pytorch_built_for_the_cuda(tmp_path, capsys, cf) -> None:
+    code, doc = resolve(tmp_path, capsys, "--torch", "2.7.1", "--torch-source", "conda-forge", "--platform", "linux-64", "--mirror", cf)
+    assert code == 0, doc
+    assert doc["anchor"]["source"] == "conda-forge" and doc["anchor"]["torch_source"] == "conda-forge"
+    p = doc["platforms"]["linux-64"]
+    assert any(s.startswith("pytorch ==2.7.1 cuda") for s in p["specs"])
+    lock = read_lock(tmp_path / f"locks/{doc['name']}/conda-lock.yml")
+    torch = [q for q in lock.packages_for("linux-64") if q.name == "pytorch"]
+    assert torch and torch[0].build.startswith("cuda" + doc["anchor"]["cuda"].replace(".", ""))
+
+
+def test_cuda_11_8_comes_from_the_nvidia_label(tmp_path, capsys, cf, nvidia_label_channel) -> None:
+    label = f"nvidia/label/cuda-11.8.0={nvidia_label_channel.as_uri()}"
+    code, doc = resolve(tmp_path, capsys, "--torch", "2.3.0+cu118", "--platform", "linux-64", "--mirror", cf, "--mirror", label)
+    assert code == 0, doc
+    assert doc["anchor"]["cuda"] == "11.8" and doc["anchor"]["source"] == "local-label"
+    p = doc["platforms"]["linux-64"]
+    assert p["nvcc"] == "11.8.89" and p["channels"][0] == "nvidia/label/cuda-11.8.0"
+    lock = read_lock(tmp_path / f"locks/{doc['name']}/conda-lock.yml")
+    nvcc = [q for q in lock.packages_for("linux-64") if q.name == "cuda-nvcc"][0]
+    assert nvcc.url.startswith("https://conda.anaconda.org/nvidia/label/cuda-11.8.0/")
+
+
+def test_dry_run_plans_without_network_or_files(tmp_path, capsys) -> None:
+    code, doc = resolve(tmp_path, capsys, "--torch", "2.8.0", "--platform", "linux-64", "--channel", "http://127.0.0.1:9/none", "--dry-run")
+    assert code == 0, doc
+    p = doc["platforms"]["linux-64"]
+    assert doc["dry_run"] is True and p["nvcc"] is None and p["packages"] is None
+    assert p["candidates"][0] == {"cuda": "12.8", "skew": "exact"}
+    assert {c["cuda"] for c in p["candidates"]} == {"12.8", "12.9"}
+    assert files_under(tmp_path) == []
+
+
+JSON_KEYS = {"cuda", "skew", "nvcc", "gcc_max", "cudnn", "specs", "virtual_packages", "packages", "files"}
+
+
+def test_json_schema_is_stable(tmp_path, capsys, cf) -> None:
+    code, doc = resolve(tmp_path, capsys, "--torch", "2.3.0", "--platform", "linux-64", "--mirror", cf)
+    assert code == 0
+    assert {"torch", "cuda", "cudnn", "source"} <= set(doc["anchor"])
+    assert JSON_KEYS <= set(doc["platforms"]["linux-64"])
+    assert doc["platforms"]["linux-64"]["files"] == ["locks/torch2.3.0-cu121/conda-linux-64.lock"]
+    assert "locks/torch2.3.0-cu121/conda-lock.yml" in doc["files"]
+    assert doc["envlock_result_version"] == 1
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+BAD = [
+    (["--torch", "9.9.9", "--offline"], "9.9.9"),
+    (["--torch", "two.three"], "two.three"),
+    (["--torch", "2.3.0+cpu"], "CPU"),
+    (["--torch", "2.3.0", "--cuda", "12.7"], "12.7"),
+    (["--torch", "2.3.0", "--cuda", "9.0"], "9.0"),
+    (["--torch", "2.3.0", "--platform", "linux-sparc"], "linux-sparc"),
+    (["--torch", "2.3.0", "--platform", "osx-arm64"], "macOS"),
+    (["--torch", "2.3.0", "--mirror", "nonsense"], "NAME=URL"),
+    (["--torch", "2.3.0", "--torch-source", "homebrew"], "homebrew"),
+    (["--torch", "2.3.0", "--name", "../evil"], "../evil"),
+    (["--torch", "2.3.0", "--channel", "http://127.0.0.1:9/conda-forge"], "127.0.0.1"),
+]
+
+
+@pytest.mark.parametrize(("args", "needle"), BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_bad_input_is_one_error_and_a_hint_and_no_files(tmp_path, args, needle) -> None:
+    platform = [] if "--platform" in args else ["--platform", "linux-64"]
+    cmd = [*ENVLOCK, "resolve", *args, *platform, "--project-dir", str(tmp_path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode not in (0, 2), proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 2, proc.stderr
+    assert lines[0].startswith("error: ") and needle.lower() in lines[0].lower()
+    assert lines[1].startswith("hint: ") and len(lines[1]) > len("hint: ")
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert files_under(tmp_path) == []
+
+
+def test_unwritable_project_dir(tmp_path, cf) -> None:
+    if os.geteuid() == 0:
+        ro = Path("/proc/envlock-not-writable")  # root ignores permission bits; /proc refuses everyone
+    else:
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+    proc = subprocess.run([*ENVLOCK, "resolve", "--torch", "2.3.0", "--platform", "linux-64", "--mirror", cf, "--project-dir", str(ro)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error: ") and "hint: " in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_json_errors_are_json_with_a_non_zero_exit(tmp_path) -> None:
+    proc = subprocess.run([*ENVLOCK, "resolve", "--torch", "2.3.0+cpu", "--json", "--project-dir", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    doc = json.loads(proc.stdout)
+    assert set(doc) >= {"error", "hint"} and "CPU" in doc["error"]
+
+
+def test_cli_exit_codes_stay_right_over_100_runs(tmp_path, cf) -> None:
+    """py-rattler 0.28 can segfault at interpreter exit; envlock leaves with os._exit."""
+    (tmp_path / "p").mkdir()
+    ok = [*ENVLOCK, "resolve", "--torch", "2.3.0", "--platform", "linux-64", "--mirror", cf, "--project-dir", str(tmp_path / "p")]
+    bad = [*ENVLOCK, "resolve", "--torch", "2.3.0", "--cuda", "12.7", "--project-dir", str(tmp_path / "p")]
+    codes = []
+    for i in range(100):
+        cmd, want = (bad, 1) if i % 10 == 9 else (ok, 0)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        codes.append((proc.returncode, want))
+    wrong = [(i, got, want) for i, (got, want) in enumerate(codes) if got != want]
+    assert wrong == []
