@@ -504,3 +504,26 @@ def test_install_over_http_downloads_packages_from_the_server(
     assert downloaded == len(recs)
     assert channel_server.bytes_sent("*.tar.bz2") == sum(r.size for r in recs)
     assert (tmp_path / "env/targets/x86_64-linux/include/cusparse.h").is_file()
+
+
+def test_sharded_repodata_solves_over_http(channel_server: ChannelServer, tmp_path: Path) -> None:
+    """With rattler's default source config the channel is read through its shards, not repodata.json."""
+    from rattler import Gateway
+    from rattler import solve as rattler_solve
+
+    async def run() -> list[Any]:
+        gateway = Gateway(cache_dir=tmp_path)
+        return await rattler_solve(
+            [channel_server.channel_url()],
+            ["cuda-version=12.6", "cuda-nvcc"],
+            gateway=gateway,
+            platforms=["linux-64", "noarch"],
+            virtual_packages=virtual_packages("linux-64"),
+        )
+
+    channel_server.reset_log()
+    recs = by_name(asyncio.run(run()))
+    assert str(recs["cuda-nvcc"].version) == "12.6.85"
+    assert channel_server.count("/conda-forge/linux-64/repodata_shards.msgpack.zst", status=200) == 1
+    assert channel_server.count("/conda-forge/linux-64/shards/*.msgpack.zst", status=200) > 0
+    assert channel_server.count("/conda-forge/linux-64/repodata.json") == 0
