@@ -1,0 +1,207 @@
+"""Rendering and reading conda-lock v1 / @EXPLICIT files, golden files, credentials, atomic writes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from envlock.errors import LockfileError
+from envlock.lockfile import (
+    content_hash,
+    dependency_order,
+    parse_conda_lock,
+    read_lock,
+    render_conda_lock,
+    render_explicit,
+    strip_credentials,
+    write_all_atomic,
+    write_atomic,
+)
+from envlock.models import LockedPackage
+
+GOLDEN = Path(__file__).parent / "data" / "golden" / "lock"
+BASE = "https://conda.anaconda.org/conda-forge"
+
+
+def pkg(name: str, version: str, build: str, depends: tuple[str, ...] = (), subdir: str = "linux-64", platform: str = "linux-64") -> LockedPackage:
+    return LockedPackage(
+        name=name,
+        version=version,
+        build=build,
+        platform=platform,
+        url=f"{BASE}/{subdir}/{name}-{version}-{build}.conda",
+        md5=(name.encode().hex() * 32)[:32],
+        sha256=(name.encode().hex() * 64)[:64],
+        depends=depends,
+        subdir=subdir,
+    )
+
+
+PACKAGES = [
+    pkg("cuda-nvcc", "12.6.85", "hcdd1206_0", ("cuda-nvcc_linux-64 12.6.85.*", "gcc_linux-64", "gxx_linux-64")),
+    pkg("cuda-nvcc_linux-64", "12.6.85", "h04802cd_0", ("cuda-version >=12.6,<12.7.0a0",), subdir="noarch"),
+    pkg("cuda-version", "12.6", "h7480c83_3", (), subdir="noarch"),
+    pkg("gcc_linux-64", "13.3.0", "h6f18a23_11", ("gcc_impl_linux-64 13.3.0.*",)),
+    pkg("gxx_linux-64", "13.3.0", "hb14504d_11", ("gcc_linux-64 ==13.3.0 h6f18a23_11",)),
+    pkg("gcc_impl_linux-64", "13.3.0", "hfea6d02_1", ()),
+    pkg("cuda-version", "12.6", "h7480c83_3", (), subdir="noarch", platform="win-64"),
+]
+
+
+def render(**kw: object) -> str:
+    hashes = {"linux-64": content_hash({"p": "linux-64"}), "win-64": content_hash({"p": "win-64"})}
+    return render_conda_lock(
+        packages=dependency_order([p for p in PACKAGES if p.platform == "linux-64"]) + [PACKAGES[-1]],
+        platforms=["linux-64", "win-64"],
+        channels=["conda-forge"],
+        content_hashes=hashes,
+        sources=["environments/x.yml"],
+        custom_metadata={"envlock.version": "0.1.0", "envlock.lock_format": "1", "envlock.anchor": '{"cuda": "12.6"}'},
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("ENVLOCK_UPDATE_GOLDEN"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text(), f"{name} changed; rerun with ENVLOCK_UPDATE_GOLDEN=1 if intended"
+
+
+def test_conda_lock_render_matches_golden() -> None:
+    check_golden("conda-lock.yml", render())
+
+
+def test_explicit_render_matches_golden() -> None:
+    text = render_explicit(packages=dependency_order(PACKAGES[:-1]), platform="linux-64", content_hash_value="abc", env_name="x")
+    check_golden("conda-linux-64.lock", text)
+
+
+def test_render_is_deterministic_and_timestamps_only_when_asked() -> None:
+    assert render() == render()
+    assert "created_at" not in render()
+    assert "created_at: '2026-11-30T00:00:00Z'" in render(timestamp="2026-11-30T00:00:00Z")
+
+
+def test_dependency_order_puts_dependencies_first() -> None:
+    order = [p.name for p in dependency_order(PACKAGES[:-1])]
+    assert order.index("cuda-version") < order.index("cuda-nvcc_linux-64") or "cuda-version" not in PACKAGES[1].depends[0]
+    assert order.index("gcc_impl_linux-64") < order.index("gcc_linux-64") < order.index("gxx_linux-64")
+    assert order.index("cuda-nvcc_linux-64") < order.index("cuda-nvcc")
+
+
+def test_roundtrip_read(tmp_path: Path) -> None:
+    path = tmp_path / "conda-lock.yml"
+    path.write_text(render())
+    lock = read_lock(path)
+    assert lock.platforms == ("linux-64", "win-64")
+    assert lock.channels == ("conda-forge",)
+    linux = lock.packages_for("linux-64")
+    assert [p.name for p in linux] == [p.name for p in dependency_order(PACKAGES[:-1])]
+    nvcc = next(p for p in linux if p.name == "cuda-nvcc")
+    assert nvcc.build == "hcdd1206_0" and nvcc.sha256 == PACKAGES[0].sha256
+    assert set(nvcc.depends) == set(PACKAGES[0].depends)
+    assert lock.envlock_meta("linux-64")["anchor"] == {"cuda": "12.6"}
+
+
+def test_conda_lock_itself_parses_the_golden(tmp_path: Path) -> None:
+    conda_lock = pytest.importorskip("conda_lock.lockfile")
+    path = tmp_path / "conda-lock.yml"
+    path.write_text(render())
+    lf = conda_lock.parse_conda_lock_file(path)
+    assert {p.name for p in lf.package} == {p.name for p in PACKAGES}
+    assert lf.metadata.custom_metadata["envlock.lock_format"] == "1"
+
+
+def test_explicit_roundtrip_keeps_sha256(tmp_path: Path) -> None:
+    path = tmp_path / "conda-linux-64.lock"
+    path.write_text(render_explicit(packages=PACKAGES[:-1], platform="linux-64", content_hash_value="abc", env_name="x"))
+    lock = read_lock(path)
+    assert lock.kind == "explicit" and lock.platforms == ("linux-64",)
+    assert {p.name: p.sha256 for p in lock.packages} == {p.name: p.sha256 for p in PACKAGES[:-1]}
+
+
+@pytest.mark.parametrize(
+    ("url", "clean"),
+    [
+        ("https://user:tok3n@repo.example.com/conda-forge", "https://repo.example.com/conda-forge"),
+        ("https://repo.example.com/t/abc-123/conda-forge/linux-64/x.conda", "https://repo.example.com/conda-forge/linux-64/x.conda"),
+        ("https://conda.anaconda.org/conda-forge", "https://conda.anaconda.org/conda-forge"),
+        ("conda-forge", "conda-forge"),
+    ],
+)
+def test_credentials_are_stripped(url: str, clean: str) -> None:
+    assert strip_credentials(url) == clean
+
+
+def test_credentials_never_reach_a_rendered_lock() -> None:
+    secret = LockedPackage("a", "1", "0", "linux-64", "https://u:s3cret@h.example/t/tk-9/c/linux-64/a-1-0.conda", "0" * 32, None)
+    text = render_conda_lock(
+        packages=[secret], platforms=["linux-64"], channels=["https://u:s3cret@h.example/t/tk-9/c"],
+        content_hashes={"linux-64": "h"}, sources=[], custom_metadata={},
+    )  # fmt: skip
+    assert "s3cret" not in text and "tk-9" not in text
+    explicit = render_explicit(packages=[secret], platform="linux-64", content_hash_value="h", env_name="x")
+    assert "s3cret" not in explicit and "tk-9" not in explicit
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("version: 1\nmetadata: [", "YAML error"),
+        ("- a\n- b\n", "not a mapping"),
+        ("version: 3\nmetadata: {}\npackage: []\n", "format version 3"),
+        ("metadata: {}\n", "version: 1"),
+        ("version: 1\npackage: []\n", "metadata"),
+        ("version: 1\nmetadata: {platforms: [linux-64]}\npackage: [{name: a}]\n", "unexpected structure"),
+    ],
+)
+def test_corrupt_locks_are_lockfile_errors_with_hints(text: str, needle: str) -> None:
+    with pytest.raises(LockfileError) as err:
+        parse_conda_lock(text, Path("x.yml"))
+    assert needle in err.value.message and err.value.hint
+
+
+def test_lock_from_a_newer_envlock_is_refused() -> None:
+    text = render().replace("envlock.lock_format: '1'", "envlock.lock_format: '7'")
+    with pytest.raises(LockfileError) as err:
+        parse_conda_lock(text)
+    assert "newer envlock" in err.value.message and "upgrade envlock" in err.value.hint
+
+
+def test_missing_lock_has_a_hint(tmp_path: Path) -> None:
+    with pytest.raises(LockfileError, match="no lock at"):
+        read_lock(tmp_path / "nope.yml")
+
+
+def test_real_public_locks_parse(shared_dir: Path) -> None:
+    for path in sorted((shared_dir / "real-locks").glob("*.conda-lock.yml")):
+        lock = read_lock(path)
+        assert lock.platforms and lock.packages, path
+        assert all(p.md5 and p.url for p in lock.packages)
+        assert lock.envlock_meta() == {}
+
+
+def test_write_atomic_skips_identical_content(tmp_path: Path) -> None:
+    path = tmp_path / "f.txt"
+    assert write_atomic(path, "a\n") is True
+    mtime = path.stat().st_mtime_ns
+    assert write_atomic(path, "a\n") is False
+    assert path.stat().st_mtime_ns == mtime
+    assert write_atomic(path, "b\n") is True and path.read_text() == "b\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["f.txt"]  # no temp files left behind
+
+
+def test_write_all_atomic_leaves_no_temp_files_on_failure(tmp_path: Path) -> None:
+    class Boom(str):
+        def encode(self, *a: object, **k: object) -> bytes:  # type: ignore[override]
+            raise OSError("disk full")
+
+    (tmp_path / "a").write_text("old")
+    with pytest.raises(OSError):
+        write_all_atomic([(tmp_path / "a", "new"), (tmp_path / "b", Boom("x"))])
+    assert (tmp_path / "a").read_text() == "old"  # nothing renamed before every file was staged
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a"]
