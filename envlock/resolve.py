@@ -18,7 +18,10 @@ from envlock.errors import AnchorError, EnvlockError, SpecError
 from envlock.lockfile import (
     LOCK_FORMAT,
     META_PREFIX,
+    canonical_json,
     content_hash,
+    package_section_digest,
+    packages_fingerprint,
     render_conda_lock,
     render_explicit,
     strip_credentials,
@@ -290,6 +293,12 @@ def custom_metadata(spec: EnvSpec, plan: Plan, results: Sequence[PlatformResult]
             },
             sort_keys=True,
         )
+        # What the content hash covered and what was installed: `envlock check` names what changed
+        # from these and spots a hand-edited package list (envlock.lifecycle).
+        meta[f"{META_PREFIX}inputs.{res.platform}"] = canonical_json(
+            hash_inputs(spec, plan, res.platform, plan.options.extra_specs)
+        )
+        meta[f"{META_PREFIX}packages.{res.platform}"] = packages_fingerprint(res.packages)
     return meta
 
 
@@ -315,15 +324,22 @@ def render_files(
             )
         )
     files.extend(_activation_files(ldir, spec, results))
-    lock_text = render_conda_lock(
-        packages=packages,
-        platforms=spec.platforms,
-        channels=_lock_channels(results, spec),
-        content_hashes=hashes,
-        sources=[f"environments/{spec.name}.yml"],
-        custom_metadata=custom_metadata(spec, plan, results),
-        timestamp=timestamp,
-    )
+    meta = custom_metadata(spec, plan, results)
+
+    def render_lock() -> str:
+        return render_conda_lock(
+            packages=packages,
+            platforms=spec.platforms,
+            channels=_lock_channels(results, spec),
+            content_hashes=hashes,
+            sources=[f"environments/{spec.name}.yml"],
+            custom_metadata=meta,
+            timestamp=timestamp,
+        )
+
+    # The package section does not depend on the metadata: render once to digest it, then record it.
+    meta[f"{META_PREFIX}packages_digest"] = package_section_digest(render_lock()) or ""
+    lock_text = render_lock()
     files.append((ldir / "conda-lock.yml", lock_text))
     per_platform = {pp.platform: pp.candidates[0].specs for pp in plan.platforms}
     toolchain = {p: [s for s in specs if s not in extras] for p, specs in per_platform.items()}
@@ -341,22 +357,18 @@ def _lock_channels(results: Sequence[PlatformResult], spec: EnvSpec) -> list[str
 
 
 def _activation_files(ldir: Path, spec: EnvSpec, results: Sequence[PlatformResult]) -> list[tuple[Path, str]]:
-    """locks/<name>/activate.sh etc., rendered by envlock.activation (pure)."""
-    try:
-        from envlock import activation
-    except ImportError:  # TODO(lead): remove once activation lands
-        return []
-    if not hasattr(activation, "render_lock_scripts"):
-        return []
-    has_cudnn = any(r.version_of("cudnn") for r in results)
-    out: dict[str, str] = {}
-    for res in results:
-        scripts = activation.render_lock_scripts(
-            platform=res.platform, torch_source=spec.torch_source, has_cudnn=has_cudnn
+    """locks/<name>/activate.sh etc. (+ .ps1/.bat when win-64 is locked), rendered by envlock.activation."""
+    from envlock.activation import ActivationSpec, render_scripts
+
+    has_cudnn = any(r.version_of("cudnn") or r.version_of("libcudnn-dev") for r in results)
+    scripts = render_scripts(
+        ActivationSpec(
+            platforms=tuple(r.platform for r in results),
+            torch_source=spec.torch_source,  # type: ignore[arg-type]
+            has_cudnn=has_cudnn,
         )
-        for fname, text in scripts.items():
-            out.setdefault(fname, text)
-    return [(ldir / f, t) for f, t in sorted(out.items())]
+    )
+    return [(ldir / name, text) for name, text in sorted(scripts.items())]
 
 
 # --------------------------------------------------------------------------- entry points
