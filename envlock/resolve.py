@@ -489,7 +489,13 @@ class project_lock:  # noqa: N801 - used as a context manager
     """An advisory file lock per environment: two writers of the same lock are serialised."""
 
     def __init__(self, project_dir: Path, name: str) -> None:
-        self.path = lock_dir(project_dir, name).parent / f".{name}.envlock-lock"
+        import hashlib
+
+        from envlock.solver import default_cache_dir
+
+        # Kept in the cache dir, not in locks/: nothing envlock does should dirty the user's repo.
+        key = hashlib.sha256(str(lock_dir(project_dir, name).resolve()).encode()).hexdigest()[:24]
+        self.path = default_cache_dir() / "file-locks" / f"{name}-{key}.lock"
         self._fh: Any = None
 
     def __enter__(self) -> project_lock:
