@@ -458,8 +458,15 @@ def lock_spec(
 
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     files = render_files(project_dir, spec, plan, extras, results, timestamp=stamp)
-    with project_lock(project_dir, spec.name):
-        written = write_all_atomic(files)
+    try:
+        with project_lock(project_dir, spec.name):
+            written = write_all_atomic(files)
+    except OSError as exc:
+        where = exc.filename or project_dir
+        raise SpecError(
+            f"cannot write {where}: {exc.strerror or exc}",
+            hint="check that environments/ and locks/ are writable directories, or pass --project-dir DIR",
+        ) from None
     return ResolveResult(
         anchor=anchor,
         plan=plan,

@@ -207,16 +207,25 @@ def test_bad_input_is_one_error_and_a_hint_and_no_files(tmp_path, args, needle) 
     assert files_under(tmp_path) == []
 
 
-def test_unwritable_project_dir(tmp_path, cf) -> None:
-    if os.geteuid() == 0:
-        ro = Path("/proc/envlock-not-writable")  # root ignores permission bits; /proc refuses everyone
+@pytest.mark.parametrize("how", ["locks-is-a-file", "read-only", "missing"])
+def test_unwritable_project_dir(tmp_path, cf, how) -> None:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    if how == "locks-is-a-file":
+        (proj / "locks").write_text("not a directory")  # fails for root too, who ignores mode bits
+    elif how == "read-only":
+        if os.geteuid() == 0:
+            pytest.skip("root ignores permission bits; the locks-is-a-file case covers the write failure")
+        proj.chmod(0o500)
     else:
-        ro = tmp_path / "ro"
-        ro.mkdir()
-        ro.chmod(0o500)
-    proc = subprocess.run([*ENVLOCK, "resolve", "--torch", "2.3.0", "--platform", "linux-64", "--mirror", cf, "--project-dir", str(ro)], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 1
-    assert proc.stderr.startswith("error: ") and "hint: " in proc.stderr and "Traceback" not in proc.stderr
+        proj = tmp_path / "nope"
+    cmd = [*ENVLOCK, "resolve", "--torch", "2.3.0", "--platform", "linux-64", "--mirror", cf, "--project-dir", str(proj)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: "), proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (proj / "environments").exists()
 
 
 def test_json_errors_are_json_with_a_non_zero_exit(tmp_path) -> None:
