@@ -74,6 +74,7 @@ class ResolveResult:
     files: tuple[Path, ...] = ()
     written: tuple[Path, ...] = ()  # the subset whose bytes changed
     dry_run: bool = False
+    warnings: tuple[str, ...] = ()
 
     def to_json(self, project_dir: Path) -> dict[str, Any]:
         """The stable --json shape (see README)."""
@@ -106,6 +107,7 @@ class ResolveResult:
             "rules_version": self.plan.rules_version,
             "platforms": platforms,
             "files": [_rel(f, project_dir) for f in self.files],
+            "warnings": list(self.warnings),
         }
 
 
@@ -431,6 +433,26 @@ def resolve(req: ResolveRequest) -> ResolveResult:
     )
 
 
+def anchor_warnings(spec: EnvSpec, anchor: Anchor) -> tuple[str, ...]:
+    """Warnings about the torch side of the plan that the rules (pure, torch-agnostic) cannot give."""
+    if spec.torch_source != "pip" or "linux-aarch64" not in spec.platforms:
+        return ()
+    from packaging.version import InvalidVersion, Version
+
+    from envlock.anchor import load_torch_table
+
+    try:
+        row = load_torch_table().row_for(Version(anchor.torch))
+    except InvalidVersion:
+        return ()
+    if row is not None and not row.aarch64_pypi_cuda:
+        return (
+            f"torch {anchor.torch}'s aarch64 wheels on PyPI are CPU-only (CUDA from 2.11): on linux-aarch64 "
+            "install a CUDA torch from the PyTorch wheel index or use --torch-source conda-forge",
+        )
+    return ()
+
+
 def lock_spec(
     spec: EnvSpec,
     anchor: Anchor,
@@ -446,8 +468,9 @@ def lock_spec(
     """Plan, solve and write one spec (also used by `envlock lock`)."""
     spec = replace(spec, anchor={"cuda": anchor.cuda, "cudnn": anchor.cudnn, "source": anchor.source})
     plan, extras = plan_for(spec, anchor)
+    warnings = anchor_warnings(spec, anchor)
     if dry_run:
-        return ResolveResult(anchor=anchor, plan=plan, spec=spec, dry_run=True)
+        return ResolveResult(anchor=anchor, plan=plan, spec=spec, dry_run=True, warnings=warnings)
     project_dir = _writable_project(project_dir)
     from envlock.solver import RattlerSolver
 
@@ -474,6 +497,7 @@ def lock_spec(
         results=tuple(results),
         files=tuple(p for p, _ in files),
         written=tuple(written),
+        warnings=warnings,
     )
 
 

@@ -152,6 +152,13 @@ def test_cuda_11_8_comes_from_the_nvidia_label(tmp_path, capsys, cf, nvidia_labe
     assert nvcc.url.startswith("https://conda.anaconda.org/nvidia/label/cuda-11.8.0/")
 
 
+def test_aarch64_with_a_cpu_only_pypi_torch_is_warned_about(tmp_path, capsys) -> None:
+    code, doc = resolve(tmp_path, capsys, "--torch", "2.8.0", "--platform", "linux-aarch64", "--dry-run")
+    assert code == 0 and any("CPU-only" in w for w in doc["warnings"])
+    code, doc = resolve(tmp_path, capsys, "--torch", "2.11.0", "--platform", "linux-aarch64", "--dry-run")
+    assert code == 0 and doc["warnings"] == []
+
+
 def test_dry_run_plans_without_network_or_files(tmp_path, capsys) -> None:
     code, doc = resolve(tmp_path, capsys, "--torch", "2.8.0", "--platform", "linux-64", "--channel", "http://127.0.0.1:9/none", "--dry-run")
     assert code == 0, doc

@@ -115,6 +115,8 @@ def render_summary(result: ResolveResult, project_dir: Path) -> None:
         notes.update((*r.chosen.notes, *r.chosen.complaints))
     for note in sorted(notes):
         console.print(f"[yellow]note:[/yellow] {note}")
+    for warning in result.warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}")
     if result.dry_run:
         console.print("dry run: nothing solved, nothing written")
         return
