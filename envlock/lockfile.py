@@ -110,6 +110,30 @@ def strip_credentials(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, "/".join(clean), "", ""))
 
 
+def packages_fingerprint(packages: Iterable[LockedPackage]) -> str:
+    """sha256 of what installs (name, version, url, md5, sha256) of one platform's packages, order-free.
+
+    Recorded per platform so `envlock check` can tell a hand-edited package list from a reformatted one.
+    """
+    rows = sorted([p.name, p.version, strip_credentials(p.url), p.md5, p.sha256 or ""] for p in packages)
+    return hashlib.sha256(canonical_json(rows).encode()).hexdigest()
+
+
+def package_section_digest(text: str) -> str | None:
+    """sha256 of the top-level `package:` section of conda-lock text, or None when there is none.
+
+    Line endings, trailing blanks, blank lines and comment lines are ignored, so a CRLF checkout or an
+    end-of-file fixer leaves it unchanged; `envlock check` compares it without parsing the packages.
+    """
+    idx = -1 if text.startswith("package:") else text.find("\npackage:")
+    if idx < 0 and not text.startswith("package:"):
+        return None
+    start = idx + 1
+    lines = [ln.rstrip() for ln in text[start:].splitlines()]
+    kept = [ln for ln in lines if ln and not ln.lstrip().startswith("#")]
+    return hashlib.sha256("\n".join(kept).encode()).hexdigest()
+
+
 # --------------------------------------------------------------------------- dependency order
 
 

@@ -121,7 +121,7 @@ def read_spec(path: Path) -> EnvSpec:
 def parse_spec(text: str, path: Path | None = None) -> EnvSpec:
     where = str(path) if path else "spec"
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe loader, C when built
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" at line {mark.line + 1}" if mark is not None else ""

@@ -112,6 +112,6 @@ def cuda_tables() -> CudaTables:
     """The validated CUDA tables shipped with envlock."""
     text = resources.files("envlock").joinpath("data", "cuda.yaml").read_text(encoding="utf-8")
     try:
-        return _parse(yaml.safe_load(text))
+        return _parse(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))  # noqa: S506 - safe, C when built
     except (KeyError, TypeError, ValueError) as exc:
         raise _table_error(f"cuda.yaml: {exc}") from exc
