@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,19 @@ class SolveOptions:
     offline: bool = False
     allow_insecure: bool = False
     timeout_s: float = 300.0
+    # Per HTTP request (reliability, docs/reliability.md): without a client timeout rattler waits on a
+    # stalled server for ever outside the solve's own timeout (e.g. the conda-forge torch lookup).
+    http_timeout_s: int = field(default_factory=lambda: _env_int("ENVLOCK_HTTP_TIMEOUT", 120))
+    http_retries: int = field(default_factory=lambda: _env_int("ENVLOCK_HTTP_RETRIES", 3))
+
+
+def _env_int(name: str, default: int) -> int:
+    """A positive int from the environment (tests shorten timeouts with it), else the default."""
+    try:
+        value = int(os.environ.get(name, ""))
+    except ValueError:
+        return default
+    return value if value >= 0 else default
 
 
 def canonical_channel_url(channel: str) -> str:
@@ -99,6 +113,7 @@ class RattlerSolver:
                 cache_dir=self.options.cache_dir,
                 default_config=SourceConfig(cache_action="force-cache-only" if self.options.offline else "cache-or-fetch"),
                 per_channel_config=dict(self._per_channel),
+                client=http_client(self.options),
             )
         return self._gateway
 
@@ -180,7 +195,7 @@ class RattlerSolver:
         locked_packages), which is how `envlock update` moves only the packages it names.
         """
         try:
-            return asyncio.run(self._solve_all(plan, locked or {}))
+            return self._run_retrying_truncation(plan, locked or {})
         except (SolveError, SpecError):
             raise
         except asyncio.TimeoutError:
@@ -194,6 +209,49 @@ class RattlerSolver:
             raise SpecError(f"invalid match spec: {_first_lines(str(exc))}", hint="fix the dependency in the spec") from None
         except rattler.exceptions.InvalidChannelError as exc:
             raise SpecError(f"invalid channel: {_first_lines(str(exc))}", hint="pass a channel name or URL") from None
+
+    def _run_retrying_truncation(
+        self, plan: Plan, locked: Mapping[str, Sequence[LockedPackage]]
+    ) -> list[PlatformResult]:
+        """Run the solve; start again (fresh gateway, bounded, with backoff) after a body cut off mid-way.
+
+        rattler's RetryMiddleware retries 5xx, timeouts and resets, but only up to the response
+        headers: a connection that drops mid-body surfaces as one error. The on-disk cache keeps
+        what was fetched whole, so a new attempt re-fetches only the cut-off file.
+        """
+        for attempt in range(TRUNCATION_RETRIES + 1):
+            try:
+                return asyncio.run(self._solve_all(plan, locked))
+            except (rattler.exceptions.FetchRepoDataError, rattler.exceptions.GatewayError) as exc:
+                if attempt == TRUNCATION_RETRIES or not is_truncated_body(str(exc)):
+                    raise
+            self._gateway = None  # the old one remembers the failed fetch
+            time.sleep(0.5 * 2**attempt)
+        raise AssertionError("unreachable")
+
+
+#: Whole-fetch restarts after a truncated body (on top of rattler's per-request retries).
+TRUNCATION_RETRIES = 2
+_TRUNCATION_MARKERS = ("error decoding response body", "error reading a body", "end of file before message length")
+
+
+def is_truncated_body(text: str) -> bool:
+    """Whether a rattler fetch error is a response body cut off mid-way (worth a new attempt)."""
+    return any(m in text for m in _TRUNCATION_MARKERS)
+
+
+def http_client(options: SolveOptions) -> rattler.Client:
+    """rattler's HTTP client with bounded retries (exponential backoff) and a per-request timeout.
+
+    py-rattler's default client neither retries (one 503 fails the resolve) nor times out (a
+    stalled server hangs it); keyring/auth-file credentials still apply (AuthenticationMiddleware).
+    """
+    from rattler.networking import AuthenticationMiddleware, Client, RetryMiddleware
+
+    middlewares: list = [AuthenticationMiddleware()]
+    if options.http_retries:
+        middlewares.insert(0, RetryMiddleware(options.http_retries))
+    return Client(middlewares, timeout=options.http_timeout_s or None)
 
 
 def _channel_error(exc: Exception, offline: bool) -> ChannelError:
