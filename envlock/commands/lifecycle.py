@@ -1,9 +1,230 @@
-"""`envlock lifecycle` command(s) (adapter: options → request → one call → render)."""
+"""`envlock lock`, `check`, `update`, `diff` (adapters: options → one call in envlock.lifecycle → render).
+
+`check` prints plain text (no rich): it runs in pre-commit hooks and CI, and must stay fast.
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
 import typer
+
+from envlock.errors import SpecError
+
+if TYPE_CHECKING:
+    from envlock.lifecycle import LockDiff, SolveSettings
+
+PROJECT_HELP = "Project directory holding environments/ and locks/ (default: cwd)."
+
+
+def _out(line: str = "") -> None:
+    sys.stdout.write(line + "\n")
+
+
+def _dump(doc: Any) -> None:
+    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+
+def _settings(mirror: list[str], offline: bool, allow_insecure: bool) -> SolveSettings:
+    from envlock.commands.resolve import parse_mirrors
+    from envlock.lifecycle import SolveSettings
+
+    return SolveSettings(mirrors=parse_mirrors(mirror), offline=offline, allow_insecure=allow_insecure)
+
+
+def _columns(rows: list[list[str]], indent: str = "") -> None:
+    """Rows as left-aligned columns (the last column is not padded)."""
+    if not rows:
+        return
+    widths = [max(len(r[i]) for r in rows if i < len(r)) for i in range(max(len(r) for r in rows))]
+    for row in rows:
+        cells = [c.ljust(widths[i]) if i < len(row) - 1 else c for i, c in enumerate(row)]
+        _out(indent + "  ".join(cells).rstrip())
+
+
+# --------------------------------------------------------------------------- check
+
+
+CHECK_USAGE = "usage: envlock check [NAME…] [--project-dir DIR] [--json]"
+
+
+def check_cmd(
+    ctx: typer.Context,
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable report on stdout."),
+) -> int:
+    """Exit 0 if every lock matches its spec, else 1 naming what changed. No network, no solve.
+
+    Arguments: NAME… (default: every environment) and --project-dir DIR (default: cwd).
+    """
+    names, project_dir = parse_check_args(ctx.args)
+    from envlock.lifecycle import check
+
+    report = check(project_dir, names or ())
+    if as_json:
+        _dump(report.to_json())
+        return 0 if report.fresh else 1
+    rows: list[list[str]] = []
+    for env in report.envs:
+        if env.fresh:
+            rows.append(["fresh", env.name, "-", ", ".join(env.platforms)])
+        for c in env.changes:
+            rows.append([c.kind, env.name, c.platform or "-", c.message])
+    _columns(rows)
+    err = report.error()
+    if err is not None:
+        raise err
+    return 0
+
+
+def parse_check_args(args: list[str]) -> tuple[list[str], Path]:
+    """NAME… and --project-dir DIR / --project-dir=DIR from `check`'s extra args."""
+    names: list[str] = []
+    project_dir = Path(".")
+    it = iter(args)
+    for arg in it:
+        if arg == "--project-dir":
+            value = next(it, None)
+            if value is None:
+                raise SpecError("--project-dir needs a directory", hint=CHECK_USAGE)
+            project_dir = Path(value)
+        elif arg.startswith("--project-dir="):
+            project_dir = Path(arg.split("=", 1)[1])
+        elif arg.startswith("-"):
+            raise SpecError(f"unknown option {arg}", hint=CHECK_USAGE)
+        else:
+            names.append(arg)
+    return names, project_dir
+
+
+# --------------------------------------------------------------------------- lock
+
+
+def lock_cmd(
+    names: Optional[list[str]] = typer.Argument(None, help="Environments to re-lock (default: every stale one)."),
+    all_: bool = typer.Option(False, "--all", help="Re-solve every environment, fresh or not."),
+    project_dir: Path = typer.Option(Path("."), "--project-dir", help=PROJECT_HELP),
+    mirror: list[str] = typer.Option([], "--mirror", help="NAME=URL: fetch NAME from URL, keep canonical URLs."),
+    offline: bool = typer.Option(False, "--offline", help="Use only the cache."),
+    allow_insecure: bool = typer.Option(False, "--allow-insecure", help="Allow plain-http channels."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
+) -> int:
+    """Re-lock stale environments from environments/*.yml; files whose bytes would not change are not touched."""
+    from envlock.lifecycle import lock
+
+    outcomes = lock(project_dir, names or (), all_=all_, settings=_settings(mirror, offline, allow_insecure))
+    if as_json:
+        _dump({"envlock_result_version": 1, "environments": [o.to_json(project_dir) for o in outcomes]})
+        return 0
+    for o in outcomes:
+        if o.action == "fresh":
+            _out(f"fresh   {o.name}: unchanged")
+            continue
+        why = "; ".join(c.message for c in o.reasons[:3]) or "--all"
+        _out(f"locked  {o.name} ({why})")
+        _columns(
+            [[p, f"CUDA {v['cuda']}", f"nvcc {v['nvcc'] or '-'}", f"{v['packages']} packages"] for p, v in o.platforms.items()],
+            indent="  ",
+        )
+        written = set(o.written)
+        for f in o.files:
+            _out(f"  {'wrote' if f in written else 'unchanged'} {_shown(f, project_dir)}")
+    return 0
+
+
+def _shown(path: Path, base: Path) -> str:
+    try:
+        return path.resolve().relative_to(base.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+# --------------------------------------------------------------------------- update
+
+
+def update_cmd(
+    packages: list[str] = typer.Argument(..., help="Packages to move; everything else stays as locked."),
+    name: Optional[str] = typer.Option(None, "--name", help="Only this environment (default: every lock that has them)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Solve and show what would move; write nothing."),
+    project_dir: Path = typer.Option(Path("."), "--project-dir", help=PROJECT_HELP),
+    mirror: list[str] = typer.Option([], "--mirror", help="NAME=URL: fetch NAME from URL, keep canonical URLs."),
+    offline: bool = typer.Option(False, "--offline", help="Use only the cache."),
+    allow_insecure: bool = typer.Option(False, "--allow-insecure", help="Allow plain-http channels."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
+) -> int:
+    """Re-solve with every other package held at its locked version (per platform); show what moved."""
+    from envlock.lifecycle import update
+
+    outcomes = update(
+        project_dir, packages, name=name, dry_run=dry_run, settings=_settings(mirror, offline, allow_insecure)
+    )
+    if as_json:
+        _dump({"envlock_result_version": 1, "environments": [o.to_json(project_dir) for o in outcomes]})
+        return 0
+    for o in outcomes:
+        _out(f"{o.name}:")
+        if o.diff.empty:
+            _out("  nothing moved (the named packages are already at the newest version the rules allow)")
+        _render_platforms(o.diff, indent="  ")
+        for f in o.written:
+            _out(f"  wrote {_shown(f, project_dir)}")
+    if dry_run:
+        _out("dry run: nothing written")
+    return 0
+
+
+# --------------------------------------------------------------------------- diff
+
+
+def _render_platforms(diff: LockDiff, indent: str = "") -> None:
+    for p in diff.platforms:
+        if p.empty:
+            continue
+        _out(f"{indent}{p.platform}: {len(p.changed)} changed, {len(p.added)} added, {len(p.removed)} removed, {p.unchanged} unchanged")
+        rows = [["~", a.name, a.label(), "→", b.label()] for a, b in p.changed]
+        rows += [["+", x.name, x.label()] for x in p.added]
+        rows += [["-", x.name, x.label()] for x in p.removed]
+        _columns(rows, indent=indent + "  ")
+
+
+def diff_cmd(
+    paths: Optional[list[str]] = typer.Argument(None, help="Two locks (A B), or with --git one lock path (optional)."),
+    git: Optional[str] = typer.Option(None, "--git", help="Compare the working tree's locks with their version at REF."),
+    project_dir: Path = typer.Option(Path("."), "--project-dir", help=PROJECT_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable diff on stdout."),
+) -> int:
+    """Per platform: packages added, removed and changed (old → new version and build). Exit 0."""
+    from envlock.lifecycle import diff_files, diff_git
+
+    given = list(paths or ())
+    if git is not None:
+        if len(given) > 1:
+            raise SpecError("--git takes at most one lock path", hint="envlock diff --git HEAD~1 [locks/NAME/conda-lock.yml]")
+        diffs = diff_git(project_dir, git, Path(given[0]) if given else None)
+    else:
+        if len(given) != 2:
+            raise SpecError("envlock diff needs two locks, or --git REF", hint="envlock diff A.yml B.yml, or envlock diff --git HEAD~1")
+        diffs = [diff_files(Path(given[0]), Path(given[1]))]
+    if as_json:
+        _dump({"envlock_result_version": 1, "diffs": [d.to_json() for d in diffs]})
+        return 0
+    for d in diffs:
+        _out(f"--- {d.old}")
+        _out(f"+++ {d.new}")
+        if d.empty:
+            total = sum(p.unchanged for p in d.platforms)
+            _out(f"no differences ({total} packages on {len(d.platforms)} platform(s))")
+        _render_platforms(d)
+    return 0
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app."""
+    """Add `lock`, `check`, `update` and `diff` to the app."""
+    app.command("lock")(lock_cmd)
+    # typer 0.29 coerces every non-bool parameter through pydantic (~0.1 s of imports), so `check`
+    # takes NAME… and --project-dir as extra args and parses them itself: it runs in every commit.
+    app.command("check", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(check_cmd)
+    app.command("update")(update_cmd)
+    app.command("diff")(diff_cmd)

@@ -1,0 +1,976 @@
+"""Locks that live in a repo: freshness (`check`), re-lock (`lock`), `update PKG…` and `diff`.
+
+`check` never solves and never reaches the network: it reads the specs and only the metadata part of
+each conda-lock.yml (the YAML before `package:`), re-plans with the pure rules and compares content
+hashes. Importing this module must not import rattler, conda_lock or requests (a test checks);
+`lock` and `update` import the solver inside the functions that solve.
+
+The anchor a freshness check uses (and that `lock` re-plans from):
+
+* re-derived offline from envlock's own data when the spec allows it: a `cuda:` override, a `+cuXYZ`
+  label, or a torch version in envlock's torch table. A changed table therefore makes a lock stale.
+* otherwise the anchor recorded in the lock (`envlock.anchor`) when the spec's torch inputs still match
+  it: anchors from the package index (`pypi`), an `installed` torch or conda-forge's builds cannot be
+  re-derived without the network or a process, and re-asking would make `check` flaky.
+* when neither applies, the spec's torch inputs changed, so the lock is stale whatever the anchor is.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from envlock.errors import EnvlockError, LockfileError, SpecError
+from envlock.lockfile import (
+    LOCK_FORMAT,
+    META_PREFIX,
+    content_hash,
+    package_section_digest,
+    packages_fingerprint,
+    parse_conda_lock,
+    parse_explicit,
+)
+from envlock.models import Anchor, LockedPackage, Plan
+from envlock.spec import EnvSpec, read_spec
+
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+LOCK_NAME = "conda-lock.yml"
+#: Anchor sources that cannot be re-derived offline: the lock's recorded anchor stands for them.
+RECORDED_SOURCES = frozenset({"pypi", "installed", "conda-forge"})
+RELOCK_HINT = "run `envlock lock` and commit environments/ and locks/"
+#: Change kinds `lock` and `update` refuse to write over (a corrupt or edited lock they may replace).
+BLOCKING = frozenset({"missing-spec", "newer-envlock", "invalid-spec"})
+
+
+# --------------------------------------------------------------------------- values
+
+
+@dataclass(frozen=True)
+class Change:
+    """One reason a lock is not fresh."""
+
+    # spec | rules | anchor | missing-lock | missing-spec | hand-edited | newer-envlock | invalid-spec | invalid-lock
+    kind: str
+    message: str
+    platform: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "platform": self.platform, "message": self.message}
+
+
+@dataclass(frozen=True)
+class EnvStatus:
+    """Freshness of one environment (spec + lock)."""
+
+    name: str
+    spec_path: Path | None
+    lock_path: Path | None
+    platforms: tuple[str, ...] = ()
+    changes: tuple[Change, ...] = ()
+
+    @property
+    def fresh(self) -> bool:
+        return not self.changes
+
+    @property
+    def relockable(self) -> bool:
+        """Whether `envlock lock` may rewrite it: a spec that reads, and no lock of a newer envlock."""
+        return self.spec_path is not None and not any(c.kind in BLOCKING for c in self.changes)
+
+    def to_json(self, project_dir: Path) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "spec": _rel(self.spec_path, project_dir),
+            "lock": _rel(self.lock_path, project_dir),
+            "platforms": list(self.platforms),
+            "fresh": self.fresh,
+            "changes": [c.to_json() for c in self.changes],
+        }
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    project_dir: Path
+    envs: tuple[EnvStatus, ...]
+
+    @property
+    def fresh(self) -> bool:
+        return all(e.fresh for e in self.envs)
+
+    @property
+    def stale(self) -> tuple[EnvStatus, ...]:
+        return tuple(e for e in self.envs if not e.fresh)
+
+    def error(self) -> LockfileError | None:
+        """The one error that summarises the stale environments (None when all are fresh)."""
+        stale = self.stale
+        if not stale:
+            return None
+        kinds = {c.kind for e in stale for c in e.changes}
+        names = ", ".join(e.name for e in stale)
+        what = f"{len(stale)} of {len(self.envs)} environment(s) not fresh: {names}"
+        if "newer-envlock" in kinds:
+            return LockfileError(what, hint="upgrade envlock (`pip install -U envlock`) to read these locks")
+        if "invalid-spec" in kinds:
+            return LockfileError(what, hint="fix the spec named above (or restore it from git), then `envlock lock`")
+        if kinds == {"missing-spec"}:
+            return LockfileError(what, hint="restore the spec from git, or delete the orphaned locks/<name>/ dir")
+        return LockfileError(what, hint=RELOCK_HINT)
+
+    def to_json(self) -> dict[str, Any]:
+        err = self.error()
+        return {
+            "envlock_result_version": 1,
+            "fresh": self.fresh,
+            "environments": [e.to_json(self.project_dir) for e in self.envs],
+            "error": err.message if err else None,
+            "hint": err.hint if err else None,
+        }
+
+
+@dataclass(frozen=True)
+class LockMeta:
+    """The metadata part of a conda-lock.yml (read without parsing its packages)."""
+
+    path: Path
+    platforms: tuple[str, ...]
+    content_hash: dict[str, str]
+    custom_metadata: dict[str, str]
+    package_digest: str | None  # digest of the package section as it is on disk
+    text: str = field(repr=False, default="")
+
+    def meta(self, key: str) -> str | None:
+        return self.custom_metadata.get(META_PREFIX + key)
+
+    def meta_json(self, key: str) -> Any:
+        raw = self.meta(key)
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return None
+
+
+def _rel(path: Path | None, base: Path) -> str | None:
+    if path is None:
+        return None
+    try:
+        return path.resolve().relative_to(base.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_lock_meta(path: Path) -> LockMeta:
+    """Parse only the part of a conda-lock.yml before `package:`; LockfileError when unreadable or too new."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise LockfileError(f"no lock at {path}", hint="run `envlock lock` to make it") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LockfileError(f"cannot read {path}: {exc}", hint="check the file and its permissions") from None
+    cut = text.find("\npackage:")
+    head = text if cut < 0 else text[: cut + 1]
+    bad = LockfileError(
+        f"{path} is not a valid conda-lock v1 file",
+        hint="restore it from git (`git checkout -- <file>`) or re-create it with `envlock lock`",
+    )
+    try:
+        doc = yaml.load(head, Loader=_LOADER)  # noqa: S506 - a safe loader (C or pure)
+    except yaml.YAMLError:
+        raise bad from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("metadata"), dict):
+        raise bad
+    version = doc.get("version")
+    if version != 1:
+        if isinstance(version, int) and version > 1:
+            raise LockfileError(
+                f"{path} is conda-lock format version {version}; envlock reads version 1",
+                hint="re-create it with `envlock lock`",
+            )
+        raise bad
+    meta = doc["metadata"]
+    custom = {str(k): str(v) for k, v in (meta.get("custom_metadata") or {}).items()}
+    fmt = custom.get(f"{META_PREFIX}lock_format")
+    if fmt is not None and (not fmt.isdigit() or int(fmt) > LOCK_FORMAT):
+        raise LockfileError(
+            f"{path} was written by a newer envlock ({custom.get(META_PREFIX + 'version', '?')}, lock format {fmt})",
+            hint="upgrade envlock (`pip install -U envlock`) to read it",
+        )
+    try:
+        platforms = tuple(str(p) for p in meta.get("platforms") or ())
+        hashes = {str(k): str(v) for k, v in (meta.get("content_hash") or {}).items()}
+    except (TypeError, AttributeError):
+        raise bad from None
+    return LockMeta(
+        path=path,
+        platforms=platforms,
+        content_hash=hashes,
+        custom_metadata=custom,
+        package_digest=package_section_digest(text),
+        text=text,
+    )
+
+
+def discover(project_dir: Path) -> dict[str, tuple[Path | None, Path | None]]:
+    """name → (spec path, lock path) for every spec in environments/ and every lock in locks/."""
+    if not project_dir.is_dir():
+        raise SpecError(f"project dir {project_dir} does not exist", hint="pass --project-dir DIR")
+    found: dict[str, tuple[Path | None, Path | None]] = {}
+    env_dir = project_dir / "environments"
+    lock_root = project_dir / "locks"
+    specs = sorted([*env_dir.glob("*.yml"), *env_dir.glob("*.yaml")]) if env_dir.is_dir() else []
+    for spec in specs:
+        found.setdefault(spec.stem, (spec, None))
+    if lock_root.is_dir():
+        for lock in sorted(lock_root.glob(f"*/{LOCK_NAME}")):
+            name = lock.parent.name
+            found[name] = (found.get(name, (None, None))[0], lock)
+    for name, (spec, lock) in list(found.items()):
+        if lock is None:
+            found[name] = (spec, lock_root / name / LOCK_NAME)
+    if not found:
+        raise SpecError(
+            f"no environments in {project_dir} (looked for environments/*.yml and locks/*/{LOCK_NAME})",
+            hint="run `envlock resolve --torch VERSION` there, or pass --project-dir DIR",
+        )
+    return dict(sorted(found.items()))
+
+
+# --------------------------------------------------------------------------- anchor
+
+
+def _torch_parts(torch: str) -> tuple[str, str | None]:
+    public, _, local = torch.strip().partition("+")
+    return public, (local or None)
+
+
+def recorded_anchor(lock: LockMeta | None) -> Anchor | None:
+    """The anchor a lock was made from (custom_metadata `envlock.anchor`), if readable."""
+    data = lock.meta_json("anchor") if lock else None
+    if not isinstance(data, dict):
+        return None
+    try:
+        return Anchor(
+            torch=str(data["torch"]),
+            cuda=str(data["cuda"]),
+            cudnn=data.get("cudnn"),
+            source=str(data.get("source", "")),
+            detail=str(data.get("detail", "")),
+            torch_source=data.get("torch_source", "pip"),
+            local_label=data.get("local_label"),
+        )
+    except KeyError:
+        return None
+
+
+def reusable_anchor(spec: EnvSpec, recorded: Anchor | None) -> Anchor | None:
+    """The recorded anchor when it stands for what the spec asks and cannot be re-derived offline."""
+    public, local = _torch_parts(spec.torch)
+    if recorded is None or recorded.source not in RECORDED_SOURCES or spec.cuda is not None or local:
+        return None
+    if recorded.torch != public or recorded.torch_source != spec.torch_source:
+        return None
+    return recorded
+
+
+def offline_derivable(spec: EnvSpec) -> bool:
+    """Whether envlock's own data gives the anchor: a cuda override, a +cuXYZ label, or the torch table."""
+    public, local = _torch_parts(spec.torch)
+    if spec.cuda is not None or local:
+        return True
+    if spec.torch_source != "pip":
+        return False
+    from envlock.anchor import load_torch_table, parse_torch_version
+
+    try:
+        version, _ = parse_torch_version(public)
+    except EnvlockError:
+        return True  # find_anchor reports the bad version itself
+    return load_torch_table().row_for(version) is not None
+
+
+def spec_anchor(spec: EnvSpec, recorded: Anchor | None, *, offline: bool = True, lookup: Any = None) -> Anchor:
+    """The anchor `check` compares against and `lock` re-plans from (see the module docstring)."""
+    reuse = reusable_anchor(spec, recorded)
+    if reuse is not None and not offline_derivable(spec):
+        return reuse
+    from envlock.resolve import find_anchor
+
+    return find_anchor(
+        spec.torch, cuda=spec.cuda, torch_source=spec.torch_source, python_exe=None, offline=offline, lookup=lookup
+    )
+
+
+# --------------------------------------------------------------------------- freshness
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return "null" if value is None else str(value)
+
+
+def describe_changes(old: Mapping[str, Any], new: Mapping[str, Any], platform: str, rules: tuple[str, str]) -> list[Change]:
+    """Name what differs between the recorded and the current hash inputs of one platform."""
+    out: list[Change] = []
+    old_in, new_in = old.get("inputs") or {}, new.get("inputs") or {}
+    for key in sorted(set(old_in) | set(new_in)):
+        if old_in.get(key) != new_in.get(key):
+            out.append(Change("spec", f"spec envlock.{key}: {_fmt(old_in.get(key))} → {_fmt(new_in.get(key))}", platform))
+    for key in ("channels", "platforms"):
+        if old.get(key) != new.get(key):
+            out.append(Change("spec", f"spec {key}: {_fmt(old.get(key))} → {_fmt(new.get(key))}", platform))
+    if old.get("extras") != new.get("extras"):
+        before, after = set(old.get("extras") or ()), set(new.get("extras") or ())
+        moved = [f"+{d}" for d in sorted(after - before)] + [f"-{d}" for d in sorted(before - after)]
+        out.append(Change("spec", "spec dependencies: " + ", ".join(moved), platform))
+    if old.get("anchor") != new.get("anchor"):
+        a, b = old.get("anchor") or {}, new.get("anchor") or {}
+        why = "" if any(c.kind == "spec" for c in out) else " (envlock's torch table changed)"
+        out.append(
+            Change(
+                "anchor",
+                f"anchor: torch {a.get('torch')} CUDA {a.get('cuda')} cuDNN {a.get('cudnn')} → "
+                f"torch {b.get('torch')} CUDA {b.get('cuda')} cuDNN {b.get('cudnn')}{why}",
+                platform,
+            )
+        )
+    if not out and old.get("candidates") != new.get("candidates"):
+        out.append(Change("rules", _rules_change(old.get("candidates") or [], new.get("candidates") or [], rules), platform))
+    if not out and old != new:
+        out.append(Change("rules", "envlock's hash inputs changed (lock made by another envlock version)", platform))
+    return out
+
+
+def _rules_change(old: list[dict[str, Any]], new: list[dict[str, Any]], rules: tuple[str, str]) -> str:
+    """One sentence on how envlock's rules changed the plan (the candidates)."""
+    version = f" (rules {rules[0]} → {rules[1]})" if rules[0] != rules[1] else ""
+    old_minors = [c.get("cuda") for c in old]
+    new_minors = [c.get("cuda") for c in new]
+    if old_minors != new_minors:
+        return f"envlock rules{version}: CUDA candidates {' → '.join(map(str, old_minors))} became {' → '.join(map(str, new_minors))}"
+    for a, b in zip(old, new):
+        for key in ("specs", "virtual_packages", "channels", "skew"):
+            if a.get(key) != b.get(key):
+                if isinstance(a.get(key), list):
+                    sa, sb = set(a.get(key) or ()), set(b.get(key) or ())
+                    moved = [f"+{x}" for x in sorted(sb - sa)] + [f"-{x}" for x in sorted(sa - sb)]
+                    detail = ", ".join(moved) or "order changed"
+                else:
+                    detail = f"{a.get(key)} → {b.get(key)}"
+                return f"envlock rules{version}: CUDA {a.get('cuda')} {key}: {detail}"
+    return f"envlock rules{version}: the plan changed"
+
+
+def integrity_changes(lock: LockMeta) -> list[Change]:
+    """A hand-edited lock: hashes that no longer match what envlock recorded next to them."""
+    out: list[Change] = []
+    for platform in lock.platforms:
+        recorded = lock.meta(f"inputs.{platform}")
+        have = lock.content_hash.get(platform)
+        if recorded is not None:
+            try:
+                expect = content_hash(json.loads(recorded))
+            except ValueError:
+                expect = None
+            if expect != have:
+                out.append(Change("hand-edited", "content_hash or envlock metadata was edited by hand", platform))
+    digest = lock.meta("packages_digest")
+    if digest and digest != lock.package_digest:
+        out.extend(_package_edits(lock))
+    return out
+
+
+def _package_edits(lock: LockMeta) -> list[Change]:
+    """The text of the package list changed: parse it and compare what installs (reformatting is fine)."""
+    try:
+        full = parse_conda_lock(lock.text, lock.path)
+    except LockfileError as exc:
+        return [Change("hand-edited", f"the package list no longer parses ({exc.message})")]
+    out: list[Change] = []
+    for platform in lock.platforms:
+        want = lock.meta(f"packages.{platform}")
+        if want is None:
+            out.append(Change("hand-edited", "the package list differs from what envlock wrote", platform))
+        elif packages_fingerprint(full.packages_for(platform)) != want:
+            out.append(Change("hand-edited", "packages were edited by hand (versions, URLs or hashes)", platform))
+    return out
+
+
+def _explicit_changes(lock_path: Path, lock: LockMeta) -> list[Change]:
+    """Each conda-<platform>.lock must carry the content hash of its platform (first lines only)."""
+    out: list[Change] = []
+    for platform in lock.platforms:
+        path = lock_path.parent / f"conda-{platform}.lock"
+        found = None
+        try:
+            with path.open(encoding="utf-8") as fh:
+                for _ in range(8):
+                    line = fh.readline()
+                    if line.startswith("# content_hash:"):
+                        found = line.split(":", 1)[1].strip()
+                        break
+        except FileNotFoundError:
+            out.append(Change("missing-lock", f"{path.name} is missing", platform))
+            continue
+        except OSError as exc:
+            out.append(Change("invalid-lock", f"cannot read {path.name}: {exc}", platform))
+            continue
+        if found != lock.content_hash.get(platform):
+            out.append(Change("hand-edited", f"{path.name} is out of step with {LOCK_NAME}", platform))
+    return out
+
+
+def current_inputs(spec: EnvSpec, anchor: Anchor) -> tuple[Plan, dict[str, dict[str, Any]]]:
+    """The plan for a spec and the hash inputs of each of its platforms."""
+    from envlock.resolve import hash_inputs, plan_for
+
+    plan, extras = plan_for(spec, anchor)
+    return plan, {p: hash_inputs(spec, plan, p, extras) for p in spec.platforms}
+
+
+def env_status(project_dir: Path, name: str, spec_path: Path | None, lock_path: Path | None) -> EnvStatus:
+    """Freshness of one environment: no network, no solve."""
+    lock_path = lock_path or project_dir / "locks" / name / LOCK_NAME
+    if spec_path is None:
+        msg = f"locks/{name}/{LOCK_NAME} has no spec environments/{name}.yml"
+        return EnvStatus(name, None, lock_path, (), (Change("missing-spec", msg),))
+    try:
+        spec = read_spec(spec_path)
+    except EnvlockError as exc:
+        kind = "newer-envlock" if "upgrade envlock" in exc.hint else "invalid-spec"
+        return EnvStatus(name, spec_path, lock_path, (), (Change(kind, f"{exc.message} ({exc.hint})"),))
+    if spec.name != name:
+        msg = f"{spec_path.name} says `name: {spec.name}`; envlock expects the file to be named {spec.name}.yml"
+        return EnvStatus(name, spec_path, lock_path, spec.platforms, (Change("invalid-spec", msg),))
+    if not lock_path.is_file():
+        msg = f"environments/{name}.yml has no lock (locks/{name}/{LOCK_NAME})"
+        return EnvStatus(name, spec_path, None, spec.platforms, (Change("missing-lock", msg),))
+    try:
+        lock = read_lock_meta(lock_path)
+    except LockfileError as exc:
+        kind = "newer-envlock" if "upgrade envlock" in exc.hint else "invalid-lock"
+        return EnvStatus(name, spec_path, lock_path, spec.platforms, (Change(kind, f"{exc.message} ({exc.hint})"),))
+    return EnvStatus(name, spec_path, lock_path, spec.platforms, tuple(compare(spec, lock)))
+
+
+def compare(spec: EnvSpec, lock: LockMeta) -> list[Change]:
+    """Every reason the lock does not match the spec (empty when fresh)."""
+    if not lock.meta("version"):
+        return [Change("invalid-lock", f"{lock.path} was not written by envlock (no envlock.* metadata)")]
+    changes = integrity_changes(lock) + _explicit_changes(lock.path, lock)
+    for p in spec.platforms:
+        if p not in lock.platforms:
+            changes.append(Change("spec", f"platform {p} is in the spec but not in the lock", p))
+    for p in lock.platforms:
+        if p not in spec.platforms:
+            changes.append(Change("spec", f"the lock has platform {p}, which the spec no longer lists", p))
+    recorded = recorded_anchor(lock)
+    try:
+        anchor = _check_anchor(spec, recorded)
+    except EnvlockError as exc:
+        return changes + [Change("spec", f"the spec's anchor cannot be derived: {exc.message}")]
+    rules = (lock.meta("rules_version") or "?", _rules_version())
+    if anchor is None:
+        # The torch inputs changed to something only the network can anchor: stale by the inputs alone.
+        old = lock.meta_json(f"inputs.{lock.platforms[0]}") if lock.platforms else None
+        new_inputs = spec.inputs()
+        old_inputs = (old or {}).get("inputs") or {}
+        diffs = [k for k in sorted(new_inputs) if old_inputs.get(k) != new_inputs.get(k)]
+        what = ", ".join(f"envlock.{k}: {_fmt(old_inputs.get(k))} → {_fmt(new_inputs.get(k))}" for k in diffs)
+        both = [p for p in spec.platforms if p in lock.platforms]
+        return changes + [Change("spec", f"spec {what or 'torch inputs changed'}", p) for p in both]
+    try:
+        plan, inputs = current_inputs(spec, anchor)
+    except EnvlockError as exc:
+        return changes + [Change("rules", f"envlock can no longer plan this spec: {exc.message} ({exc.hint})")]
+    for platform in spec.platforms:
+        if platform not in lock.platforms:
+            continue
+        new = inputs[platform]
+        if content_hash(new) == lock.content_hash.get(platform):
+            continue
+        old = lock.meta_json(f"inputs.{platform}")
+        if not isinstance(old, dict):
+            changes.append(Change("spec", "content hash differs (the lock does not record its inputs)", platform))
+            continue
+        changes.extend(describe_changes(old, new, platform, rules) or [Change("rules", "content hash differs", platform)])
+    return changes
+
+
+def _check_anchor(spec: EnvSpec, recorded: Anchor | None) -> Anchor | None:
+    """Offline anchor for `check`; None when only the network could say (the inputs changed)."""
+    reuse = reusable_anchor(spec, recorded)
+    if not offline_derivable(spec):
+        return reuse
+    from envlock.resolve import find_anchor
+
+    return find_anchor(spec.torch, cuda=spec.cuda, torch_source=spec.torch_source, python_exe=None, offline=True, lookup=None)
+
+
+def _rules_version() -> str:
+    from envlock.tables import cuda_tables
+
+    return cuda_tables().rules_version
+
+
+def check(project_dir: Path, names: Sequence[str] = ()) -> CheckReport:
+    """`envlock check`: the freshness of every environment (or of `names`)."""
+    found = discover(project_dir)
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise SpecError(
+            f"no environment named {', '.join(missing)} in {project_dir}",
+            hint="known: " + ", ".join(found),
+        )
+    picked = names or list(found)
+    return CheckReport(project_dir, tuple(env_status(project_dir, n, *found[n]) for n in picked))
+
+
+def assert_fresh(project_dir: Path, name_or_lock_path: str | Path) -> None:
+    """Raise LockfileError naming what changed unless the environment's lock is fresh (for `create --locked`)."""
+    target = Path(name_or_lock_path)
+    if target.suffix in (".yml", ".yaml", ".lock") or target.is_file():
+        lock_dir = target.parent if target.name == LOCK_NAME or target.suffix == ".lock" else target
+        name = lock_dir.name
+        project_dir = lock_dir.parent.parent if lock_dir.parent.name == "locks" else project_dir
+    elif target.is_dir() and (target / LOCK_NAME).is_file():
+        name = target.name
+        project_dir = target.parent.parent if target.parent.name == "locks" else project_dir
+    else:
+        name = str(name_or_lock_path)
+    spec = project_dir / "environments" / f"{name}.yml"
+    if not spec.is_file() and (project_dir / "environments" / f"{name}.yaml").is_file():
+        spec = project_dir / "environments" / f"{name}.yaml"
+    lock = project_dir / "locks" / name / LOCK_NAME
+    status = env_status(project_dir, name, spec if spec.is_file() else None, lock)
+    if status.fresh:
+        return
+    first = status.changes[0]
+    where = f" [{first.platform}]" if first.platform else ""
+    more = f" (+{len(status.changes) - 1} more)" if len(status.changes) > 1 else ""
+    hint = RELOCK_HINT + ", or pass --frozen to install the lock as it is"
+    if first.kind == "newer-envlock":
+        hint = "upgrade envlock (`pip install -U envlock`)"
+    elif first.kind == "missing-spec":
+        hint = f"--locked compares the lock with environments/{name}.yml; restore it, or pass --frozen"
+    raise LockfileError(f"the lock of {name} is stale: {first.message}{where}{more}", hint=hint)
+
+
+# --------------------------------------------------------------------------- lock
+
+
+@dataclass(frozen=True)
+class LockOutcome:
+    """What `envlock lock` did for one environment."""
+
+    name: str
+    action: str  # fresh | locked
+    reasons: tuple[Change, ...] = ()
+    written: tuple[Path, ...] = ()
+    files: tuple[Path, ...] = ()
+    platforms: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def to_json(self, project_dir: Path) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "action": self.action,
+            "reasons": [c.to_json() for c in self.reasons],
+            "written": [_rel(p, project_dir) for p in self.written],
+            "platforms": self.platforms,
+        }
+
+
+@dataclass(frozen=True)
+class SolveSettings:
+    """How `lock`/`update` reach channels (the same options as `envlock resolve`)."""
+
+    mirrors: Mapping[str, str] = field(default_factory=dict)
+    offline: bool = False
+    allow_insecure: bool = False
+
+
+def _lookup_for(spec: EnvSpec, settings: SolveSettings) -> Any:
+    if spec.torch_source != "conda-forge":
+        return None
+    from envlock.resolve import solve_options
+    from envlock.solver import conda_forge_pytorch_lookup
+
+    channel = (spec.channels or ("conda-forge",))[0]
+    return conda_forge_pytorch_lookup(solve_options(settings.mirrors, settings.offline, settings.allow_insecure), channel)
+
+
+def _refuse(status: EnvStatus) -> EnvlockError:
+    """The error for an environment `lock`/`update` must not touch."""
+    first = next(c for c in status.changes if c.kind in BLOCKING)
+    if first.kind == "missing-spec":
+        return LockfileError(
+            f"{first.message}: envlock cannot re-lock it",
+            hint=f"restore environments/{status.name}.yml from git, or delete locks/{status.name}/",
+        )
+    if first.kind == "newer-envlock":
+        return LockfileError(f"{status.name}: {first.message}", hint="upgrade envlock (`pip install -U envlock`)")
+    return SpecError(f"{status.name}: {first.message}", hint="fix or restore the file from git; nothing was written")
+
+
+def _select(project_dir: Path, names: Sequence[str]) -> list[EnvStatus]:
+    report = check(project_dir, names)
+    blocked = [e for e in report.envs if not e.relockable]
+    if blocked:
+        raise _refuse(blocked[0])
+    return list(report.envs)
+
+
+def lock(
+    project_dir: Path, names: Sequence[str] = (), *, all_: bool = False, settings: SolveSettings | None = None
+) -> list[LockOutcome]:
+    """`envlock lock`: re-solve stale environments (every one with all_); fresh files are not touched.
+
+    Every selected environment is checked first, so a bad spec or a too-new lock stops the run
+    before anything is written.
+    """
+    from envlock.resolve import lock_spec, nvcc_version
+
+    settings = settings or SolveSettings()
+    out: list[LockOutcome] = []
+    for status in _select(project_dir, names):
+        if status.fresh and not all_:
+            out.append(LockOutcome(status.name, "fresh"))
+            continue
+        assert status.spec_path is not None
+        spec = read_spec(status.spec_path)
+        lock_meta = read_lock_meta(status.lock_path) if status.lock_path and status.lock_path.is_file() else None
+        anchor = spec_anchor(
+            spec, recorded_anchor(lock_meta), offline=settings.offline, lookup=_lookup_for(spec, settings)
+        )
+        result = lock_spec(
+            spec,
+            anchor,
+            project_dir=project_dir,
+            mirrors=settings.mirrors,
+            offline=settings.offline,
+            allow_insecure=settings.allow_insecure,
+        )
+        out.append(
+            LockOutcome(
+                status.name,
+                "locked",
+                status.changes,
+                result.written,
+                result.files,
+                {r.platform: {"cuda": r.chosen.cuda, "nvcc": nvcc_version(r), "packages": len(r.packages)} for r in result.results},
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- diff
+
+
+@dataclass(frozen=True, order=True)
+class PkgRef:
+    """One package of one platform as a diff sees it."""
+
+    name: str
+    version: str
+    build: str = ""
+    manager: str = "conda"
+
+    def label(self) -> str:
+        return f"{self.version} {self.build}".strip()
+
+
+@dataclass(frozen=True)
+class PlatformDiff:
+    platform: str
+    added: tuple[PkgRef, ...] = ()
+    removed: tuple[PkgRef, ...] = ()
+    changed: tuple[tuple[PkgRef, PkgRef], ...] = ()
+    unchanged: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.removed or self.changed)
+
+    def to_json(self) -> dict[str, Any]:
+        def one(p: PkgRef) -> dict[str, str]:
+            return {"name": p.name, "version": p.version, "build": p.build, "manager": p.manager}
+
+        return {
+            "added": [one(p) for p in self.added],
+            "removed": [one(p) for p in self.removed],
+            "changed": [
+                {"name": a.name, "manager": a.manager, "old": {"version": a.version, "build": a.build},
+                 "new": {"version": b.version, "build": b.build}}
+                for a, b in self.changed
+            ],
+            "unchanged": self.unchanged,
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class LockDiff:
+    old: str  # labels (paths, or REF:path)
+    new: str
+    platforms: tuple[PlatformDiff, ...]
+
+    @property
+    def empty(self) -> bool:
+        return all(p.empty for p in self.platforms)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"old": self.old, "new": self.new, "platforms": {p.platform: p.to_json() for p in self.platforms}}
+
+
+Entries = dict[str, dict[tuple[str, str], PkgRef]]  # platform → (manager, name) → package
+
+
+def _split_filename(url: str) -> tuple[str, str, str]:
+    """name, version, build from a conda package URL."""
+    stem = url.rsplit("/", 1)[-1].split("#")[0].removesuffix(".conda").removesuffix(".tar.bz2")
+    parts = stem.rsplit("-", 2)
+    return (parts[0], parts[1], parts[2]) if len(parts) == 3 else (stem, "", "")
+
+
+def lock_entries(text: str, label: str) -> Entries:
+    """Packages per platform of a conda-lock v1/v2, @EXPLICIT or pixi.lock (v4–v6) text."""
+    if "@EXPLICIT" in text and "\npackage:" not in text and not text.lstrip().startswith("version:"):
+        lf = parse_explicit(text, Path(label))
+        return {lf.platforms[0]: {("conda", p.name): PkgRef(p.name, p.version, p.build) for p in lf.packages}}
+    try:
+        doc = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader
+    except yaml.YAMLError:
+        raise LockfileError(f"{label} is not valid YAML", hint="pass a conda-lock.yml, an @EXPLICIT .lock or a pixi.lock") from None
+    if not isinstance(doc, dict):
+        raise LockfileError(f"{label} is not a lock file", hint="pass a conda-lock.yml, an @EXPLICIT .lock or a pixi.lock")
+    if "environments" in doc and isinstance(doc.get("packages"), list):
+        return _pixi_entries(doc, label)
+    version = doc.get("version")
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    fmt = str((meta.get("custom_metadata") or {}).get(f"{META_PREFIX}lock_format", "1"))
+    if not fmt.isdigit() or int(fmt) > LOCK_FORMAT:
+        raise LockfileError(f"{label} was written by a newer envlock (lock format {fmt})", hint="upgrade envlock (`pip install -U envlock`)")
+    if version not in (1, 2) or not isinstance(doc.get("package"), list):
+        raise LockfileError(
+            f"{label} is not a conda-lock v1/v2 file (version {version!r})",
+            hint="envlock diff reads conda-lock v1/v2, @EXPLICIT and pixi.lock v4-v6 files",
+        )
+    out: Entries = {p: {} for p in meta.get("platforms") or ()}
+    for e in doc["package"]:
+        if not isinstance(e, dict) or "name" not in e:
+            raise LockfileError(f"{label}: a package entry has no name", hint="restore the file from git")
+        manager = str(e.get("manager", "conda"))
+        build = _split_filename(str(e.get("url", "")))[2] if manager == "conda" else ""
+        ref = PkgRef(str(e["name"]), str(e.get("version", "")), str(e.get("build") or build), manager)
+        out.setdefault(str(e.get("platform", "")), {})[(manager, ref.name)] = ref
+    return out
+
+
+def _pixi_entries(doc: Mapping[str, Any], label: str) -> Entries:
+    version = doc.get("version")
+    if not isinstance(version, int) or not 4 <= version <= 6:
+        raise LockfileError(f"{label} is pixi.lock version {version!r}", hint="envlock diff reads pixi.lock v4-v6")
+    pypi_versions = {str(p.get("pypi")): (str(p.get("name", "")), str(p.get("version", ""))) for p in doc["packages"] if isinstance(p, dict) and "pypi" in p}
+    out: Entries = {}
+    envs = doc.get("environments") or {}
+    for env, body in envs.items():
+        for platform, pkgs in ((body or {}).get("packages") or {}).items():
+            key = platform if env == "default" else f"{env}/{platform}"
+            bucket = out.setdefault(key, {})
+            for item in pkgs or ():
+                if "conda" in item:
+                    name, ver, build = _split_filename(str(item["conda"]))
+                    bucket[("conda", name)] = PkgRef(name, ver, build)
+                elif "pypi" in item:
+                    name, ver = pypi_versions.get(str(item["pypi"]), _wheel_name(str(item["pypi"])))
+                    bucket[("pypi", name)] = PkgRef(name, ver, "", "pypi")
+    return out
+
+
+def _wheel_name(url: str) -> tuple[str, str]:
+    parts = url.rsplit("/", 1)[-1].split("-")
+    return (parts[0], parts[1]) if len(parts) > 1 else (parts[0], "")
+
+
+def diff_entries(old: Entries, new: Entries, old_label: str, new_label: str) -> LockDiff:
+    """Per platform: added, removed, changed (version or build), in name order."""
+    platforms: list[PlatformDiff] = []
+    for platform in [*old, *(p for p in new if p not in old)]:
+        a, b = old.get(platform, {}), new.get(platform, {})
+        added = tuple(sorted(b[k] for k in b.keys() - a.keys()))
+        removed = tuple(sorted(a[k] for k in a.keys() - b.keys()))
+        both = sorted(a.keys() & b.keys(), key=lambda k: (k[1], k[0]))
+        changed = tuple((a[k], b[k]) for k in both if (a[k].version, a[k].build) != (b[k].version, b[k].build))
+        platforms.append(PlatformDiff(platform, added, removed, changed, len(both) - len(changed)))
+    return LockDiff(old_label, new_label, tuple(platforms))
+
+
+def _read_text(path: Path) -> str:
+    target = path / LOCK_NAME if path.is_dir() else path
+    try:
+        return target.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise LockfileError(f"no lock at {target}", hint="pass two lock files (conda-lock.yml, .lock or pixi.lock)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LockfileError(f"cannot read {target}: {exc}", hint="check the path and its permissions") from None
+
+
+def diff_files(old: Path, new: Path) -> LockDiff:
+    """`envlock diff A B`."""
+    return diff_entries(lock_entries(_read_text(old), str(old)), lock_entries(_read_text(new), str(new)), str(old), str(new))
+
+
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    except FileNotFoundError:
+        raise SpecError("git is not installed", hint="install git, or pass two lock files to `envlock diff`") from None
+
+
+def diff_git(project_dir: Path, ref: str, path: Path | None = None) -> list[LockDiff]:
+    """`envlock diff --git REF [PATH]`: each lock at REF against the working tree."""
+    top = _git(project_dir, "rev-parse", "--show-toplevel")
+    if top.returncode != 0:
+        raise SpecError(f"{project_dir} is not inside a git repository", hint="pass two lock files instead of --git")
+    root = Path(top.stdout.strip())
+    if ref.startswith("-") or _git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").returncode != 0:
+        raise SpecError(f"git ref {ref!r} does not exist", hint="use a branch, tag or commit, e.g. --git HEAD~1")
+    if path is not None:
+        target = (path if path.is_absolute() else Path.cwd() / path)
+        target = target / LOCK_NAME if target.is_dir() else target
+        rels = [_rel_to(target, root)]
+    else:
+        base = _rel_to(project_dir.resolve() / "locks", root)
+        listed = _git(root, "ls-tree", "-r", "--name-only", ref, "--", base).stdout.split()
+        at_ref = {p for p in listed if p.endswith("/" + LOCK_NAME)}
+        here = {_rel_to(p.resolve(), root) for p in (project_dir / "locks").glob(f"*/{LOCK_NAME}")}
+        rels = sorted(at_ref | here)
+        if not rels:
+            raise LockfileError(f"no locks under {base} here or at {ref}", hint="pass the lock path: envlock diff --git REF PATH")
+    out: list[LockDiff] = []
+    for rel in rels:
+        shown = _git(root, "show", f"{ref}:{rel}")
+        old_text = shown.stdout if shown.returncode == 0 else None
+        new_path = root / rel
+        new_text = new_path.read_text(encoding="utf-8") if new_path.is_file() else None
+        if old_text is None and new_text is None:
+            raise LockfileError(f"{rel} exists neither at {ref} nor in the working tree", hint="check the path")
+        old = lock_entries(old_text, f"{ref}:{rel}") if old_text is not None else {}
+        new = lock_entries(new_text, rel) if new_text is not None else {}
+        out.append(diff_entries(old, new, f"{ref}:{rel}", rel))
+    return out
+
+
+def _rel_to(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        raise SpecError(f"{path} is outside the git repository {root}", hint="pass a path inside the repository") from None
+
+
+# --------------------------------------------------------------------------- update
+
+
+@dataclass(frozen=True)
+class UpdateOutcome:
+    """What `envlock update` moved in one environment."""
+
+    name: str
+    diff: LockDiff
+    written: tuple[Path, ...] = ()
+    dry_run: bool = False
+
+    def to_json(self, project_dir: Path) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "dry_run": self.dry_run,
+            "platforms": self.diff.to_json()["platforms"],
+            "written": [_rel(p, project_dir) for p in self.written],
+        }
+
+
+def _entries_of(packages: Iterable[LockedPackage]) -> Entries:
+    out: Entries = {}
+    for p in packages:
+        out.setdefault(p.platform, {})[("conda", p.name)] = PkgRef(p.name, p.version, p.build)
+    return out
+
+
+def update(
+    project_dir: Path,
+    packages: Sequence[str],
+    *,
+    name: str | None = None,
+    dry_run: bool = False,
+    settings: SolveSettings | None = None,
+) -> list[UpdateOutcome]:
+    """`envlock update PKG…`: re-solve with every other package held at its locked version (per platform)."""
+    from envlock.lockfile import read_lock, write_all_atomic
+    from envlock.resolve import plan_for, project_lock, render_files, solve_options
+    from envlock.solver import RattlerSolver
+
+    settings = settings or SolveSettings()
+    wanted = {p.strip().lower() for p in packages if p.strip()}
+    if not wanted:
+        raise SpecError("name at least one package to update", hint="e.g. envlock update cuda-nvcc cudnn")
+    statuses = _select(project_dir, [name] if name else [])
+    jobs = []
+    for status in statuses:
+        if status.lock_path is None or not status.lock_path.is_file():
+            if name:
+                raise LockfileError(f"{status.name} has no lock to update", hint="run `envlock lock` first")
+            continue
+        edited = [c for c in status.changes if c.kind == "hand-edited"]
+        if edited:
+            where = f" [{edited[0].platform}]" if edited[0].platform else ""
+            raise LockfileError(
+                f"{status.name}: {edited[0].message}{where}; update holds locked versions, so it refuses an edited lock",
+                hint=f"restore locks/{status.name}/ from git, or re-lock it with `envlock lock {status.name}`",
+            )
+        old = read_lock(status.lock_path)
+        if wanted & {p.name for p in old.packages}:
+            jobs.append((status, old))
+    names_in = {p.name for _, old in jobs for p in old.packages}
+    unknown = sorted(wanted - names_in)
+    if unknown or not jobs:
+        where = name or "any lock"
+        raise SpecError(
+            f"{', '.join(unknown or sorted(wanted))} is not in {where}",
+            hint="update moves packages a lock already has; add new ones to the spec's dependencies and run `envlock lock`",
+        )
+    out: list[UpdateOutcome] = []
+    for status, old in jobs:
+        assert status.spec_path is not None
+        spec = read_spec(status.spec_path)
+        anchor = spec_anchor(spec, _recorded_from(old.custom_metadata), offline=settings.offline, lookup=_lookup_for(spec, settings))
+        plan, extras = plan_for(spec, anchor)
+        keep = {p: [q for q in old.packages_for(p) if q.name not in wanted] for p in spec.platforms}
+        solver = RattlerSolver(solve_options(settings.mirrors, settings.offline, settings.allow_insecure))
+        results = solver.solve(plan, locked=keep)
+        diff = diff_entries(
+            _entries_of(old.packages), _entries_of(p for r in results for p in r.packages),
+            str(status.lock_path), "updated",
+        )  # fmt: skip
+        written: list[Path] = []
+        if not dry_run:
+            files = render_files(project_dir, spec, plan, extras, results)
+            with project_lock(project_dir, spec.name):
+                written = write_all_atomic(files)
+        out.append(UpdateOutcome(status.name, diff, tuple(written), dry_run))
+    return out
+
+
+def _recorded_from(custom: Mapping[str, str]) -> Anchor | None:
+    raw = custom.get(f"{META_PREFIX}anchor")
+    lock = LockMeta(Path("."), (), {}, {f"{META_PREFIX}anchor": raw} if raw else {}, None)
+    return recorded_anchor(lock)

@@ -1,0 +1,80 @@
+"""Helpers for tests of `envlock lock/check/update/diff`: real projects resolved against the test channel.
+
+Plain functions (no fixtures) so test_lifecycle, test_check and test_diff share them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envlock.cli import run
+from envlock.resolve import ResolveRequest, resolve
+
+PLATFORMS = ("linux-64", "linux-aarch64", "win-64")
+NAME = "torch2.3.0-cu121"
+
+
+def make_project(dest: Path, channel: Path, *, torch: str = "2.3.0", platforms: tuple[str, ...] = PLATFORMS,
+                 name: str | None = None, **kwargs: Any) -> Path:
+    """Resolve one environment into dest (created) against a test channel dir; return dest."""
+    dest.mkdir(parents=True, exist_ok=True)
+    resolve(ResolveRequest(torch=torch, platforms=platforms, mirrors={"conda-forge": channel.as_uri()},
+                           project_dir=dest, name=name, **kwargs))
+    return dest
+
+
+def copy_project(template: Path, dest: Path) -> Path:
+    """A copy of a resolved project (so each test may edit its own)."""
+    shutil.copytree(template, dest, symlinks=True)
+    return dest
+
+
+def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under root with its bytes and mtime_ns: equal snapshots mean nothing was rewritten."""
+    return {p.relative_to(root).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def spec_file(project: Path, name: str = NAME) -> Path:
+    return project / "environments" / f"{name}.yml"
+
+
+def lock_file(project: Path, name: str = NAME) -> Path:
+    return project / "locks" / name / "conda-lock.yml"
+
+
+def edit(path: Path, old: str, new: str, count: int = 1) -> None:
+    """Replace text in a file, failing loudly when the text is not there (a test that edits nothing proves nothing)."""
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, count))
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run the CLI in-process: (exit code, stdout, stderr)."""
+    code = run(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
+    code, out, err = cli(capsys, *args, "--json")
+    assert out.strip(), err
+    return code, json.loads(out)
+
+
+def package_blocks(lock_text: str) -> list[str]:
+    """The package entries of a conda-lock.yml as they are written (one text block per entry)."""
+    section = lock_text[lock_text.index("\npackage:\n") + len("\npackage:\n"):]
+    blocks: list[str] = []
+    for line in section.splitlines(keepends=True):
+        if line.startswith("- "):
+            blocks.append(line)
+        else:
+            blocks[-1] += line
+    return blocks
