@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from envlock.doctor_probe import CUDA_LIB_PREFIXES, bundled_nvidia_libs
 from envlock.errors import SpecError
 from envlock.models import Finding, Severity
 from envlock.tables import cuda_tables
@@ -741,50 +742,73 @@ def check_driver(ctx: Context) -> list[Finding]:
 
 
 def _file_version(path: Path, soname: str) -> str | None:
-    """libnvJitLink.so.12.4.127 (the real file behind libnvJitLink.so.12) -> '12.4.127'."""
+    """Version of a CUDA library copy: from its real file name (conda: libnvJitLink.so.12.4.127), else from
+    the RECORD of the pip wheel that owns it (site-packages/nvidia/*/lib holds only libnvJitLink.so.12)."""
     real = os.path.basename(os.path.realpath(path))
     base = soname.split(".so")[0] + ".so."
-    return real[len(base):] if real.startswith(base) and len(real) > len(base) else None
+    if real != soname and real.startswith(base) and len(real) > len(base):
+        return real[len(base):]
+    parts = Path(os.path.realpath(path)).parts
+    if len(parts) > 4 and parts[-4] == "nvidia" and parts[-2] == "lib":
+        owned = bundled_nvidia_libs([str(Path(*parts[:-4]))])
+        return (owned.get(soname) or {}).get("version")
+    return None
+
+
+def _shadow_entries(ctx: Context, bundled: Mapping[str, Mapping[str, str]]) -> list[dict[str, Any]]:
+    """Each CUDA library on LD_LIBRARY_PATH that has the same file name as one torch bundles."""
+    loaded: dict[str, str] = ctx.py.get("loaded") or {}
+    out = []
+    for d in _paths(ctx.env.get("LD_LIBRARY_PATH")):
+        for name, own in sorted(bundled.items()):
+            f = d / name
+            if not name.startswith(CUDA_LIB_PREFIXES) or not f.exists() or _real(f) == _real(own["path"]):
+                continue
+            theirs, mine = _file_version(f, name), own["version"]
+            # Compare only versions of one scheme (libnvtx3interop.so.1.1.0 is not "older" than wheel 13.0.85).
+            comparable = theirs is not None and _vtuple(theirs)[:1] == _vtuple(mine)[:1]
+            if not comparable:
+                grade = "unknown"
+            elif _vtuple(theirs)[:2] < _vtuple(mine)[:2]:
+                grade = "older-minor"
+            elif _vtuple(theirs)[:3] < _vtuple(mine)[:3]:
+                grade = "older-patch"
+            else:
+                grade = "same-or-newer"
+            out.append({"file": str(f), "version": theirs, "bundled": own["path"], "bundled_version": mine,
+                        "grade": grade, "import_torch_loaded": loaded.get(name)})
+    return out
 
 
 def check_ld_library_path(ctx: Context) -> Finding:
     bundled: dict[str, dict[str, str]] = ctx.py.get("nvidia_libs") or {}
-    loaded: dict[str, str] = ctx.py.get("loaded") or {}
-    dirs = _paths(ctx.env.get("LD_LIBRARY_PATH"))
-    details: dict[str, Any] = {"LD_LIBRARY_PATH": [str(d) for d in dirs], "bundled": len(bundled)}
+    entries = _shadow_entries(ctx, bundled)
+    details: dict[str, Any] = {"LD_LIBRARY_PATH": ctx.env.get("LD_LIBRARY_PATH"), "bundled": len(bundled),
+                               "shadowing": entries}
     if not bundled:
         return Finding("ld_library_path.shadowing", "ok", "no pip-bundled CUDA libraries (site-packages/nvidia) to shadow",
                        details=details)
-    older, unknown = [], []
-    for d in dirs:
-        for name, own in sorted(bundled.items()):
-            f = d / name
-            if not f.exists() or _real(f) == _real(own["path"]):
-                continue
-            theirs = _file_version(f, name)
-            entry = {"file": str(f), "version": theirs, "bundled": own["path"], "bundled_version": own["version"],
-                     "import_torch_loaded": loaded.get(name)}
-            if theirs is None:
-                unknown.append(entry)
-            elif _vtuple(theirs)[:3] < _vtuple(own["version"])[:3]:
-                older.append(entry)
-    details.update(older=older, unknown=unknown)
-    if older:
-        e = older[0]
-        major = (_vtuple(e["bundled_version"]) or (12,))[0]
-        minor = (_vtuple(e["bundled_version"]) + (0, 0))[1]
+    hint = (f"{_activation_hint(ctx)} — envlock appends the env's lib dir after torch's" if ctx.meta is not None else
+            "remove that dir from LD_LIBRARY_PATH, or append it instead of prepending (torch finds its own via RPATH)")
+    for grade, severity in (("older-minor", "error"), ("older-patch", "warning"), ("unknown", "warning")):
+        hits = [e for e in entries if e["grade"] == grade]
+        if not hits:
+            continue
+        e, more = hits[0], f" (+{len(hits) - 1} more)" if len(hits) > 1 else ""
         took = f"; import torch loaded {e['import_torch_loaded']}" if e["import_torch_loaded"] else ""
-        more = f" (+{len(older) - 1} more)" if len(older) > 1 else ""
-        hint = (f"{_activation_hint(ctx)} — envlock appends the env's lib dir after torch's" if ctx.meta is not None else
-                f"remove {Path(e['file']).parent} from LD_LIBRARY_PATH (or append it instead of prepending)")
-        return Finding("ld_library_path.shadowing", "error", f"LD_LIBRARY_PATH has {e['file']} ({e['version']}), older than "
-                       f"torch's bundled {e['bundled_version']}{more}{took}: import torch can fail with "
-                       f"'undefined symbol: __nvJitLinkComplete_{major}_{minor}'", hint=hint, details=details)
-    if unknown:
-        e = unknown[0]
-        return Finding("ld_library_path.shadowing", "warning", f"LD_LIBRARY_PATH has {e['file']} beside torch's bundled "
-                       f"{e['bundled_version']}; its version is not in its file name, so envlock cannot tell if it is older",
-                       hint="keep CUDA library dirs off LD_LIBRARY_PATH when torch comes from pip", details=details)
+        mine = _vtuple(e["bundled_version"]) + (0, 0)
+        if grade == "older-minor":
+            symbol = (f"__nvJitLinkComplete_{mine[0]}_{mine[1]}" if e["file"].rsplit("/", 1)[-1].startswith(
+                ("libnvJitLink", "libcusparse")) else "<a newer CUDA symbol>")
+            why = f"import torch can fail with 'undefined symbol: {symbol}'"
+        elif grade == "older-patch":
+            why = "same minor, so the symbols match, but the loader may use the older copy"
+        else:
+            why = "its version cannot be read, so envlock cannot tell whether it is older"
+        shown = f" ({e['version']})" if e["version"] else ""
+        return Finding("ld_library_path.shadowing", severity,  # type: ignore[arg-type]
+                       f"LD_LIBRARY_PATH has {e['file']}{shown} beside torch's bundled {e['bundled_version']}{more}"
+                       f"{took}: {why}", hint=hint, details=details)
     return Finding("ld_library_path.shadowing", "ok", f"nothing on LD_LIBRARY_PATH shadows torch's {len(bundled)} "
                    "bundled CUDA libraries with an older copy", details=details)
 

@@ -15,8 +15,9 @@ import sys
 import time
 
 MARK = "ENVLOCK_PROBE_JSON="
+#: The CUDA libraries torch loads (tool libraries such as libnvperf or libnvtx3interop are left out).
 CUDA_LIB_PREFIXES = ("libcudart", "libcublas", "libcusparse", "libcusolver", "libnvJitLink", "libcufft",
-                     "libcurand", "libnvrtc", "libcudnn")
+                     "libcurand", "libnvrtc", "libcudnn", "libnccl", "libcufile")
 
 
 def emit(doc: dict) -> None:

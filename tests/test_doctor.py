@@ -297,6 +297,41 @@ def test_older_nvjitlink_on_ld_library_path_is_an_error(tmp_path: Path, cudart_s
     assert "__nvJitLinkComplete_12_6" in s.message
 
 
+def test_older_patch_of_the_same_minor_is_a_warning(tmp_path: Path, cudart_stub: Path) -> None:
+    p = make_prefix(tmp_path, cudart_stub)
+    site, old = _fake_site(tmp_path), _ld_dir(tmp_path, "libnvJitLink.so.12.6.20")
+    f = doctor(p, base_env(tmp_path, PYTHONPATH=str(site), LD_LIBRARY_PATH=str(old)))
+    s = f["ld_library_path.shadowing"]
+    assert s.severity == "warning" and "12.6.20" in s.message and "same minor" in s.message
+
+
+def test_pip_copy_on_ld_library_path_is_versioned_from_its_record(tmp_path: Path, cudart_stub: Path) -> None:
+    """Another venv's site-packages/nvidia/*/lib has no version in file names: the wheel's RECORD says it."""
+    p = make_prefix(tmp_path, cudart_stub)
+    site = _fake_site(tmp_path)
+    other = _fake_site(tmp_path / "other-venv", version="12.3.101")
+    lib = other / "nvidia" / "nvjitlink" / "lib"
+    f = doctor(p, base_env(tmp_path, PYTHONPATH=str(site), LD_LIBRARY_PATH=str(lib)))
+    s = f["ld_library_path.shadowing"]
+    assert s.severity == "error" and "12.3.101" in s.message and "__nvJitLinkComplete_12_6" in s.message
+
+
+def test_libraries_of_another_version_scheme_are_not_called_older(tmp_path: Path, cudart_stub: Path) -> None:
+    """Seen on the H200: libnvtx3interop.so.1.1.0 (own scheme) beside wheel 13.0.85 is no hazard."""
+    p = make_prefix(tmp_path, cudart_stub)
+    site = _fake_site(tmp_path, version="13.0.88")
+    nvtx = site / "nvidia" / "nvjitlink" / "lib" / "libnvtx3interop.so.1"
+    nvtx.write_bytes(b"\x7fELF")
+    rec = site / "nvidia_nvjitlink_cu12-13.0.88.dist-info" / "RECORD"
+    rec.write_text(rec.read_text() + "nvidia/nvjitlink/lib/libnvtx3interop.so.1,sha256=x,4\n")
+    d = tmp_path / "sys-cuda-lib"
+    d.mkdir()
+    (d / "libnvtx3interop.so.1.1.0").write_bytes(b"\x7fELF")
+    (d / "libnvtx3interop.so.1").symlink_to("libnvtx3interop.so.1.1.0")
+    f = doctor(p, base_env(tmp_path, PYTHONPATH=str(site), LD_LIBRARY_PATH=str(d)))
+    assert f["ld_library_path.shadowing"].severity == "ok"
+
+
 def test_newer_lib_on_ld_library_path_is_fine(tmp_path: Path, cudart_stub: Path) -> None:
     p = make_prefix(tmp_path, cudart_stub)
     site, new = _fake_site(tmp_path), _ld_dir(tmp_path, "libnvJitLink.so.12.8.93")
