@@ -1,9 +1,195 @@
-"""`envlock create` command(s) (adapter: options → request → one call → render)."""
+"""`envlock create`, `envlock run`, `envlock shell-hook` (adapters: options → one call → render)."""
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
 import typer
+
+from envlock.errors import EnvlockError, SpecError
+
+if TYPE_CHECKING:
+    from envlock.create import CreateResult
+
+_SHELL_CHOICES = ("bash", "zsh", "sh", "fish", "powershell", "cmd")
+
+
+def create_cmd(
+    name: Optional[str] = typer.Argument(None, help="Lock name: locks/NAME/conda-lock.yml (default: the only lock)."),
+    lock: Optional[Path] = typer.Option(None, "--lock", help="A conda-lock.yml or @EXPLICIT file to install."),
+    prefix: Optional[str] = typer.Option(None, "-p", "--prefix", help="Environment path."),
+    env_name: Optional[str] = typer.Option(
+        None, "-n", "--name", help="Environment name, under $ENVLOCK_ENVS_DIR (default: the user data dir)/envs."
+    ),
+    platform: Optional[str] = typer.Option(None, "--platform", help="Platform to install (default: this machine's)."),
+    offline: bool = typer.Option(False, "--offline", help="Use only the package cache."),
+    mirror: list[str] = typer.Option([], "--mirror", help="NAME=URL: download channel NAME's packages from URL."),
+    project_dir: Path = typer.Option(Path("."), "--project-dir", help="Project directory holding locks/."),
+    quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress and no summary."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
+) -> int:
+    """Create (or update) an environment from a lock, verifying every package's sha256."""
+    from envlock.commands.resolve import parse_mirrors
+    from envlock.create import CreateRequest, create_env, default_prefix, find_lock, host_platform
+    from envlock.lockfile import read_lock
+
+    if lock is not None and name:
+        raise SpecError("give either a lock NAME or --lock PATH, not both", hint="`envlock create NAME` reads locks/NAME/")
+    lock_path = lock if lock is not None else find_lock(project_dir, name)
+    target = default_prefix(read_lock(lock_path), prefix, env_name)
+    req = CreateRequest(lock_path=lock_path, prefix=target, platform=platform or host_platform(),
+                        offline=offline, mirrors=parse_mirrors(mirror))
+    progress = None if quiet or as_json else _RichProgress()
+    try:
+        result = create_env(req, progress)
+    finally:
+        if progress is not None:
+            progress.close()
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
+    elif not quiet:
+        _render_create(result)
+    return 0
+
+
+def _render_create(result: CreateResult) -> None:
+    """The summary on stderr (stdout stays free for --json)."""
+    import shlex
+
+    quoted = shlex.quote(str(result.prefix))
+    if result.action == "unchanged":
+        sys.stderr.write(f"{result.prefix} is already up to date with {result.lock_path} (nothing to do)\n")
+        return
+    sys.stderr.write(
+        f"{result.action} {result.prefix} from {result.lock_path} ({result.platform}): {result.packages} packages, "
+        f"{result.downloaded} downloaded, {result.cached} from the package cache, every hash verified\n"
+        f"activate: conda activate {quoted}\n"
+        f"      or: envlock run -p {quoted} -- CMD\n"
+        f'      or: eval "$(envlock shell-hook -p {quoted})"\n'
+    )
+
+
+class _RichProgress:
+    """create's Progress protocol on a rich progress display (stderr)."""
+
+    _LABELS = {"fetch": "download + verify", "link": "link"}
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self._progress = Progress(
+            TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[item]}"),
+            console=Console(stderr=True), transient=False,
+        )
+        self._tasks: dict[str, Any] = {}
+        self._started = False
+
+    def start(self, phase: str, total: int) -> None:
+        if not self._started:
+            self._progress.start()
+            self._started = True
+        self._tasks[phase] = self._progress.add_task(self._LABELS.get(phase, phase), total=total, item="")
+
+    def advance(self, phase: str, item: str) -> None:
+        if phase in self._tasks:
+            self._progress.update(self._tasks[phase], advance=1, item=item)
+
+    def finish(self, phase: str) -> None:
+        if phase in self._tasks:
+            self._progress.update(self._tasks[phase], item="")
+
+    def close(self) -> None:
+        if self._started:
+            self._progress.stop()
+
+
+# --------------------------------------------------------------------------- run / shell-hook
+
+
+def _target_prefix(prefix: Optional[str], env_name: Optional[str]) -> Path:
+    from envlock.create import envs_dir
+
+    if prefix and env_name:
+        raise SpecError("give either -p/--prefix or -n/--name, not both", hint="-p takes a path, -n a name")
+    if not prefix and not env_name:
+        raise SpecError("which environment? pass -p PREFIX or -n NAME", hint="e.g. -p ~/envs/train")
+    path = Path(prefix).expanduser().absolute() if prefix else envs_dir() / str(env_name)
+    if not (path / "conda-meta").is_dir():
+        raise SpecError(f"{path} is not a conda environment (no conda-meta/)",
+                        hint="create it first: `envlock create -p PREFIX`")
+    return path
+
+
+def run_cmd(
+    ctx: typer.Context,
+    prefix: Optional[str] = typer.Option(None, "-p", "--prefix", help="Environment path."),
+    env_name: Optional[str] = typer.Option(None, "-n", "--name", help="Environment name (under the envs dir)."),
+) -> int:
+    """Run a command with the environment's CUDA activation applied (no conda needed): run -p P -- CMD…"""
+    from envlock.activation import activate_environ
+    from envlock.create import host_platform, prefix_activation
+
+    command = list(ctx.args)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise SpecError("no command given", hint="envlock run -p PREFIX -- CMD [ARGS…]")
+    path = _target_prefix(prefix, env_name)
+    platform, torch_source, has_cudnn = prefix_activation(path)
+    if platform != host_platform():
+        raise SpecError(f"{path} is a {platform} environment; this machine is {host_platform()}",
+                        hint="run it on a matching machine (or create one for this platform)")
+    env = activate_environ(os.environ, str(path), platform, torch_source=torch_source, has_cudnn=has_cudnn)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.name != "posix":
+        import subprocess
+
+        return subprocess.call(command, env=env)
+    try:
+        os.execvpe(command[0], command, env)  # replaces this process: its exit code is the command's
+    except OSError as exc:
+        raise EnvlockError(f"cannot run {command[0]!r}: {exc.strerror or exc}",
+                           hint=f"is it installed in {path}/bin or on PATH?") from None
+    return 0  # not reached
+
+
+def shell_hook_cmd(
+    prefix: Optional[str] = typer.Option(None, "-p", "--prefix", help="Environment path."),
+    env_name: Optional[str] = typer.Option(None, "-n", "--name", help="Environment name (under the envs dir)."),
+    shell: Optional[str] = typer.Option(
+        None, "--shell", help="bash, zsh, sh, fish, powershell or cmd (default: from $SHELL, else bash)."
+    ),
+) -> int:
+    """Print the activation script: eval "$(envlock shell-hook -p PREFIX)"."""
+    from envlock.activation import shell_hook
+    from envlock.create import prefix_activation
+
+    chosen = shell or Path(os.environ.get("SHELL", "bash")).name
+    if chosen not in _SHELL_CHOICES:
+        if shell:
+            raise SpecError(f"unknown shell {shell!r}", hint=f"one of: {', '.join(_SHELL_CHOICES)}")
+        chosen = "bash"
+    path = _target_prefix(prefix, env_name)
+    platform, torch_source, has_cudnn = prefix_activation(path)
+    try:
+        text = shell_hook(chosen, platform, str(path), torch_source, has_cudnn)
+    except ValueError:
+        raise SpecError(f"no {chosen} hook for a {platform} environment",
+                        hint="sh/bash/zsh/fish for linux envs, powershell/cmd for win-64 envs") from None
+    sys.stdout.write(text)
+    return 0
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the app."""
+    app.command("create")(create_cmd)
+    app.command(
+        "run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
+    )(run_cmd)
+    app.command("shell-hook")(shell_hook_cmd)

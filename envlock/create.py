@@ -1,0 +1,702 @@
+"""Install a lock into a prefix with py-rattler's installer: fetch + verify everything, then link.
+
+Order of work, and why:
+
+1. Read the lock, pick the platform's packages, check the prefix (absent, empty, or a conda env).
+2. Fetch every archive ourselves and check its sha256 (md5 where a lock has no sha256) against the
+   lock BEFORE anything is extracted into the package cache: rattler 0.28 skips the hash for
+   `file://` URLs and for cached md5-only records (DESIGN.md traps). A verified archive is extracted
+   into `<cache>/pkgs/<dist>/`, with rattler's `<dist>.lock` (revision + sha256) so rattler's
+   installer takes it from the cache, and an `<dist>.envlock.json` sidecar that marks it verified.
+3. Link with `rattler.install` (no conda binary). Nothing touches the prefix before this step, so
+   a fetch failure (bad hash, unreachable URL, Ctrl-C) leaves an existing prefix untouched and a
+   new one absent. A failure while linking removes a new prefix; an existing one is left marked
+   `"state": "incomplete"` in conda-meta/envlock, so the next create repairs it.
+4. Install the activation hooks and write conda-meta/envlock (JSON; read by doctor).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import json
+import os
+import platform as _platform
+import shutil
+import struct
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+from urllib.parse import unquote, urlsplit
+
+from envlock import __version__
+from envlock.activation import hook_files
+from envlock.errors import ChannelError, EnvCreateError, Interrupted, LockfileError, SpecError
+from envlock.lockfile import LockFile, read_lock
+from envlock.models import LockedPackage
+
+#: conda-meta/envlock: JSON without a .json suffix, like pixi's conda-meta/pixi and conda's
+#: conda-meta/state. conda, micromamba and rattler parse every conda-meta/*.json as a package
+#: record; an envlock.json there makes rattler fail with "failed to determine the currently
+#: installed packages" (measured) and conda's PrefixData choke.
+ENVLOCK_JSON = "envlock"
+ENVLOCK_JSON_VERSION = 1
+CUDNN_NAMES = frozenset({"cudnn", "libcudnn", "libcudnn-dev"})
+_CHUNK = 1 << 20
+_RETRIES = 3
+
+Action = Literal["created", "updated", "unchanged"]
+FreshnessCheck = Callable[[LockFile, str], None]
+
+
+class Progress(Protocol):
+    """What create reports while it works (the CLI renders it with rich; tests may record it)."""
+
+    def start(self, phase: str, total: int) -> None: ...
+
+    def advance(self, phase: str, item: str) -> None: ...
+
+    def finish(self, phase: str) -> None: ...
+
+
+class _NoProgress:
+    def start(self, phase: str, total: int) -> None:
+        pass
+
+    def advance(self, phase: str, item: str) -> None:
+        pass
+
+    def finish(self, phase: str) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class CreateRequest:
+    """Everything `create_env` needs; `freshness_check` is the hook for `--locked`/`--frozen`."""
+
+    lock_path: Path
+    prefix: Path
+    platform: str
+    offline: bool = False
+    cache_dir: Path | None = None  # package cache; None: <envlock cache dir>/pkgs
+    mirrors: Mapping[str, str] = field(default_factory=dict)  # channel name or URL → URL to download from instead
+    freshness_check: FreshnessCheck | None = None  # raises LockfileError for a stale lock (lock lifecycle)
+    jobs: int = 4
+
+
+@dataclass(frozen=True)
+class CreateResult:
+    """What `create_env` did."""
+
+    action: Action
+    prefix: Path
+    lock_path: Path
+    platform: str
+    packages: int
+    downloaded: int  # archives fetched and verified this run
+    cached: int  # verified archives reused from the package cache
+    content_hash: str
+    hooks: tuple[str, ...]
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "prefix": str(self.prefix),
+            "lock": str(self.lock_path),
+            "platform": self.platform,
+            "packages": self.packages,
+            "downloaded": self.downloaded,
+            "cached": self.cached,
+            "content_hash": self.content_hash,
+            "hooks": list(self.hooks),
+            "seconds": round(self.seconds, 3),
+        }
+
+
+# --------------------------------------------------------------------------- locations
+
+
+def host_platform() -> str:
+    """The conda subdir of this machine (without importing rattler)."""
+    machine = _platform.machine().lower()
+    if sys.platform.startswith("linux"):
+        return {"x86_64": "linux-64", "amd64": "linux-64", "aarch64": "linux-aarch64", "arm64": "linux-aarch64",
+                "ppc64le": "linux-ppc64le"}.get(machine, f"linux-{machine}")
+    if sys.platform == "win32":
+        return "win-64"
+    if sys.platform == "darwin":
+        return "osx-arm64" if machine == "arm64" else "osx-64"
+    return f"{sys.platform}-{machine}"
+
+
+def envs_dir() -> Path:
+    """Where `-n NAME` envs live: $ENVLOCK_ENVS_DIR, else <platformdirs user data dir>/envlock/envs."""
+    env = os.environ.get("ENVLOCK_ENVS_DIR")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("envlock")) / "envs"
+
+
+def package_cache_dir() -> Path:
+    """<envlock cache dir>/pkgs ($ENVLOCK_CACHE_DIR, else the platform's user cache dir)."""
+    env = os.environ.get("ENVLOCK_CACHE_DIR")
+    if env:
+        return Path(env) / "pkgs"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("envlock")) / "pkgs"
+
+
+def find_lock(project_dir: Path, name: str | None) -> Path:
+    """`locks/NAME/conda-lock.yml`, or the only lock under locks/ when no name is given."""
+    locks = project_dir / "locks"
+    if name:
+        path = locks / name / "conda-lock.yml"
+        if not path.is_file():
+            known = ", ".join(available_locks(locks)) or "none"
+            raise LockfileError(f"no lock named {name!r} ({path} is missing; locks here: {known})",
+                                hint="pick one of the listed names, or pass --lock PATH")
+        return path
+    found = available_locks(locks)
+    if not found:
+        raise LockfileError(f"no lock under {locks}",
+                            hint="run `envlock resolve --torch VERSION` first, or pass --lock PATH")
+    if len(found) > 1:
+        raise SpecError(f"several locks under {locks}: {', '.join(found)}",
+                        hint=f"name one: `envlock create {found[0]}`")
+    return locks / found[0] / "conda-lock.yml"
+
+
+def available_locks(locks: Path) -> list[str]:
+    """Names of the lock dirs holding a conda-lock.yml."""
+    if not locks.is_dir():
+        return []
+    return sorted(p.parent.name for p in locks.glob("*/conda-lock.yml"))
+
+
+def default_prefix(lock: LockFile, prefix: str | None, name: str | None) -> Path:
+    """-p PREFIX, else -n NAME under envs_dir(), else the lock's env name under envs_dir()."""
+    if prefix and name:
+        raise SpecError("give either -p/--prefix or -n/--name, not both", hint="-p takes a path, -n a name")
+    if prefix:
+        return Path(prefix).expanduser().absolute()
+    env_name = name or lock.envlock_meta().get("env_name")
+    if not env_name:
+        raise SpecError("this lock does not name its environment", hint="pass -p PREFIX or -n NAME")
+    if "/" in env_name or "\\" in env_name or env_name in (".", ".."):
+        raise SpecError(f"-n takes a name, not a path: {env_name!r}", hint="use -p PREFIX for a path")
+    return (envs_dir() / env_name).absolute()
+
+
+# --------------------------------------------------------------------------- the prefix
+
+
+def prefix_state(prefix: Path) -> Literal["absent", "empty", "env"]:
+    """What is at `prefix`; EnvCreateError for a file or a non-empty dir that is not a conda env."""
+    if not prefix.exists():
+        return "absent"
+    if not prefix.is_dir():
+        raise EnvCreateError(f"{prefix} exists and is not a directory",
+                             hint="choose another -p PREFIX, or remove that file")
+    if (prefix / "conda-meta").is_dir():
+        return "env"
+    if any(prefix.iterdir()):
+        raise EnvCreateError(f"{prefix} exists, is not empty and is not a conda environment (no conda-meta/)",
+                             hint="choose another -p PREFIX; envlock never installs over unrelated files")
+    return "empty"
+
+
+def check_writable(prefix: Path) -> None:
+    """Try to create a file where the prefix will be written (os.access says yes to root)."""
+    probe_dir = prefix if prefix.is_dir() else prefix.parent
+    while not probe_dir.exists() and probe_dir != probe_dir.parent:
+        probe_dir = probe_dir.parent
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".envlock-probe-", dir=probe_dir)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise EnvCreateError(f"cannot write to {probe_dir}: {exc.strerror or exc}",
+                             hint="choose a -p PREFIX you can write to (or fix the permissions)") from None
+
+
+def read_env_meta(prefix: Path) -> dict[str, Any]:
+    """conda-meta/envlock (JSON), or {} when absent or unreadable."""
+    try:
+        data = json.loads((prefix / "conda-meta" / ENVLOCK_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def packages_digest(packages: Sequence[LockedPackage]) -> str:
+    """sha256 over the sorted (url, hash) pairs: equal digests = the same packages."""
+    rows = sorted(f"{p.url} {p.sha256 or 'md5:' + p.md5}" for p in packages)
+    return hashlib.sha256("\n".join(rows).encode()).hexdigest()
+
+
+def _dist(pkg: LockedPackage) -> str:
+    return pkg.filename.removesuffix(".conda").removesuffix(".tar.bz2")
+
+
+def _installed_dists(prefix: Path) -> set[str]:
+    meta = prefix / "conda-meta"
+    return {p.stem for p in meta.glob("*.json")}
+
+
+def _env_meta(lock: LockFile, req: CreateRequest, digest: str, state: str, has_cudnn: bool) -> dict[str, Any]:
+    meta = lock.envlock_meta(req.platform)
+    anchor = meta.get("anchor") or {}
+    plan = meta.get("plan") or {}
+    return {
+        "envlock_json_version": ENVLOCK_JSON_VERSION,
+        "envlock_version": __version__,
+        "lock_path": str(req.lock_path.absolute()),
+        "content_hash": lock.content_hash.get(req.platform, ""),
+        "platform": req.platform,
+        "anchor": {k: anchor.get(k) for k in ("torch", "cuda", "cudnn", "torch_source")},
+        "env_name": meta.get("env_name"),
+        # additions beyond doctor's contract
+        "plan": {k: plan.get(k) for k in ("cuda", "skew", "nvcc")} if plan else {},
+        "packages_digest": digest,
+        "activation": {"torch_source": anchor.get("torch_source") or "pip", "has_cudnn": has_cudnn},
+        "state": state,
+    }
+
+
+def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2, sort_keys=True)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------- fetch + verify
+
+
+@dataclass(frozen=True)
+class _Fetched:
+    pkg: LockedPackage
+    sha256: str
+    md5: str
+    size: int
+    downloaded: bool
+
+
+class _Cancelled(Exception):
+    """A worker saw the cancel flag (Ctrl-C in the main thread)."""
+
+
+def _expected(pkg: LockedPackage) -> tuple[str, str]:
+    """(algorithm, hex digest) the archive must have."""
+    return ("sha256", pkg.sha256.lower()) if pkg.sha256 else ("md5", pkg.md5.lower())
+
+
+def _sidecar(cache: Path, pkg: LockedPackage) -> Path:
+    return cache / f"{_dist(pkg)}.envlock.json"
+
+
+def _cached(cache: Path, pkg: LockedPackage) -> _Fetched | None:
+    """The verified cache entry for `pkg`, if there is one."""
+    try:
+        side = json.loads(_sidecar(cache, pkg).read_text())
+        rattler_lock = (cache / f"{_dist(pkg)}.lock").read_bytes()
+    except (OSError, ValueError):
+        return None
+    algo, want = _expected(pkg)
+    if side.get(algo) != want or rattler_lock[8:40].hex() != side.get("sha256"):
+        return None
+    if not (cache / _dist(pkg) / "info" / "index.json").is_file():
+        return None
+    return _Fetched(pkg, side["sha256"], side["md5"], int(side.get("size", 0)), False)
+
+
+def _mirrored(url: str, mirrors: Mapping[str, str]) -> str:
+    """Where to fetch a locked URL from (`--mirror conda-forge=URL`, as `envlock resolve` takes it)."""
+    from envlock.solver import canonical_channel_url
+
+    for name, dst in mirrors.items():
+        src = canonical_channel_url(name)  # ends with "/"
+        if url.startswith(src):
+            return dst.rstrip("/") + "/" + url[len(src):]
+    return url
+
+
+def _local_path(url: str) -> Path:
+    parts = urlsplit(url)
+    return Path(unquote(parts.path))
+
+
+def _hash_file(path: Path, cancel: threading.Event) -> tuple[str, str, int]:
+    sha, md5, size = hashlib.sha256(), hashlib.md5(), 0
+    with path.open("rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            if cancel.is_set():
+                raise _Cancelled
+            sha.update(chunk)
+            md5.update(chunk)
+            size += len(chunk)
+    return sha.hexdigest(), md5.hexdigest(), size
+
+
+def _download(url: str, dest: Path, pkg: LockedPackage, cancel: threading.Event, session: Any) -> None:
+    """GET `url` into `dest` (a few retries for resets, truncation and 5xx)."""
+    import requests
+
+    host = urlsplit(url).netloc
+    last = ""
+    for attempt in range(_RETRIES):
+        if attempt:
+            time.sleep(0.2 * attempt)
+        try:
+            with session.get(url, stream=True, timeout=(10, 60)) as resp:
+                if resp.status_code >= 500:
+                    last = f"HTTP {resp.status_code}"
+                    continue
+                if resp.status_code != 200:
+                    raise ChannelError(f"cannot download {pkg.filename}: HTTP {resp.status_code} from {host}",
+                                       hint=f"is {url} still published? re-lock with `envlock lock` if it moved")
+                expected_len = int(resp.headers.get("Content-Length") or -1)
+                got = 0
+                with dest.open("wb") as fh:
+                    for chunk in resp.iter_content(_CHUNK):
+                        if cancel.is_set():
+                            raise _Cancelled
+                        fh.write(chunk)
+                        got += len(chunk)
+                if expected_len >= 0 and got != expected_len:
+                    last = f"connection closed after {got} of {expected_len} bytes"
+                    continue
+                return
+        except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
+            last = _net_reason(exc)
+    raise ChannelError(f"cannot download {pkg.filename} from {host} ({last}, {_RETRIES} attempts)",
+                       hint="check the network or proxy settings; --offline uses only the package cache")
+
+
+def _net_reason(exc: BaseException) -> str:
+    """A short reason for a network error (requests' messages nest three exceptions deep)."""
+    text = str(exc)
+    for needle, reason in (("Name or service not known", "host not found"), ("NameResolution", "host not found"),
+                           ("Connection refused", "connection refused"), ("timed out", "timed out"),
+                           ("Connection reset", "connection reset"), ("RemoteDisconnected", "connection closed"),
+                           ("IncompleteRead", "connection closed mid-download")):
+        if needle in text:
+            return reason
+    return type(exc).__name__
+
+
+def _fetch_one(pkg: LockedPackage, cache: Path, work: Path, req: CreateRequest, cancel: threading.Event,
+               session: Any) -> _Fetched:
+    """Get one archive, verify it against the lock, extract it into the cache."""
+    from rattler.package_streaming import extract
+
+    url = _mirrored(pkg.url, req.mirrors)
+    scheme = urlsplit(url).scheme
+    if scheme == "file":
+        archive = _local_path(url)
+        if not archive.is_file():
+            raise EnvCreateError(f"package file {archive} is missing (locked as {pkg.url})",
+                                 hint="the local channel moved or was cleaned; restore it or re-lock")
+    elif scheme in ("http", "https"):
+        archive = work / pkg.filename
+        _download(url, archive, pkg, cancel, session)
+    else:
+        raise EnvCreateError(f"cannot fetch {pkg.url}: unsupported URL scheme {scheme!r}",
+                             hint="envlock installs from http(s):// and file:// URLs")
+    sha256, md5, size = _hash_file(archive, cancel)
+    algo, want = _expected(pkg)
+    got = sha256 if algo == "sha256" else md5
+    if got != want:
+        raise EnvCreateError(
+            f"{algo} mismatch for {pkg.filename}: the lock says {want}, the archive from {url} has {got}",
+            hint="the package is not the one that was locked, so nothing was installed; check the mirror or "
+                 "proxy, or re-lock (`envlock lock`) if the channel really changed",
+        )
+    target = cache / _dist(pkg)
+    staging = Path(tempfile.mkdtemp(prefix=f".{_dist(pkg)}.", dir=work))
+    try:
+        extract(archive, staging)
+    except Exception as exc:  # rattler raises its own types for corrupt archives
+        raise EnvCreateError(f"cannot unpack {pkg.filename}: {exc}",
+                             hint="the archive matches the lock but is not a valid conda package; re-lock") from None
+    finally:
+        if scheme != "file":
+            archive.unlink(missing_ok=True)
+    shutil.rmtree(target, ignore_errors=True)
+    try:
+        os.rename(staging, target)
+    except OSError:
+        if not (target / "info" / "index.json").is_file():  # another envlock put it there first
+            raise
+        shutil.rmtree(staging, ignore_errors=True)
+    # rattler's cache lock file: u64 revision + the archive's sha256; rattler trusts the entry when
+    # that sha256 equals the record's, so the install step never downloads again.
+    (cache / f"{_dist(pkg)}.lock").write_bytes(struct.pack(">Q", 1) + bytes.fromhex(sha256))
+    _write_json_atomic(_sidecar(cache, pkg), {"sha256": sha256, "md5": md5, "size": size, "url": pkg.url})
+    return _Fetched(pkg, sha256, md5, size, True)
+
+
+def fetch_all(packages: Sequence[LockedPackage], req: CreateRequest, cache: Path, progress: Progress) -> list[_Fetched]:
+    """Verified cache entries for every package (downloads in parallel; Ctrl-C stops them)."""
+    results: dict[str, _Fetched] = {}
+    missing: list[LockedPackage] = []
+    for pkg in packages:
+        hit = _cached(cache, pkg)
+        if hit is None:
+            missing.append(pkg)
+        else:
+            results[pkg.filename] = hit
+    if missing and req.offline:
+        names = ", ".join(p.filename for p in missing[:3]) + (" …" if len(missing) > 3 else "")
+        raise EnvCreateError(f"{len(missing)} package(s) are not in the package cache and --offline is set: {names}",
+                             hint=f"run once without --offline, or copy a filled package cache to {cache}")
+    progress.start("fetch", len(packages))
+    for hit in results.values():
+        progress.advance("fetch", hit.pkg.name)
+    if missing:
+        cache.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=".envlock-fetch-", dir=cache))
+        try:
+            for fetched in _fetch_parallel(missing, cache, work, req, progress):
+                results[fetched.pkg.filename] = fetched
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    progress.finish("fetch")
+    return [results[p.filename] for p in packages]
+
+
+def _fetch_parallel(missing: Sequence[LockedPackage], cache: Path, work: Path, req: CreateRequest,
+                    progress: Progress) -> list[_Fetched]:
+    import requests
+
+    cancel = threading.Event()
+    session = requests.Session()
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, req.jobs), thread_name_prefix="envlock-fetch")
+    futures = {pool.submit(_fetch_one, p, cache, work, req, cancel, session): p for p in missing}
+    out: list[_Fetched] = []
+    try:
+        pending = set(futures)
+        while pending:
+            # A timeout keeps the main thread responsive to Ctrl-C.
+            done, pending = concurrent.futures.wait(pending, timeout=0.2,
+                                                    return_when=concurrent.futures.FIRST_COMPLETED)
+            for fut in done:
+                fetched = fut.result()  # the first failure raises; `finally` stops the rest
+                progress.advance("fetch", fetched.pkg.name)
+                out.append(fetched)
+    except KeyboardInterrupt:
+        raise Interrupted("interrupted while downloading; nothing was installed",
+                          hint="run the command again; verified packages stay in the package cache") from None
+    finally:
+        cancel.set()
+        # Do not wait for a worker stuck in a slow read: the process is about to report and exit.
+        pool.shutdown(wait=False, cancel_futures=True)
+        session.close()
+    return out
+
+
+# --------------------------------------------------------------------------- link
+
+
+class _LinkReporter:
+    """rattler InstallerReporter → Progress (called from rattler's threads, with the GIL)."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.names: dict[int, str] = {}
+        self.next = 0
+
+    def on_link_start(self, operation: int, package_name: str) -> int:
+        self.next += 1
+        self.names[self.next] = package_name
+        return self.next
+
+    def on_link_complete(self, index: int) -> None:
+        self.progress.advance("link", self.names.pop(index, ""))
+
+
+def _records(fetched: Sequence[_Fetched], cache: Path) -> list[Any]:
+    """RepoDataRecords from each verified archive's own index.json, with the lock's URL."""
+    from rattler import PackageRecord, RepoDataRecord
+
+    records = []
+    for f in fetched:
+        pkg = f.pkg
+        rec = PackageRecord.from_index_json(cache / _dist(pkg) / "info" / "index.json", f.size, f.sha256, f.md5)
+        if (rec.name.normalized, str(rec.version), str(rec.build)) != (pkg.name.lower(), pkg.version, pkg.build):
+            raise EnvCreateError(
+                f"{pkg.filename} holds {rec.name.normalized} {rec.version} {rec.build}, not what the lock names",
+                hint="the lock or the channel is inconsistent; re-lock with `envlock lock`",
+            )
+        channel = pkg.url.rsplit("/", 2)[0]
+        records.append(RepoDataRecord(rec, pkg.filename, pkg.url, channel))
+    return records
+
+
+def link(records: list[Any], prefix: Path, platform: str, cache: Path, progress: Progress) -> None:
+    """rattler.install into `prefix` (also removes packages the lock no longer has)."""
+    from rattler import Subdir, install
+
+    progress.start("link", len(records))
+    try:
+        asyncio.run(install(records, target_prefix=prefix, cache_dir=cache, platform=Subdir(platform),
+                            show_progress=False, reporter=_LinkReporter(progress), execute_link_scripts=False))
+    finally:
+        progress.finish("link")
+
+
+# --------------------------------------------------------------------------- create
+
+
+def create_env(req: CreateRequest, progress: Progress | None = None) -> CreateResult:
+    """Install the lock's `req.platform` packages into `req.prefix` (see the module docstring)."""
+    started = time.perf_counter()
+    progress = progress or _NoProgress()
+    lock = read_lock(req.lock_path)
+    if req.platform not in lock.platforms:
+        raise LockfileError(
+            f"{req.lock_path} has no {req.platform} packages (it locks {', '.join(lock.platforms) or 'nothing'})",
+            hint=f"pass --platform {lock.platforms[0]} to create that platform's env, or re-lock with "
+                 f"`--platform {req.platform}`" if lock.platforms else "re-lock with envlock resolve",
+        )
+    packages = lock.packages_for(req.platform)
+    if not packages:
+        raise LockfileError(f"{req.lock_path} lists no conda packages for {req.platform}",
+                            hint="re-lock with `envlock resolve`")
+    if req.freshness_check is not None:
+        req.freshness_check(lock, req.platform)
+    state = prefix_state(req.prefix)
+    check_writable(req.prefix)
+    digest = packages_digest(packages)
+    has_cudnn = any(p.name in CUDNN_NAMES for p in packages)
+    new_meta = _env_meta(lock, req, digest, "complete", has_cudnn)
+
+    if state == "env" and _is_unchanged(req.prefix, new_meta, packages):
+        return _result("unchanged", req, lock, packages, 0, len(packages), started)
+
+    cache = req.cache_dir or package_cache_dir()
+    fetched = fetch_all(packages, req, cache, progress)
+    records = _records(fetched, cache)
+
+    if state == "env":
+        # Linking may stop half-way: say so in the prefix until it has finished.
+        _write_json_atomic(req.prefix / "conda-meta" / ENVLOCK_JSON, {**new_meta, "state": "incomplete"})
+    try:
+        link(records, req.prefix, req.platform, cache, progress)
+    except BaseException as exc:
+        _after_failed_link(req.prefix, state)
+        _forget_named_entries(str(exc), packages, cache)
+        if isinstance(exc, KeyboardInterrupt):
+            raise Interrupted("interrupted while linking", hint=_rollback_hint(req.prefix, state)) from None
+        if isinstance(exc, Exception):
+            raise EnvCreateError(f"linking into {req.prefix} failed: {_first_line(exc)}",
+                                 hint=_rollback_hint(req.prefix, state)) from None
+        raise
+    hooks = install_hooks(req.prefix, req.platform, new_meta["activation"]["torch_source"], has_cudnn)
+    _write_json_atomic(req.prefix / "conda-meta" / ENVLOCK_JSON, new_meta)
+    downloaded = sum(1 for f in fetched if f.downloaded)
+    action: Action = "updated" if state == "env" else "created"
+    return _result(action, req, lock, packages, downloaded, len(fetched) - downloaded, started, hooks)
+
+
+def _is_unchanged(prefix: Path, new_meta: Mapping[str, Any], packages: Sequence[LockedPackage]) -> bool:
+    old = read_env_meta(prefix)
+    same = all(old.get(k) == new_meta[k] for k in ("lock_path", "content_hash", "packages_digest", "platform"))
+    if not same or old.get("state") != "complete":
+        return False
+    hooks_there = all((prefix / rel).is_file() for rel in hook_files(new_meta["platform"], str(prefix)))
+    return hooks_there and {_dist(p) for p in packages} <= _installed_dists(prefix)
+
+
+def _after_failed_link(prefix: Path, state: str) -> None:
+    if state in ("absent", "empty"):
+        _remove_settled(prefix)
+    if state == "empty":
+        prefix.mkdir(parents=True, exist_ok=True)
+
+
+def _remove_settled(path: Path, quiet_s: float = 0.3, limit_s: float = 10.0) -> None:
+    """Remove `path`, again and again until it stays gone.
+
+    rattler's install returns on the first failing package while its other link tasks still run on
+    rattler's own threads (there is no way to join them from Python), and they recreate files.
+    """
+    deadline = time.monotonic() + limit_s
+    while True:
+        shutil.rmtree(path, ignore_errors=True)
+        time.sleep(quiet_s)
+        if not path.exists() or time.monotonic() > deadline:
+            return
+
+
+def _forget_named_entries(message: str, packages: Sequence[LockedPackage], cache: Path) -> None:
+    """Drop the 'verified' mark of cache entries a link error names, so the next run fetches them again."""
+    for pkg in packages:
+        if pkg.filename in message or _dist(pkg) in message:
+            _sidecar(cache, pkg).unlink(missing_ok=True)
+
+
+def _rollback_hint(prefix: Path, state: str) -> str:
+    if state == "env":
+        return f"{prefix} is marked incomplete in conda-meta/envlock; run `envlock create` again to repair it"
+    return f"the new environment was removed; run the command again (or use another -p than {prefix})"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+def install_hooks(prefix: Path, platform: str, torch_source: str, has_cudnn: bool) -> tuple[str, ...]:
+    """Write etc/conda/{activate,deactivate}.d/envlock-cuda.* for the prefix; return their paths."""
+    written = []
+    for rel, text in hook_files(platform, str(prefix), torch_source, has_cudnn).items():
+        path = prefix / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text.encode("utf-8"))
+        written.append(rel)
+    return tuple(sorted(written))
+
+
+def _result(action: Action, req: CreateRequest, lock: LockFile, packages: Sequence[LockedPackage],
+            downloaded: int, cached: int, started: float, hooks: tuple[str, ...] = ()) -> CreateResult:
+    return CreateResult(
+        action=action,
+        prefix=req.prefix,
+        lock_path=req.lock_path,
+        platform=req.platform,
+        packages=len(packages),
+        downloaded=downloaded,
+        cached=cached,
+        content_hash=lock.content_hash.get(req.platform, ""),
+        hooks=hooks,
+        seconds=time.perf_counter() - started,
+    )
+
+
+# --------------------------------------------------------------------------- activation of an existing prefix
+
+
+def prefix_activation(prefix: Path) -> tuple[str, str, bool]:
+    """(platform, torch_source, has_cudnn) of a prefix: from conda-meta/envlock, else guessed from its files."""
+    meta = read_env_meta(prefix)
+    act = meta.get("activation") or {}
+    platform = meta.get("platform") or host_platform()
+    torch_source = act.get("torch_source") or (meta.get("anchor") or {}).get("torch_source") or "pip"
+    if "has_cudnn" in act:
+        return platform, torch_source, bool(act["has_cudnn"])
+    dists = _installed_dists(prefix) if (prefix / "conda-meta").is_dir() else set()
+    has_cudnn = any(d.rsplit("-", 2)[0] in CUDNN_NAMES for d in dists)
+    return platform, torch_source, has_cudnn
