@@ -1,0 +1,95 @@
+"""`envlock doctor` against the real system CUDA of this machine kind (nvcc + cudart, no cuSPARSE headers).
+
+Skipped where there is no system nvcc. Expects exactly the seed's failure: the math-library headers
+(cusparse.h first, the one ATen/cuda/CUDAContextLight.h includes first) are missing, named with their fix,
+and `--compile` fails with nvcc's own "cusparse.h: No such file or directory". Everything else is real and
+must be fine: nvcc runs, cudart loads and reports its version, gcc is within nvcc's limit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envlock.doctor import HEADERS
+
+
+def _system_toolkit() -> Path | None:
+    """The toolkit the system nvcc really runs from (nvcc's own TOP; /usr/local/bin/nvcc may be a wrapper)."""
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+    if nvcc is None:
+        return None
+    proc = subprocess.run([nvcc, "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull],
+                          capture_output=True, text=True, timeout=60)
+    top = next((ln.split("=", 1)[1] for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("#$ TOP=")), None)
+    return Path(os.path.normpath(top)) if top else None
+
+
+TOOLKIT = _system_toolkit()
+pytestmark = pytest.mark.skipif(TOOLKIT is None, reason="no system CUDA (nvcc) on this machine")
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One `envlock doctor --compile --json` run with CUDA_HOME at the system toolkit, no conda env active."""
+    assert TOOLKIT is not None
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONDA", "CUDA", "CPATH", "NVCC_"))}
+    env.update(CUDA_HOME=str(TOOLKIT), PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.run([sys.executable, "-m", "envlock", "doctor", "--compile", "--json", "--python-exe", sys.executable],
+                          env=env, capture_output=True, text=True, timeout=600)
+    doc = json.loads(proc.stdout)
+    doc["_rc"] = proc.returncode
+    if (TOOLKIT / "include" / "cusparse.h").exists():
+        pytest.skip(f"{TOOLKIT} is a full toolkit (it has cusparse.h): the seed failure cannot show here")
+    return doc
+
+
+def test_exactly_the_seed_failure(result: dict) -> None:
+    errors = {f["code"] for f in result["findings"] if f["severity"] == "error"}
+    missing = {f"header.{h}" for h in HEADERS if not (TOOLKIT / "include" / h).exists()}  # type: ignore[operator]
+    assert "header.cusparse.h" in missing
+    assert errors == missing | {"compile.nvcc"}
+    assert result["_rc"] == 1 and result["exit_code"] == 1
+
+
+def test_cusparse_is_named_with_its_fix(result: dict) -> None:
+    f = next(f for f in result["findings"] if f["code"] == "header.cusparse.h")
+    assert "cusparse.h not found" in f["message"]
+    assert "libcusparse-dev" in f["hint"] and "cuda-version=" in f["hint"]
+
+
+def test_compile_fails_the_way_the_seed_describes(result: dict) -> None:
+    f = next(f for f in result["findings"] if f["code"] == "compile.nvcc")
+    assert "fatal error: cusparse.h: No such file or directory" in f["message"]
+    assert "libcusparse-dev" in f["hint"]
+    assert f["details"]["seconds"] > 0
+
+
+def test_the_rest_of_the_real_toolkit_is_fine(result: dict) -> None:
+    by = {f["code"]: f for f in result["findings"]}
+    assert by["nvcc.found"]["severity"] == "ok" and by["nvcc.found"]["details"]["version"]
+    assert by["cuda_home.consistent"]["severity"] == "ok"
+    assert by["cudart.loadable"]["severity"] in ("ok", "warning")  # warning: not on the loader's path
+    assert by["cudart.loadable"]["details"]["version"] >= 11000
+    assert by["host_compiler.version"]["severity"] == "ok"
+    assert by["header.cuda_runtime.h"]["severity"] == "ok"
+
+
+def test_ccbin_clash_is_what_this_nvcc_really_does(tmp_path: Path) -> None:
+    """conda-forge's NVCC_PREPEND_FLAGS=-ccbin=$CXX plus torch's -ccbin $CC: nvcc 13 warns and takes the last."""
+    gxx, gcc = shutil.which("g++"), shutil.which("gcc")
+    if not (gxx and gcc):
+        pytest.skip("needs gcc and g++")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONDA", "CUDA", "CPATH", "NVCC_"))}
+    env.update(CUDA_HOME=str(TOOLKIT), NVCC_PREPEND_FLAGS=f"-ccbin={gxx}", CC=gcc, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.run([sys.executable, "-m", "envlock", "doctor", "--json", "--python-exe", sys.executable],
+                          env=env, capture_output=True, text=True, timeout=300)
+    f = next(f for f in json.loads(proc.stdout)["findings"] if f["code"] == "host_compiler.ccbin")
+    assert f["severity"] in ("warning", "error")
+    assert "compiler-bindir" in f["message"]
