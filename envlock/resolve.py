@@ -228,7 +228,9 @@ def candidate_json(c: Candidate) -> dict[str, Any]:
     return {
         "cuda": c.cuda,
         "skew": c.skew,
-        "specs": list(c.specs),
+        # Sorted: a solve does not depend on the order of its specs, so neither does the hash
+        # (reordering the spec's extra dependencies must not make a lock stale).
+        "specs": sorted(c.specs),
         "channels": [strip_credentials(x) for x in c.channels],
         "virtual_packages": [str(v) for v in c.virtual_packages],
     }
