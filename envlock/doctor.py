@@ -38,7 +38,7 @@ from envlock.tables import cuda_tables
 DOCTOR_RESULT_VERSION = 1
 PROBE = Path(__file__).with_name("doctor_probe.py")
 PROBE_MARK = "ENVLOCK_PROBE_JSON="
-PLATFORM = "linux-64"
+ACTIVE_VAR = "_ENVLOCK_PREFIX"  # set by envlock's activation (envlock.activation.ACTIVE)
 
 #: Headers torch's ATen/cuda/CUDAContextLight.h includes (facts §7.3), with the conda-forge package of each.
 HEADERS: dict[str, str] = {
@@ -179,12 +179,15 @@ def driver_table() -> dict[str, Any]:
 
 
 def _read_meta(prefix: Path) -> dict[str, Any] | None:
-    """conda-meta/envlock.json, read defensively (absent, unreadable or odd → None)."""
-    try:
-        doc = json.loads((prefix / "conda-meta" / "envlock.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
+    """What `envlock create` recorded (conda-meta/envlock, or an older envlock.json); None when absent or odd."""
+    for name in ("envlock", "envlock.json"):
+        try:
+            doc = json.loads((prefix / "conda-meta" / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict):
+            return doc
+    return None
 
 
 def _activate(prefix: Path, base: Mapping[str, str]) -> tuple[dict[str, str], tuple[str, ...], str | None]:
@@ -280,9 +283,9 @@ def gather(options: DoctorOptions) -> Context:
         if not prefix.is_dir() or not any(prefix.iterdir()):
             raise SpecError(f"prefix {prefix} is empty or not a folder: there is nothing to diagnose",
                             hint="create the environment first: envlock create --lock locks/<name>/conda-lock.yml -p PATH")
-    elif base.get("CONDA_PREFIX") and Path(base["CONDA_PREFIX"]).is_dir():
-        prefix = Path(base["CONDA_PREFIX"])
-    active = prefix is not None and _real(base.get("CONDA_PREFIX")) == _real(prefix)
+    else:  # `envlock run` / shell-hook mark their prefix in _ENVLOCK_PREFIX; conda in CONDA_PREFIX
+        prefix = next((Path(base[v]) for v in (ACTIVE_VAR, "CONDA_PREFIX") if base.get(v) and Path(base[v]).is_dir()), None)
+    active = prefix is not None and _real(prefix) in (_real(base.get(ACTIVE_VAR)), _real(base.get("CONDA_PREFIX")))
     env, scripts, act_err = (base, (), None) if prefix is None or active else _activate(prefix, base)
     torch_home, source = find_cuda_home(env)
     root = prefix if prefix is not None else torch_home
@@ -349,7 +352,7 @@ def check_target(ctx: Context) -> Finding:
     if ctx.meta is not None:
         details["envlock"] = {k: ctx.meta.get(k) for k in ("env_name", "lock_path", "content_hash", "platform", "anchor")}
     if ctx.prefix is None:
-        return Finding("env.target", "ok", "no -p and no active conda env: checking the system CUDA torch would use",
+        return Finding("env.target", "ok", "no -p and no active env: checking the system CUDA torch would use",
                        details=details)
     how = "active" if ctx.active else f"not active; evaluated with its {len(ctx.scripts)} activation script(s) applied"
     if ctx.activation_error:
@@ -657,6 +660,14 @@ def check_host_compiler(ctx: Context) -> Finding:
                    details=details)
 
 
+def ccbin_probe(nvcc: Path, cc: str, env: Mapping[str, str]) -> tuple[int, str, str]:
+    """Ask nvcc itself what it does with torch's `-ccbin $CC` on top of NVCC_*_FLAGS: (rc, its complaint, output)."""
+    cmd = [str(nvcc), "-ccbin", cc, "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull]
+    rc, out, err = _run(cmd, env, timeout=60)
+    said = next((ln.strip() for ln in (err + out).splitlines() if "compiler-bindir" in ln), "")
+    return rc, said, (err or out).strip()[-400:]
+
+
 def check_ccbin(ctx: Context) -> Finding:
     """NVCC_PREPEND_FLAGS=-ccbin=$CXX (conda-forge cuda-nvcc) plus torch's -ccbin $CC: what nvcc really does."""
     env, pre = ctx.env, _ccbin(ctx.env.get("NVCC_PREPEND_FLAGS", "")) or _ccbin(ctx.env.get("NVCC_APPEND_FLAGS", ""))
@@ -665,13 +676,14 @@ def check_ccbin(ctx: Context) -> Finding:
     if not pre or not env.get("CC") or ctx.nvcc is None or ctx.nvcc.error:
         return Finding("host_compiler.ccbin", "ok", "no -ccbin clash (no -ccbin in NVCC_*_FLAGS, or CC unset)",
                        details=details)
-    cmd = [str(ctx.nvcc.path), "-ccbin", env["CC"], "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull]
-    rc, out, err = _run(cmd, env, timeout=60)
-    details.update(rc=rc, output=(err or out).strip()[-400:])
-    said = next((ln.strip() for ln in (err + out).splitlines() if "compiler-bindir" in ln), "")
+    if not ctx.py.get("torch"):  # the second -ccbin is torch's (-ccbin $CC); without torch there is no clash
+        return Finding("host_compiler.ccbin", "ok", f"NVCC_*_FLAGS has -ccbin {pre} and CC is set, but torch is not "
+                       "importable here, and only torch's builder adds -ccbin $CC", details=details)
+    rc, said, output = ccbin_probe(ctx.nvcc.path, env["CC"], env)
+    details.update(rc=rc, output=output)
     if rc != 0:
         return Finding("host_compiler.ccbin", "error", f"nvcc {ctx.nvcc.version} refuses two -ccbin options (NVCC_*_FLAGS "
-                       f"has {pre}, torch adds -ccbin $CC={env['CC']}): {said or details['output']}",
+                       f"has {pre}, torch adds -ccbin $CC={env['CC']}): {said or output}",
                        hint="unset CC for torch builds, or drop -ccbin from NVCC_PREPEND_FLAGS", details=details)
     if said:
         return Finding("host_compiler.ccbin", "warning", f"nvcc {ctx.nvcc.version} warns '{said}' and uses the last one: "

@@ -86,7 +86,7 @@ def make_prefix(root: Path, cudart_stub: Path, *, nvcc: str | None = "12.6.85", 
             export LD_LIBRARY_PATH="${{LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}}$CONDA_PREFIX/lib"
             """))
     if meta is not None:
-        (p / "conda-meta" / "envlock.json").write_text(json.dumps(meta))
+        (p / "conda-meta" / "envlock").write_text(json.dumps(meta))  # what envlock create writes
     return p
 
 
@@ -132,6 +132,18 @@ def test_complete_prefix_is_green(tmp_path: Path, cudart_stub: Path) -> None:
     assert f["cudart.loadable"].severity == "ok" and "CUDA runtime 12.6" in f["cudart.loadable"].message
     assert f["cudart.loadable"].details["loaded_by"] == "soname"  # through the activation's LD_LIBRARY_PATH
     assert f["driver.present"].severity == "warning"  # no GPU here: a warning, never an error
+
+
+def test_env_activated_by_envlocks_own_activation_is_green(tmp_path: Path, cudart_stub: Path) -> None:
+    """`envlock run` applies envlock.activation and marks the prefix in _ENVLOCK_PREFIX (no CONDA_PREFIX)."""
+    from envlock.activation import activate_environ
+
+    p = make_prefix(tmp_path, cudart_stub, activation=False, meta=META)
+    env = activate_environ(base_env(tmp_path), str(p), "linux-64", torch_source="pip", has_cudnn=False)
+    f = doctor(None, env)
+    assert f["env.target"].details["mode"] == "prefix" and f["env.target"].details["active"]
+    assert {c for c, x in f.items() if x.severity == "error"} == set()
+    assert f["header.cusparse.h"].details["path"] == str(p / TARGET / "include" / "cusparse.h")
 
 
 # ------------------------------------------------------------------------------------------ headers
