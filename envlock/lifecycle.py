@@ -59,6 +59,7 @@ class Change:
     kind: str
     message: str
     platform: str | None = None
+    hint: str | None = None  # what to do, for the kinds `lock`/`update` refuse
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "platform": self.platform, "message": self.message}
@@ -449,7 +450,7 @@ def env_status(project_dir: Path, name: str, spec_path: Path | None, lock_path: 
         spec = read_spec(spec_path)
     except EnvlockError as exc:
         kind = "newer-envlock" if "upgrade envlock" in exc.hint else "invalid-spec"
-        return EnvStatus(name, spec_path, lock_path, (), (Change(kind, f"{exc.message} ({exc.hint})"),))
+        return EnvStatus(name, spec_path, lock_path, (), (Change(kind, exc.message, hint=exc.hint),))
     if spec.name != name:
         msg = f"{spec_path.name} says `name: {spec.name}`; envlock expects the file to be named {spec.name}.yml"
         return EnvStatus(name, spec_path, lock_path, spec.platforms, (Change("invalid-spec", msg),))
@@ -460,7 +461,7 @@ def env_status(project_dir: Path, name: str, spec_path: Path | None, lock_path: 
         lock = read_lock_meta(lock_path)
     except LockfileError as exc:
         kind = "newer-envlock" if "upgrade envlock" in exc.hint else "invalid-lock"
-        return EnvStatus(name, spec_path, lock_path, spec.platforms, (Change(kind, f"{exc.message} ({exc.hint})"),))
+        return EnvStatus(name, spec_path, lock_path, spec.platforms, (Change(kind, exc.message, hint=exc.hint),))
     return EnvStatus(name, spec_path, lock_path, spec.platforms, tuple(compare(spec, lock)))
 
 
@@ -620,7 +621,8 @@ def _refuse(status: EnvStatus) -> EnvlockError:
         )
     if first.kind == "newer-envlock":
         return LockfileError(f"{status.name}: {first.message}", hint="upgrade envlock (`pip install -U envlock`)")
-    return SpecError(f"{status.name}: {first.message}", hint="fix or restore the file from git; nothing was written")
+    hint = first.hint or "fix the spec, or restore it from git"
+    return SpecError(f"{status.name}: {first.message}", hint=f"{hint}; nothing was written")
 
 
 def _select(project_dir: Path, names: Sequence[str]) -> list[EnvStatus]:

@@ -122,7 +122,8 @@ def lock_cmd(
         if o.action == "fresh":
             _out(f"fresh   {o.name}: unchanged")
             continue
-        why = "; ".join(c.message for c in o.reasons[:3]) or "--all"
+        messages = list(dict.fromkeys(c.message for c in o.reasons))  # one line per reason, not per platform
+        why = "; ".join(messages[:3]) + ("; …" if len(messages) > 3 else "") or "--all"
         _out(f"locked  {o.name} ({why})")
         _columns(
             [[p, f"CUDA {v['cuda']}", f"nvcc {v['nvcc'] or '-'}", f"{v['packages']} packages"] for p, v in o.platforms.items()],
