@@ -130,6 +130,23 @@ def test_resolve_create_activate_in_a_real_shell(project: Path, tmp_path: Path, 
     assert after == before  # every variable back, CUDA_HOME to its old value
 
 
+def test_lock_dir_activate_sh_from_resolve(project: Path, tmp_path: Path, mirror: dict[str, str]) -> None:
+    """locks/<name>/activate.sh (written by resolve, prefix given at activation time) does the same."""
+    prefix = tmp_path / "a b"
+    create_env(req(lock_of(project), prefix, tmp_path, mirror))
+    ldir = lock_of(project).parent
+    assert {"activate.sh", "deactivate.sh", "activate.ps1", "activate.bat"} <= {p.name for p in ldir.iterdir()}
+    env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": "/torch/lib"}
+    steps = ["true", f". '{ldir}/activate.sh' '{prefix}'", f". '{ldir}/activate.sh' '{prefix}'",
+             f". '{ldir}/deactivate.sh'"]
+    base, active, again, after = snapshots("bash", ["set -u; " + steps[0], *steps[1:]], env, tmp_path)
+    hook = prefix / "etc/conda/activate.d/envlock-cuda.sh"
+    (via_hook,) = snapshots("bash", [f". '{hook}'"], env, tmp_path)
+    assert active == via_hook == again
+    assert active["LD_LIBRARY_PATH"] == f"/torch/lib:{prefix}/lib"  # pip torch: appended
+    assert after == base
+
+
 def test_installed_hooks_are_safe_under_set_u_and_match_envlock_run(project: Path, tmp_path: Path,
                                                                     mirror: dict[str, str]) -> None:
     prefix = tmp_path / "env"

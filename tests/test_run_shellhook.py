@@ -1,0 +1,127 @@
+"""`envlock run` and `envlock shell-hook` on prefixes created from a real resolve of the test channel."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envlock.create import ENVLOCK_JSON, CreateRequest, create_env
+from tests.test_activation import snapshots
+from tests.test_create import lock_of, project  # noqa: F401 - `project` is a session fixture
+
+ENVLOCK = [sys.executable, "-m", "envlock"]
+BASE = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/nonexistent", "LC_ALL": "C.UTF-8"}
+
+
+@pytest.fixture(scope="module")
+def prefixes(project: Path, tmp_path_factory: pytest.TempPathFactory, test_channel_url: str) -> dict[str, Path]:  # noqa: F811
+    """A linux-64 prefix (path with a space) and a win-64 prefix, created once."""
+    root = tmp_path_factory.mktemp("run")
+    out = {}
+    for platform in ("linux-64", "win-64"):
+        prefix = root / f"env {platform}"
+        create_env(CreateRequest(lock_of(project), prefix, platform, cache_dir=root / "pkgs",
+                                 mirrors={"conda-forge": test_channel_url}))
+        out[platform] = prefix
+    return out
+
+
+def envlock(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ENVLOCK, *args], capture_output=True, text=True, env=env or BASE, timeout=60)
+
+
+def test_run_passes_the_exit_code_and_activates(prefixes: dict[str, Path]) -> None:
+    prefix = prefixes["linux-64"]
+    script = 'command -v nvcc; echo "$CUDA_HOME"; nvcc --version | tail -1; exit 7'
+    proc = envlock("run", "-p", str(prefix), "--", "sh", "-c", script)
+    assert proc.returncode == 7, proc.stderr
+    which, home, version = proc.stdout.strip().splitlines()
+    assert which == str(prefix / "bin" / "nvcc") and home == str(prefix)
+    assert "12.1" in version
+
+
+def test_run_without_double_dash_keeps_the_commands_options(prefixes: dict[str, Path]) -> None:
+    proc = envlock("run", "-p", str(prefixes["linux-64"]), "sh", "-c", 'echo "$CPATH"')
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"{prefixes['linux-64']}/targets/x86_64-linux/include"
+
+
+def test_run_compiles_against_the_env_headers(prefixes: dict[str, Path]) -> None:
+    if shutil.which("gcc") is None:
+        pytest.skip("no gcc")
+    probe = "printf '#include <cusparse.h>\\n#include <cuda_runtime.h>\\n' | gcc -E -x c - > /dev/null"
+    assert subprocess.run(["sh", "-c", probe], env=BASE, capture_output=True).returncode != 0
+    assert envlock("run", "-p", str(prefixes["linux-64"]), "--", "sh", "-c", probe).returncode == 0
+
+
+def test_run_refuses_clearly(prefixes: dict[str, Path], tmp_path: Path) -> None:
+    cases = [
+        (["run", "-p", str(prefixes["linux-64"])], "no command given"),
+        (["run", "-p", str(tmp_path / "nope"), "--", "true"], "is not a conda environment"),
+        (["run", "--", "true"], "which environment?"),
+        (["run", "-p", str(prefixes["win-64"]), "--", "true"], "is a win-64 environment"),
+        (["run", "-p", str(prefixes["linux-64"]), "--", "no-such-command-xyz"], "cannot run 'no-such-command-xyz'"),
+    ]
+    for args, needle in cases:
+        proc = envlock(*args)
+        assert proc.returncode == 1, (args, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert lines[0].startswith("error: ") and needle in lines[0], proc.stderr
+        assert lines[1].startswith("hint: ") and "Traceback" not in proc.stderr
+
+
+def test_run_on_a_prefix_envlock_did_not_create(prefixes: dict[str, Path], tmp_path: Path) -> None:
+    """No conda-meta/envlock: pip torch is assumed, cuDNN is seen from conda-meta."""
+    copy = tmp_path / "foreign"
+    shutil.copytree(prefixes["linux-64"], copy, symlinks=True)
+    (copy / "conda-meta" / ENVLOCK_JSON).unlink()
+    proc = envlock("run", "-p", str(copy), "--", "sh", "-c", 'echo "$CUDNN_HOME|$LD_LIBRARY_PATH"')
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"{copy}|{copy}/lib"
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+def test_shell_hook_eval_equals_the_installed_hook(prefixes: dict[str, Path], tmp_path: Path, shell: str) -> None:
+    exe = shutil.which(shell)
+    if exe is None:
+        pytest.skip(f"{shell} is not installed here")
+    prefix = prefixes["linux-64"]
+    envlock_cmd = " ".join(f"'{a}'" for a in ENVLOCK)
+    hook = prefix / "etc/conda/activate.d/envlock-cuda.sh"
+    via_eval, via_hook = (
+        snapshots(exe, [f"eval \"$({envlock_cmd} shell-hook -p '{prefix}' --shell {shell})\""], BASE, tmp_path)[0],
+        snapshots(exe, [f". '{hook}'"], BASE, tmp_path)[0],
+    )
+    assert via_eval == via_hook and via_eval["CUDA_HOME"] == str(prefix)
+
+
+def test_shell_hook_text_per_shell(prefixes: dict[str, Path]) -> None:
+    linux, win = prefixes["linux-64"], prefixes["win-64"]
+    fish = envlock("shell-hook", "-p", str(linux), "--shell", "fish")
+    assert fish.stdout == (linux / "etc/conda/activate.d/envlock-cuda.fish").read_text()
+    ps1 = envlock("shell-hook", "-p", str(win), "--shell", "powershell")
+    assert ps1.stdout.replace("\r\n", "\n") == (win / "etc/conda/activate.d/envlock-cuda.ps1").read_bytes().decode(
+    ).replace("\r\n", "\n")
+    bat = envlock("shell-hook", "-p", str(win), "--shell", "cmd")
+    assert bat.returncode == 0 and f'@set "_ENVLOCK_P={win}"' in bat.stdout
+    default = envlock("shell-hook", "-p", str(linux), env={**BASE, "SHELL": "/usr/bin/fish"})
+    assert default.stdout == fish.stdout  # the shell comes from $SHELL
+    for args, needle in (
+        (["--shell", "cmd", "-p", str(linux)], "no cmd hook for a linux-64 environment"),
+        (["--shell", "tcsh", "-p", str(linux)], "unknown shell 'tcsh'"),
+        (["--shell", "bash", "-p", str(win)], "no bash hook for a win-64 environment"),
+    ):
+        proc = envlock("shell-hook", *args)
+        assert proc.returncode == 1 and proc.stderr.startswith("error: ") and needle in proc.stderr, proc.stderr
+
+
+def test_envlock_json_of_a_win_prefix_drives_run_and_hooks(prefixes: dict[str, Path]) -> None:
+    meta = json.loads((prefixes["win-64"] / "conda-meta" / ENVLOCK_JSON).read_text())
+    assert meta["platform"] == "win-64" and meta["activation"] == {"torch_source": "pip", "has_cudnn": True}
+    assert os.path.isfile(prefixes["win-64"] / "etc/conda/deactivate.d/envlock-cuda.bat")
