@@ -538,34 +538,60 @@ def check(project_dir: Path, names: Sequence[str] = ()) -> CheckReport:
     return CheckReport(project_dir, tuple(env_status(project_dir, n, *found[n]) for n in picked))
 
 
-def assert_fresh(project_dir: Path, name_or_lock_path: str | Path) -> None:
-    """Raise LockfileError naming what changed unless the environment's lock is fresh (for `create --locked`)."""
+def status_of(project_dir: Path, name_or_lock_path: str | Path) -> EnvStatus:
+    """The freshness of the environment a name, a lock dir or a lock file (conda-lock.yml or .lock) names.
+
+    A lock path carries its project: locks/<name>/conda-lock.yml belongs to the project two levels up.
+    """
     target = Path(name_or_lock_path)
-    if target.suffix in (".yml", ".yaml", ".lock") or target.is_file():
-        lock_dir = target.parent if target.name == LOCK_NAME or target.suffix == ".lock" else target
-        name = lock_dir.name
-        project_dir = lock_dir.parent.parent if lock_dir.parent.name == "locks" else project_dir
+    lock_dir: Path | None = None
+    if target.is_file() or target.suffix in (".yml", ".yaml", ".lock"):
+        lock_dir = target.parent
     elif target.is_dir() and (target / LOCK_NAME).is_file():
-        name = target.name
-        project_dir = target.parent.parent if target.parent.name == "locks" else project_dir
+        lock_dir = target
+    if lock_dir is not None:
+        name = lock_dir.name
+        if lock_dir.parent.name == "locks":
+            project_dir = lock_dir.parent.parent
     else:
         name = str(name_or_lock_path)
-    spec = project_dir / "environments" / f"{name}.yml"
-    if not spec.is_file() and (project_dir / "environments" / f"{name}.yaml").is_file():
-        spec = project_dir / "environments" / f"{name}.yaml"
-    lock = project_dir / "locks" / name / LOCK_NAME
-    status = env_status(project_dir, name, spec if spec.is_file() else None, lock)
-    if status.fresh:
+    env_dir = project_dir / "environments"
+    spec = next((p for p in (env_dir / f"{name}.yml", env_dir / f"{name}.yaml") if p.is_file()), None)
+    return env_status(project_dir, name, spec, project_dir / "locks" / name / LOCK_NAME)
+
+
+def changes_for(status: EnvStatus, platform: str | None) -> list[Change]:
+    """The changes that concern one platform (and those of the whole environment)."""
+    return [c for c in status.changes if platform is None or c.platform in (None, platform)]
+
+
+def assert_fresh(project_dir: Path, name_or_lock_path: str | Path, platform: str | None = None) -> None:
+    """Raise LockfileError naming what changed unless the lock is fresh (for `create --locked`).
+
+    With `platform`, only that platform's lock (and environment-wide problems) must be fresh.
+    """
+    status = status_of(project_dir, name_or_lock_path)
+    changes = changes_for(status, platform)
+    if not changes:
         return
-    first = status.changes[0]
+    first = changes[0]
     where = f" [{first.platform}]" if first.platform else ""
-    more = f" (+{len(status.changes) - 1} more)" if len(status.changes) > 1 else ""
+    more = f" (+{len(changes) - 1} more)" if len(changes) > 1 else ""
     hint = RELOCK_HINT + ", or pass --frozen to install the lock as it is"
     if first.kind == "newer-envlock":
         hint = "upgrade envlock (`pip install -U envlock`)"
     elif first.kind == "missing-spec":
-        hint = f"--locked compares the lock with environments/{name}.yml; restore it, or pass --frozen"
-    raise LockfileError(f"the lock of {name} is stale: {first.message}{where}{more}", hint=hint)
+        hint = f"--locked compares the lock with environments/{status.name}.yml; restore it, or pass --frozen"
+    raise LockfileError(f"the lock of {status.name} is stale: {first.message}{where}{more}", hint=hint)
+
+
+def stale_warning(project_dir: Path, name_or_lock_path: str | Path, platform: str | None = None) -> str | None:
+    """One warning line when the lock is stale (None when fresh, or when there is no spec to compare)."""
+    status = status_of(project_dir, name_or_lock_path)
+    changes = [c for c in changes_for(status, platform) if c.kind != "missing-spec"]
+    if not changes:
+        return None
+    return f"the lock of {status.name} is stale ({changes[0].message}); `--locked` would refuse it, `envlock lock` re-locks it"
 
 
 # --------------------------------------------------------------------------- lock

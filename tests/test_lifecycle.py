@@ -322,3 +322,39 @@ def test_update_bad_input_is_one_error_and_writes_nothing(locked_with_demos, cha
     code, out, err = cli(capsys, "update", *args, "--project-dir", str(project), "--mirror", f"conda-forge={channels[1].as_uri()}")
     assert code == 1 and needle in err and f"hint: {hint}" in err, err
     assert snapshot(project) == before
+
+
+# --------------------------------------------------------------------------- create --locked / --frozen
+
+
+def test_create_locked_refuses_a_stale_lock_frozen_installs_it(project, capsys, cf, tmp_path) -> None:
+    edit(spec_file(project), "glibc: '2.28'", "glibc: '2.17'")
+    base = ["create", NAME, "--project-dir", str(project), "--mirror", cf, "--platform", "linux-64"]
+    refused = tmp_path / "refused"
+    code, out, err = cli(capsys, *base, "-p", str(refused), "--locked")
+    assert code == 1 and not refused.exists()
+    assert f"error: the lock of {NAME} is stale: spec envlock.glibc: 2.28 → 2.17 [linux-64]" in err
+    assert "hint: run `envlock lock`" in err and "--frozen" in err
+    frozen = tmp_path / "frozen"
+    code, out, err = cli(capsys, *base, "-p", str(frozen), "--frozen", "-q")
+    assert code == 0 and (frozen / "bin" / "nvcc").is_file() and "stale" not in err
+    default = tmp_path / "default"
+    code, out, err = cli(capsys, *base, "-p", str(default), "-q")
+    assert code == 0 and (default / "bin" / "nvcc").is_file()
+    assert f"warning: the lock of {NAME} is stale (spec envlock.glibc: 2.28 → 2.17)" in err
+    code, out, err = cli(capsys, *base, "-p", str(tmp_path / "both"), "--locked", "--frozen")
+    assert code == 1 and "contradict" in err
+
+
+def test_create_locked_checks_only_the_platform_it_installs(project, capsys, cf, tmp_path) -> None:
+    lock = lock_file(project)
+    text = lock.read_text()
+    win = text.index("  platform: win-64\n")
+    md5_at = text.index("    md5: ", win) + len("    md5: ")
+    lock.write_text(text[:md5_at] + "0" + text[md5_at + 1 :])  # a win-64 hash edited by hand
+    base = ["create", NAME, "--project-dir", str(project), "--mirror", cf, "--locked", "-q"]
+    code, out, err = cli(capsys, *base, "--platform", "linux-64", "-p", str(tmp_path / "linux"))
+    assert code == 0, err
+    code, out, err = cli(capsys, *base, "--platform", "win-64", "-p", str(tmp_path / "win"))
+    assert code == 1 and "packages were edited by hand" in err and "[win-64]" in err
+    assert not (tmp_path / "win").exists()

@@ -31,6 +31,8 @@ def create_cmd(
     project_dir: Path = typer.Option(Path("."), "--project-dir", help="Project directory holding locks/."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress and no summary."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
+    locked: bool = typer.Option(False, "--locked", help="Refuse a lock that no longer matches its spec (envlock check)."),
+    frozen: bool = typer.Option(False, "--frozen", help="Install the lock as it is, without comparing it with its spec."),
 ) -> int:
     """Create (or update) an environment from a lock, verifying every package's sha256."""
     from envlock.commands.resolve import parse_mirrors
@@ -40,9 +42,14 @@ def create_cmd(
     if lock is not None and name:
         raise SpecError("give either a lock NAME or --lock PATH, not both", hint="`envlock create NAME` reads locks/NAME/")
     lock_path = lock if lock is not None else find_lock(project_dir, name)
+    if locked and frozen:
+        raise SpecError("--locked and --frozen contradict each other", hint="--locked checks the lock, --frozen skips it")
     target = default_prefix(read_lock(lock_path), prefix, env_name)
+    from envlock.commands.lifecycle import freshness_check  # lock lifecycle: check the lock against its spec
+
     req = CreateRequest(lock_path=lock_path, prefix=target, platform=platform or host_platform(),
-                        offline=offline, mirrors=parse_mirrors(mirror))
+                        offline=offline, mirrors=parse_mirrors(mirror),
+                        freshness_check=None if frozen else freshness_check(project_dir, lock_path, locked=locked))
     progress = None if quiet or as_json else _RichProgress()
     try:
         result = create_env(req, progress)

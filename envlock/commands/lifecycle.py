@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import typer
 
@@ -219,6 +219,24 @@ def diff_cmd(
             _out(f"no differences ({total} packages on {len(d.platforms)} platform(s))")
         _render_platforms(d)
     return 0
+
+
+# --------------------------------------------------------------------------- create --locked / --frozen
+
+
+def freshness_check(project_dir: Path, lock_path: Path, *, locked: bool) -> Callable[[Any, str], None]:
+    """The hook `envlock create` runs before it installs: refuse (--locked) or warn about a stale lock."""
+    from envlock.lifecycle import assert_fresh, stale_warning
+
+    def check(lock: Any, platform: str) -> None:
+        if locked:
+            assert_fresh(project_dir, lock_path, platform)
+            return
+        warning = stale_warning(project_dir, lock_path, platform)
+        if warning:
+            sys.stderr.write(f"warning: {warning}\n")
+
+    return check
 
 
 def register(app: typer.Typer) -> None:
