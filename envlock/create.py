@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from envlock import __version__
 from envlock.activation import hook_files
@@ -334,8 +334,10 @@ def _mirrored(url: str, mirrors: Mapping[str, str]) -> str:
 
 
 def _local_path(url: str) -> Path:
-    parts = urlsplit(url)
-    return Path(unquote(parts.path))
+    """file:///C:/x → C:\\x on Windows, file:///a%20b → /a b everywhere."""
+    from urllib.request import url2pathname
+
+    return Path(url2pathname(urlsplit(url).path))
 
 
 def _hash_file(path: Path, cancel: threading.Event) -> tuple[str, str, int]:
