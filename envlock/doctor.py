@@ -523,9 +523,19 @@ def _other_dirs(ctx: Context) -> list[Path]:
     return out
 
 
+def _expects_cudnn(ctx: Context) -> bool:
+    """cudnn.h is checked when the env locked cuDNN (create's record), else when the anchor names one, or CUDNN_HOME is set."""
+    if ctx.env.get("CUDNN_HOME") or ctx.env.get("CUDNN_PATH"):
+        return True
+    activation = (ctx.meta or {}).get("activation")
+    if isinstance(activation, dict) and "has_cudnn" in activation:
+        return bool(activation["has_cudnn"])
+    return bool(_anchor(ctx).get("cudnn"))
+
+
 def check_headers(ctx: Context) -> list[Finding]:
     headers = dict(HEADERS)
-    if _anchor(ctx).get("cudnn") or ctx.env.get("CUDNN_HOME") or ctx.env.get("CUDNN_PATH"):
+    if _expects_cudnn(ctx):
         headers[CUDNN_HEADER[0]] = CUDNN_HEADER[1]
     host, others = host_include_dirs(ctx), _other_dirs(ctx)
     findings = []
@@ -825,6 +835,17 @@ def check_ld_library_path(ctx: Context) -> Finding:
                    "bundled CUDA libraries with an older copy", details=details)
 
 
+def _compile_hint(ctx: Context, log: str) -> str:
+    """The fix for a failed probe build: the missing header's package, a file missing from the toolkit, or the rest."""
+    missing = re.search(r"([\w./+-]+): No such file or directory", log)
+    if missing and missing.group(1).endswith(".h"):
+        name = os.path.basename(missing.group(1))
+        return _package_hint(ctx, HEADERS.get(name, "the package that ships it"), name)
+    if missing and ctx.root is not None and missing.group(1).startswith(str(ctx.root)):
+        return _package_hint(ctx, "cuda-nvcc", f"{missing.group(1)} (the toolkit is incomplete)")
+    return "see the host_compiler.* and header.* findings"
+
+
 def check_compile_nvcc(ctx: Context) -> Finding:
     nv = ctx.nvcc
     if nv is None or nv.error:
@@ -842,9 +863,7 @@ def check_compile_nvcc(ctx: Context) -> Finding:
         seconds = round(time.monotonic() - start, 2)
         details: dict[str, Any] = {"command": cmd, "seconds": seconds, "rc": rc, "log": (err + out).strip()[-2000:]}
         if rc != 0:
-            missing = re.search(r"([\w./]+\.h): No such file or directory", err + out)
-            hint = _package_hint(ctx, HEADERS.get(missing.group(1), "the missing header's package"), missing.group(1)) \
-                if missing else "see the host_compiler.* and header.* findings"
+            hint = _compile_hint(ctx, err + out)
             return Finding("compile.nvcc", "error", f"nvcc {nv.version} failed to compile+link probe.cu after {seconds} s: "
                            f"{_error_lines(err + out)}", hint=hint, details=details)
         rc, out, err = _run([str(exe)], ctx.env, timeout=60, cwd=tmp)
