@@ -18,11 +18,10 @@ The anchor a freshness check uses (and that `lock` re-plans from):
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -34,10 +33,12 @@ from envlock.lockfile import (
     package_section_digest,
     packages_fingerprint,
     parse_conda_lock,
-    parse_explicit,
 )
 from envlock.models import Anchor, LockedPackage, Plan
 from envlock.spec import EnvSpec, read_spec
+
+if TYPE_CHECKING:
+    from envlock.lockdiff import Entries, LockDiff
 
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 LOCK_NAME = "conda-lock.yml"
@@ -55,7 +56,8 @@ BLOCKING = frozenset({"missing-spec", "newer-envlock", "invalid-spec"})
 class Change:
     """One reason a lock is not fresh."""
 
-    # spec | rules | anchor | missing-lock | missing-spec | hand-edited | newer-envlock | invalid-spec | invalid-lock
+    # spec | rules | anchor | missing-lock | missing-spec | hand-edited | newer-envlock
+    # | invalid-spec | invalid-lock
     kind: str
     message: str
     platform: str | None = None
@@ -119,9 +121,13 @@ class CheckReport:
         if "newer-envlock" in kinds:
             return LockfileError(what, hint="upgrade envlock (`pip install -U envlock`) to read these locks")
         if "invalid-spec" in kinds:
-            return LockfileError(what, hint="fix the spec named above (or restore it from git), then `envlock lock`")
+            return LockfileError(
+                what, hint="fix the spec named above (or restore it from git), then `envlock lock`"
+            )
         if kinds == {"missing-spec"}:
-            return LockfileError(what, hint="restore the spec from git, or delete the orphaned locks/<name>/ dir")
+            return LockfileError(
+                what, hint="restore the spec from git, or delete the orphaned locks/<name>/ dir"
+            )
         return LockfileError(what, hint=RELOCK_HINT)
 
     def to_json(self) -> dict[str, Any]:
@@ -186,7 +192,7 @@ def read_lock_meta(path: Path) -> LockMeta:
         hint="restore it from git (`git checkout -- <file>`) or re-create it with `envlock lock`",
     )
     try:
-        doc = yaml.load(head, Loader=_LOADER)  # noqa: S506 - a safe loader (C or pure)
+        doc = yaml.load(head, Loader=_LOADER)  # a safe loader (C or pure)
     except yaml.YAMLError:
         raise bad from None
     if not isinstance(doc, dict) or not isinstance(doc.get("metadata"), dict):
@@ -204,7 +210,8 @@ def read_lock_meta(path: Path) -> LockMeta:
     fmt = custom.get(f"{META_PREFIX}lock_format")
     if fmt is not None and (not fmt.isdigit() or int(fmt) > LOCK_FORMAT):
         raise LockfileError(
-            f"{path} was written by a newer envlock ({custom.get(META_PREFIX + 'version', '?')}, lock format {fmt})",
+            f"{path} was written by a newer envlock "
+            f"({custom.get(META_PREFIX + 'version', '?')}, lock format {fmt})",
             hint="upgrade envlock (`pip install -U envlock`) to read it",
         )
     try:
@@ -300,7 +307,9 @@ def offline_derivable(spec: EnvSpec) -> bool:
     return load_torch_table().row_for(version) is not None
 
 
-def spec_anchor(spec: EnvSpec, recorded: Anchor | None, *, offline: bool = True, lookup: Any = None) -> Anchor:
+def spec_anchor(
+    spec: EnvSpec, recorded: Anchor | None, *, offline: bool = True, lookup: Any = None
+) -> Anchor:
     """The anchor `check` compares against and `lock` re-plans from (see the module docstring)."""
     reuse = reusable_anchor(spec, recorded)
     if reuse is not None and not offline_derivable(spec):
@@ -308,7 +317,12 @@ def spec_anchor(spec: EnvSpec, recorded: Anchor | None, *, offline: bool = True,
     from envlock.resolve import find_anchor
 
     return find_anchor(
-        spec.torch, cuda=spec.cuda, torch_source=spec.torch_source, python_exe=None, offline=offline, lookup=lookup
+        spec.torch,
+        cuda=spec.cuda,
+        torch_source=spec.torch_source,
+        python_exe=None,
+        offline=offline,
+        lookup=lookup,
     )
 
 
@@ -321,13 +335,19 @@ def _fmt(value: Any) -> str:
     return "null" if value is None else str(value)
 
 
-def describe_changes(old: Mapping[str, Any], new: Mapping[str, Any], platform: str, rules: tuple[str, str]) -> list[Change]:
+def describe_changes(
+    old: Mapping[str, Any], new: Mapping[str, Any], platform: str, rules: tuple[str, str]
+) -> list[Change]:
     """Name what differs between the recorded and the current hash inputs of one platform."""
     out: list[Change] = []
     old_in, new_in = old.get("inputs") or {}, new.get("inputs") or {}
     for key in sorted(set(old_in) | set(new_in)):
         if old_in.get(key) != new_in.get(key):
-            out.append(Change("spec", f"spec envlock.{key}: {_fmt(old_in.get(key))} → {_fmt(new_in.get(key))}", platform))
+            out.append(
+                Change(
+                    "spec", f"spec envlock.{key}: {_fmt(old_in.get(key))} → {_fmt(new_in.get(key))}", platform
+                )
+            )
     for key in ("channels", "platforms"):
         if old.get(key) != new.get(key):
             out.append(Change("spec", f"spec {key}: {_fmt(old.get(key))} → {_fmt(new.get(key))}", platform))
@@ -347,9 +367,17 @@ def describe_changes(old: Mapping[str, Any], new: Mapping[str, Any], platform: s
             )
         )
     if not out and old.get("candidates") != new.get("candidates"):
-        out.append(Change("rules", _rules_change(old.get("candidates") or [], new.get("candidates") or [], rules), platform))
+        out.append(
+            Change(
+                "rules",
+                _rules_change(old.get("candidates") or [], new.get("candidates") or [], rules),
+                platform,
+            )
+        )
     if not out and old != new:
-        out.append(Change("rules", "envlock's hash inputs changed (lock made by another envlock version)", platform))
+        out.append(
+            Change("rules", "envlock's hash inputs changed (lock made by another envlock version)", platform)
+        )
     return out
 
 
@@ -359,8 +387,9 @@ def _rules_change(old: list[dict[str, Any]], new: list[dict[str, Any]], rules: t
     old_minors = [c.get("cuda") for c in old]
     new_minors = [c.get("cuda") for c in new]
     if old_minors != new_minors:
-        return f"envlock rules{version}: CUDA candidates {' → '.join(map(str, old_minors))} became {' → '.join(map(str, new_minors))}"
-    for a, b in zip(old, new):
+        before, after = " → ".join(map(str, old_minors)), " → ".join(map(str, new_minors))
+        return f"envlock rules{version}: CUDA candidates {before} became {after}"
+    for a, b in zip(old, new, strict=False):
         for key in ("specs", "virtual_packages", "channels", "skew"):
             if a.get(key) != b.get(key):
                 if isinstance(a.get(key), list):
@@ -385,7 +414,9 @@ def integrity_changes(lock: LockMeta) -> list[Change]:
             except ValueError:
                 expect = None
             if expect != have:
-                out.append(Change("hand-edited", "content_hash or envlock metadata was edited by hand", platform))
+                out.append(
+                    Change("hand-edited", "content_hash or envlock metadata was edited by hand", platform)
+                )
     digest = lock.meta("packages_digest")
     if digest and digest != lock.package_digest:
         out.extend(_package_edits(lock))
@@ -404,7 +435,9 @@ def _package_edits(lock: LockMeta) -> list[Change]:
         if want is None:
             out.append(Change("hand-edited", "the package list differs from what envlock wrote", platform))
         elif packages_fingerprint(full.packages_for(platform)) != want:
-            out.append(Change("hand-edited", "packages were edited by hand (versions, URLs or hashes)", platform))
+            out.append(
+                Change("hand-edited", "packages were edited by hand (versions, URLs or hashes)", platform)
+            )
     return out
 
 
@@ -452,7 +485,9 @@ def env_status(project_dir: Path, name: str, spec_path: Path | None, lock_path: 
         kind = "newer-envlock" if "upgrade envlock" in exc.hint else "invalid-spec"
         return EnvStatus(name, spec_path, lock_path, (), (Change(kind, exc.message, hint=exc.hint),))
     if spec.name != name:
-        msg = f"{spec_path.name} says `name: {spec.name}`; envlock expects the file to be named {spec.name}.yml"
+        msg = (
+            f"{spec_path.name} says `name: {spec.name}`; envlock expects the file to be named {spec.name}.yml"
+        )
         return EnvStatus(name, spec_path, lock_path, spec.platforms, (Change("invalid-spec", msg),))
     if not lock_path.is_file():
         msg = f"environments/{name}.yml has no lock (locks/{name}/{LOCK_NAME})"
@@ -461,7 +496,9 @@ def env_status(project_dir: Path, name: str, spec_path: Path | None, lock_path: 
         lock = read_lock_meta(lock_path)
     except LockfileError as exc:
         kind = "newer-envlock" if "upgrade envlock" in exc.hint else "invalid-lock"
-        return EnvStatus(name, spec_path, lock_path, spec.platforms, (Change(kind, exc.message, hint=exc.hint),))
+        return EnvStatus(
+            name, spec_path, lock_path, spec.platforms, (Change(kind, exc.message, hint=exc.hint),)
+        )
     return EnvStatus(name, spec_path, lock_path, spec.platforms, tuple(compare(spec, lock)))
 
 
@@ -494,7 +531,9 @@ def compare(spec: EnvSpec, lock: LockMeta) -> list[Change]:
     try:
         plan, inputs = current_inputs(spec, anchor)
     except EnvlockError as exc:
-        return changes + [Change("rules", f"envlock can no longer plan this spec: {exc.message} ({exc.hint})")]
+        return changes + [
+            Change("rules", f"envlock can no longer plan this spec: {exc.message} ({exc.hint})")
+        ]
     for platform in spec.platforms:
         if platform not in lock.platforms:
             continue
@@ -503,9 +542,13 @@ def compare(spec: EnvSpec, lock: LockMeta) -> list[Change]:
             continue
         old = lock.meta_json(f"inputs.{platform}")
         if not isinstance(old, dict):
-            changes.append(Change("spec", "content hash differs (the lock does not record its inputs)", platform))
+            changes.append(
+                Change("spec", "content hash differs (the lock does not record its inputs)", platform)
+            )
             continue
-        changes.extend(describe_changes(old, new, platform, rules) or [Change("rules", "content hash differs", platform)])
+        changes.extend(
+            describe_changes(old, new, platform, rules) or [Change("rules", "content hash differs", platform)]
+        )
     return changes
 
 
@@ -516,7 +559,9 @@ def _check_anchor(spec: EnvSpec, recorded: Anchor | None) -> Anchor | None:
         return reuse
     from envlock.resolve import find_anchor
 
-    return find_anchor(spec.torch, cuda=spec.cuda, torch_source=spec.torch_source, python_exe=None, offline=True, lookup=None)
+    return find_anchor(
+        spec.torch, cuda=spec.cuda, torch_source=spec.torch_source, python_exe=None, offline=True, lookup=None
+    )
 
 
 def _rules_version() -> str:
@@ -585,13 +630,18 @@ def assert_fresh(project_dir: Path, name_or_lock_path: str | Path, platform: str
     raise LockfileError(f"the lock of {status.name} is stale: {first.message}{where}{more}", hint=hint)
 
 
-def stale_warning(project_dir: Path, name_or_lock_path: str | Path, platform: str | None = None) -> str | None:
+def stale_warning(
+    project_dir: Path, name_or_lock_path: str | Path, platform: str | None = None
+) -> str | None:
     """One warning line when the lock is stale (None when fresh, or when there is no spec to compare)."""
     status = status_of(project_dir, name_or_lock_path)
     changes = [c for c in changes_for(status, platform) if c.kind != "missing-spec"]
     if not changes:
         return None
-    return f"the lock of {status.name} is stale ({changes[0].message}); `--locked` would refuse it, `envlock lock` re-locks it"
+    return (
+        f"the lock of {status.name} is stale ({changes[0].message}); "
+        "`--locked` would refuse it, `envlock lock` re-locks it"
+    )
 
 
 # --------------------------------------------------------------------------- lock
@@ -634,7 +684,9 @@ def _lookup_for(spec: EnvSpec, settings: SolveSettings) -> Any:
     from envlock.solver import conda_forge_pytorch_lookup
 
     channel = (spec.channels or ("conda-forge",))[0]
-    return conda_forge_pytorch_lookup(solve_options(settings.mirrors, settings.offline, settings.allow_insecure), channel)
+    return conda_forge_pytorch_lookup(
+        solve_options(settings.mirrors, settings.offline, settings.allow_insecure), channel
+    )
 
 
 def _refuse(status: EnvStatus) -> EnvlockError:
@@ -646,7 +698,9 @@ def _refuse(status: EnvStatus) -> EnvlockError:
             hint=f"restore environments/{status.name}.yml from git, or delete locks/{status.name}/",
         )
     if first.kind == "newer-envlock":
-        return LockfileError(f"{status.name}: {first.message}", hint="upgrade envlock (`pip install -U envlock`)")
+        return LockfileError(
+            f"{status.name}: {first.message}", hint="upgrade envlock (`pip install -U envlock`)"
+        )
     hint = first.hint or "fix the spec, or restore it from git"
     return SpecError(f"{status.name}: {first.message}", hint=f"{hint}; nothing was written")
 
@@ -677,7 +731,9 @@ def lock(
             continue
         assert status.spec_path is not None
         spec = read_spec(status.spec_path)
-        lock_meta = read_lock_meta(status.lock_path) if status.lock_path and status.lock_path.is_file() else None
+        lock_meta = (
+            read_lock_meta(status.lock_path) if status.lock_path and status.lock_path.is_file() else None
+        )
         anchor = spec_anchor(
             spec, recorded_anchor(lock_meta), offline=settings.offline, lookup=_lookup_for(spec, settings)
         )
@@ -696,214 +752,13 @@ def lock(
                 status.changes,
                 result.written,
                 result.files,
-                {r.platform: {"cuda": r.chosen.cuda, "nvcc": nvcc_version(r), "packages": len(r.packages)} for r in result.results},
+                {
+                    r.platform: {"cuda": r.chosen.cuda, "nvcc": nvcc_version(r), "packages": len(r.packages)}
+                    for r in result.results
+                },
             )
         )
     return out
-
-
-# --------------------------------------------------------------------------- diff
-
-
-@dataclass(frozen=True, order=True)
-class PkgRef:
-    """One package of one platform as a diff sees it."""
-
-    name: str
-    version: str
-    build: str = ""
-    manager: str = "conda"
-
-    def label(self) -> str:
-        return f"{self.version} {self.build}".strip()
-
-
-@dataclass(frozen=True)
-class PlatformDiff:
-    platform: str
-    added: tuple[PkgRef, ...] = ()
-    removed: tuple[PkgRef, ...] = ()
-    changed: tuple[tuple[PkgRef, PkgRef], ...] = ()
-    unchanged: int = 0
-
-    @property
-    def empty(self) -> bool:
-        return not (self.added or self.removed or self.changed)
-
-    def to_json(self) -> dict[str, Any]:
-        def one(p: PkgRef) -> dict[str, str]:
-            return {"name": p.name, "version": p.version, "build": p.build, "manager": p.manager}
-
-        return {
-            "added": [one(p) for p in self.added],
-            "removed": [one(p) for p in self.removed],
-            "changed": [
-                {"name": a.name, "manager": a.manager, "old": {"version": a.version, "build": a.build},
-                 "new": {"version": b.version, "build": b.build}}
-                for a, b in self.changed
-            ],
-            "unchanged": self.unchanged,
-        }  # fmt: skip
-
-
-@dataclass(frozen=True)
-class LockDiff:
-    old: str  # labels (paths, or REF:path)
-    new: str
-    platforms: tuple[PlatformDiff, ...]
-
-    @property
-    def empty(self) -> bool:
-        return all(p.empty for p in self.platforms)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"old": self.old, "new": self.new, "platforms": {p.platform: p.to_json() for p in self.platforms}}
-
-
-Entries = dict[str, dict[tuple[str, str], PkgRef]]  # platform → (manager, name) → package
-
-
-def _split_filename(url: str) -> tuple[str, str, str]:
-    """name, version, build from a conda package URL."""
-    stem = url.rsplit("/", 1)[-1].split("#")[0].removesuffix(".conda").removesuffix(".tar.bz2")
-    parts = stem.rsplit("-", 2)
-    return (parts[0], parts[1], parts[2]) if len(parts) == 3 else (stem, "", "")
-
-
-def lock_entries(text: str, label: str) -> Entries:
-    """Packages per platform of a conda-lock v1/v2, @EXPLICIT or pixi.lock (v4–v6) text."""
-    if "@EXPLICIT" in text and "\npackage:" not in text and not text.lstrip().startswith("version:"):
-        lf = parse_explicit(text, Path(label))
-        return {lf.platforms[0]: {("conda", p.name): PkgRef(p.name, p.version, p.build) for p in lf.packages}}
-    try:
-        doc = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader
-    except yaml.YAMLError:
-        raise LockfileError(f"{label} is not valid YAML", hint="pass a conda-lock.yml, an @EXPLICIT .lock or a pixi.lock") from None
-    if not isinstance(doc, dict):
-        raise LockfileError(f"{label} is not a lock file", hint="pass a conda-lock.yml, an @EXPLICIT .lock or a pixi.lock")
-    if "environments" in doc and isinstance(doc.get("packages"), list):
-        return _pixi_entries(doc, label)
-    version = doc.get("version")
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-    fmt = str((meta.get("custom_metadata") or {}).get(f"{META_PREFIX}lock_format", "1"))
-    if not fmt.isdigit() or int(fmt) > LOCK_FORMAT:
-        raise LockfileError(f"{label} was written by a newer envlock (lock format {fmt})", hint="upgrade envlock (`pip install -U envlock`)")
-    if version not in (1, 2) or not isinstance(doc.get("package"), list):
-        raise LockfileError(
-            f"{label} is not a conda-lock v1/v2 file (version {version!r})",
-            hint="envlock diff reads conda-lock v1/v2, @EXPLICIT and pixi.lock v4-v6 files",
-        )
-    out: Entries = {p: {} for p in meta.get("platforms") or ()}
-    for e in doc["package"]:
-        if not isinstance(e, dict) or "name" not in e:
-            raise LockfileError(f"{label}: a package entry has no name", hint="restore the file from git")
-        manager = str(e.get("manager", "conda"))
-        build = _split_filename(str(e.get("url", "")))[2] if manager == "conda" else ""
-        ref = PkgRef(str(e["name"]), str(e.get("version", "")), str(e.get("build") or build), manager)
-        out.setdefault(str(e.get("platform", "")), {})[(manager, ref.name)] = ref
-    return out
-
-
-def _pixi_entries(doc: Mapping[str, Any], label: str) -> Entries:
-    version = doc.get("version")
-    if not isinstance(version, int) or not 4 <= version <= 6:
-        raise LockfileError(f"{label} is pixi.lock version {version!r}", hint="envlock diff reads pixi.lock v4-v6")
-    pypi_versions = {str(p.get("pypi")): (str(p.get("name", "")), str(p.get("version", ""))) for p in doc["packages"] if isinstance(p, dict) and "pypi" in p}
-    out: Entries = {}
-    envs = doc.get("environments") or {}
-    for env, body in envs.items():
-        for platform, pkgs in ((body or {}).get("packages") or {}).items():
-            key = platform if env == "default" else f"{env}/{platform}"
-            bucket = out.setdefault(key, {})
-            for item in pkgs or ():
-                if "conda" in item:
-                    name, ver, build = _split_filename(str(item["conda"]))
-                    bucket[("conda", name)] = PkgRef(name, ver, build)
-                elif "pypi" in item:
-                    name, ver = pypi_versions.get(str(item["pypi"]), _wheel_name(str(item["pypi"])))
-                    bucket[("pypi", name)] = PkgRef(name, ver, "", "pypi")
-    return out
-
-
-def _wheel_name(url: str) -> tuple[str, str]:
-    parts = url.rsplit("/", 1)[-1].split("-")
-    return (parts[0], parts[1]) if len(parts) > 1 else (parts[0], "")
-
-
-def diff_entries(old: Entries, new: Entries, old_label: str, new_label: str) -> LockDiff:
-    """Per platform: added, removed, changed (version or build), in name order."""
-    platforms: list[PlatformDiff] = []
-    for platform in [*old, *(p for p in new if p not in old)]:
-        a, b = old.get(platform, {}), new.get(platform, {})
-        added = tuple(sorted(b[k] for k in b.keys() - a.keys()))
-        removed = tuple(sorted(a[k] for k in a.keys() - b.keys()))
-        both = sorted(a.keys() & b.keys(), key=lambda k: (k[1], k[0]))
-        changed = tuple((a[k], b[k]) for k in both if (a[k].version, a[k].build) != (b[k].version, b[k].build))
-        platforms.append(PlatformDiff(platform, added, removed, changed, len(both) - len(changed)))
-    return LockDiff(old_label, new_label, tuple(platforms))
-
-
-def _read_text(path: Path) -> str:
-    target = path / LOCK_NAME if path.is_dir() else path
-    try:
-        return target.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise LockfileError(f"no lock at {target}", hint="pass two lock files (conda-lock.yml, .lock or pixi.lock)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LockfileError(f"cannot read {target}: {exc}", hint="check the path and its permissions") from None
-
-
-def diff_files(old: Path, new: Path) -> LockDiff:
-    """`envlock diff A B`."""
-    return diff_entries(lock_entries(_read_text(old), str(old)), lock_entries(_read_text(new), str(new)), str(old), str(new))
-
-
-def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
-    except FileNotFoundError:
-        raise SpecError("git is not installed", hint="install git, or pass two lock files to `envlock diff`") from None
-
-
-def diff_git(project_dir: Path, ref: str, path: Path | None = None) -> list[LockDiff]:
-    """`envlock diff --git REF [PATH]`: each lock at REF against the working tree."""
-    top = _git(project_dir, "rev-parse", "--show-toplevel")
-    if top.returncode != 0:
-        raise SpecError(f"{project_dir} is not inside a git repository", hint="pass two lock files instead of --git")
-    root = Path(top.stdout.strip())
-    if ref.startswith("-") or _git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").returncode != 0:
-        raise SpecError(f"git ref {ref!r} does not exist", hint="use a branch, tag or commit, e.g. --git HEAD~1")
-    if path is not None:
-        target = (path if path.is_absolute() else Path.cwd() / path)
-        target = target / LOCK_NAME if target.is_dir() else target
-        rels = [_rel_to(target, root)]
-    else:
-        base = _rel_to(project_dir.resolve() / "locks", root)
-        listed = _git(root, "ls-tree", "-r", "--name-only", ref, "--", base).stdout.split()
-        at_ref = {p for p in listed if p.endswith("/" + LOCK_NAME)}
-        here = {_rel_to(p.resolve(), root) for p in (project_dir / "locks").glob(f"*/{LOCK_NAME}")}
-        rels = sorted(at_ref | here)
-        if not rels:
-            raise LockfileError(f"no locks under {base} here or at {ref}", hint="pass the lock path: envlock diff --git REF PATH")
-    out: list[LockDiff] = []
-    for rel in rels:
-        shown = _git(root, "show", f"{ref}:{rel}")
-        old_text = shown.stdout if shown.returncode == 0 else None
-        new_path = root / rel
-        new_text = new_path.read_text(encoding="utf-8") if new_path.is_file() else None
-        if old_text is None and new_text is None:
-            raise LockfileError(f"{rel} exists neither at {ref} nor in the working tree", hint="check the path")
-        old = lock_entries(old_text, f"{ref}:{rel}") if old_text is not None else {}
-        new = lock_entries(new_text, rel) if new_text is not None else {}
-        out.append(diff_entries(old, new, f"{ref}:{rel}", rel))
-    return out
-
-
-def _rel_to(path: Path, root: Path) -> str:
-    try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        raise SpecError(f"{path} is outside the git repository {root}", hint="pass a path inside the repository") from None
 
 
 # --------------------------------------------------------------------------- update
@@ -928,6 +783,8 @@ class UpdateOutcome:
 
 
 def _entries_of(packages: Iterable[LockedPackage]) -> Entries:
+    from envlock.lockdiff import PkgRef
+
     out: Entries = {}
     for p in packages:
         out.setdefault(p.platform, {})[("conda", p.name)] = PkgRef(p.name, p.version, p.build)
@@ -943,6 +800,7 @@ def update(
     settings: SolveSettings | None = None,
 ) -> list[UpdateOutcome]:
     """`envlock update PKG…`: re-solve with every other package held at its locked version (per platform)."""
+    from envlock.lockdiff import diff_entries
     from envlock.lockfile import read_lock, write_all_atomic
     from envlock.resolve import plan_for, project_lock, render_files, solve_options
     from envlock.solver import RattlerSolver
@@ -962,7 +820,8 @@ def update(
         if edited:
             where = f" [{edited[0].platform}]" if edited[0].platform else ""
             raise LockfileError(
-                f"{status.name}: {edited[0].message}{where}; update holds locked versions, so it refuses an edited lock",
+                f"{status.name}: {edited[0].message}{where}; "
+                "update holds locked versions, so it refuses an edited lock",
                 hint=f"restore locks/{status.name}/ from git, or re-lock it with `envlock lock {status.name}`",
             )
         old = read_lock(status.lock_path)
@@ -974,13 +833,19 @@ def update(
         where = name or "any lock"
         raise SpecError(
             f"{', '.join(unknown or sorted(wanted))} is not in {where}",
-            hint="update moves packages a lock already has; add new ones to the spec's dependencies and run `envlock lock`",
+            hint="update moves packages a lock already has; "
+            "add new ones to the spec's dependencies and run `envlock lock`",
         )
     out: list[UpdateOutcome] = []
     for status, old in jobs:
         assert status.spec_path is not None
         spec = read_spec(status.spec_path)
-        anchor = spec_anchor(spec, _recorded_from(old.custom_metadata), offline=settings.offline, lookup=_lookup_for(spec, settings))
+        anchor = spec_anchor(
+            spec,
+            _recorded_from(old.custom_metadata),
+            offline=settings.offline,
+            lookup=_lookup_for(spec, settings),
+        )
         plan, extras = plan_for(spec, anchor)
         keep = {p: [q for q in old.packages_for(p) if q.name not in wanted] for p in spec.platforms}
         solver = RattlerSolver(solve_options(settings.mirrors, settings.offline, settings.allow_insecure))

@@ -19,12 +19,27 @@ PLATFORMS = ("linux-64", "linux-aarch64", "win-64")
 NAME = "torch2.3.0-cu121"
 
 
-def make_project(dest: Path, channel: Path, *, torch: str = "2.3.0", platforms: tuple[str, ...] = PLATFORMS,
-                 name: str | None = None, **kwargs: Any) -> Path:
+def make_project(
+    dest: Path,
+    channel: Path,
+    *,
+    torch: str = "2.3.0",
+    platforms: tuple[str, ...] = PLATFORMS,
+    name: str | None = None,
+    **kwargs: Any,
+) -> Path:
     """Resolve one environment into dest (created) against a test channel dir; return dest."""
     dest.mkdir(parents=True, exist_ok=True)
-    resolve(ResolveRequest(torch=torch, platforms=platforms, mirrors={"conda-forge": channel.as_uri()},
-                           project_dir=dest, name=name, **kwargs))
+    resolve(
+        ResolveRequest(
+            torch=torch,
+            platforms=platforms,
+            mirrors={"conda-forge": channel.as_uri()},
+            project_dir=dest,
+            name=name,
+            **kwargs,
+        )
+    )
     return dest
 
 
@@ -36,8 +51,11 @@ def copy_project(template: Path, dest: Path) -> Path:
 
 def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
     """Every file under root with its bytes and mtime_ns: equal snapshots mean nothing was rewritten."""
-    return {p.relative_to(root).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def spec_file(project: Path, name: str = NAME) -> Path:
@@ -49,7 +67,7 @@ def lock_file(project: Path, name: str = NAME) -> Path:
 
 
 def edit(path: Path, old: str, new: str, count: int = 1) -> None:
-    """Replace text in a file, failing loudly when the text is not there (a test that edits nothing proves nothing)."""
+    """Replace text in a file; fail when it is not there (a test that edits nothing proves nothing)."""
     text = path.read_text()
     assert old in text, f"{old!r} not in {path}"
     path.write_text(text.replace(old, new, count))
@@ -70,7 +88,7 @@ def cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[
 
 def package_blocks(lock_text: str) -> list[str]:
     """The package entries of a conda-lock.yml as they are written (one text block per entry)."""
-    section = lock_text[lock_text.index("\npackage:\n") + len("\npackage:\n"):]
+    section = lock_text[lock_text.index("\npackage:\n") + len("\npackage:\n") :]
     blocks: list[str] = []
     for line in section.splitlines(keepends=True):
         if line.startswith("- "):

@@ -14,7 +14,17 @@ import yaml
 
 from envlock.errors import LockfileError
 from envlock.lifecycle import assert_fresh, check
-from tests.lockproject import NAME, cli, cli_json, copy_project, edit, lock_file, make_project, snapshot, spec_file
+from tests.lockproject import (
+    NAME,
+    cli,
+    cli_json,
+    copy_project,
+    edit,
+    lock_file,
+    make_project,
+    snapshot,
+    spec_file,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -61,12 +71,31 @@ SPEC_EDITS = {
     "glibc": (("glibc: '2.28'", "glibc: '2.34'"), "spec", "spec envlock.glibc: 2.28 → 2.34", "all"),
     "cuda": (("cuda: null", "cuda: '12.2'"), "spec", "spec envlock.cuda: null → 12.2", "all"),
     "torch": (("torch: 2.3.0", "torch: 2.4.0"), "spec", "spec envlock.torch: 2.3.0 → 2.4.0", "all"),
-    "torch_source": (("torch_source: pip", "torch_source: conda-forge"), "spec", "spec envlock.torch_source: pip → conda-forge", "all"),
+    "torch_source": (
+        ("torch_source: pip", "torch_source: conda-forge"),
+        "spec",
+        "spec envlock.torch_source: pip → conda-forge",
+        "all",
+    ),
     "cudnn": (("cudnn: true", "cudnn: false"), "spec", "spec envlock.cudnn: True → False", "all"),
-    "channels": (("channels:\n  - conda-forge\n", "channels:\n  - conda-forge\n  - nvidia\n"), "spec",
-                 "spec channels: [conda-forge] → [conda-forge, nvidia]", "all"),
-    "extra dependency": (("platforms:\n", "  - ninja >=1.11\nplatforms:\n"), "spec", "spec dependencies: +ninja >=1.11", "all"),
-    "platform removed": (("  - win-64\n", ""), "spec", "the lock has platform win-64, which the spec no longer lists", "win-64"),
+    "channels": (
+        ("channels:\n  - conda-forge\n", "channels:\n  - conda-forge\n  - nvidia\n"),
+        "spec",
+        "spec channels: [conda-forge] → [conda-forge, nvidia]",
+        "all",
+    ),
+    "extra dependency": (
+        ("platforms:\n", "  - ninja >=1.11\nplatforms:\n"),
+        "spec",
+        "spec dependencies: +ninja >=1.11",
+        "all",
+    ),
+    "platform removed": (
+        ("  - win-64\n", ""),
+        "spec",
+        "the lock has platform win-64, which the spec no longer lists",
+        "win-64",
+    ),
 }
 
 
@@ -81,14 +110,20 @@ def test_each_spec_field_makes_the_lock_stale_and_is_named(project, capsys, fiel
     assert platforms == ({"linux-64", "linux-aarch64", "win-64"} if where == "all" else {where}), changes
     code, out, err = cli(capsys, "check", "--project-dir", str(project))
     assert code == 1 and message in out
-    assert err.startswith("error: 1 of 1 environment(s) not fresh: torch2.3.0-cu121\nhint: run `envlock lock`"), err
+    assert err.startswith(
+        "error: 1 of 1 environment(s) not fresh: torch2.3.0-cu121\nhint: run `envlock lock`"
+    ), err
 
 
 def test_a_platform_added_to_the_spec_is_named(tmp_path, capsys, test_channel) -> None:
     project = make_project(tmp_path / "p", test_channel, platforms=("linux-64",))
     edit(spec_file(project), "platforms:\n  - linux-64\n", "platforms:\n  - linux-64\n  - win-64\n")
     changes = stale_changes(capsys, project)
-    assert {"kind": "spec", "platform": "win-64", "message": "platform win-64 is in the spec but not in the lock"} in changes
+    assert {
+        "kind": "spec",
+        "platform": "win-64",
+        "message": "platform win-64 is in the spec but not in the lock",
+    } in changes
 
 
 def test_layout_only_edits_of_the_spec_keep_it_fresh(project, capsys) -> None:
@@ -149,7 +184,9 @@ def test_reformatted_lock_is_still_fresh(project, capsys) -> None:
     # A semantic reformat (different YAML layout of the same packages) is fresh too, via the slow path.
     doc = yaml.safe_load(lock.read_text())
     head = lock.read_text().split("\npackage:")[0]
-    lock.write_text(head + "\n" + yaml.safe_dump({"package": doc["package"]}, default_flow_style=None, width=70))
+    lock.write_text(
+        head + "\n" + yaml.safe_dump({"package": doc["package"]}, default_flow_style=None, width=70)
+    )
     assert cli(capsys, "check", "--project-dir", str(project))[0] == 0
 
 
@@ -158,8 +195,16 @@ def test_explicit_file_out_of_step_or_missing_is_named(project, capsys) -> None:
     edit(ldir / "conda-linux-64.lock", "# content_hash: ", "# content_hash: 0")
     (ldir / "conda-win-64.lock").unlink()
     changes = stale_changes(capsys, project)
-    assert {"kind": "hand-edited", "platform": "linux-64", "message": "conda-linux-64.lock is out of step with conda-lock.yml"} in changes
-    assert {"kind": "missing-lock", "platform": "win-64", "message": "conda-win-64.lock is missing"} in changes
+    assert {
+        "kind": "hand-edited",
+        "platform": "linux-64",
+        "message": "conda-linux-64.lock is out of step with conda-lock.yml",
+    } in changes
+    assert {
+        "kind": "missing-lock",
+        "platform": "win-64",
+        "message": "conda-win-64.lock is missing",
+    } in changes
 
 
 def test_lock_from_a_newer_envlock_says_upgrade(project, capsys) -> None:
@@ -204,7 +249,9 @@ def test_rules_change_that_changes_the_plan_is_named(tmp_path, capsys, test_chan
     assert not [c for c in changes if c["platform"] == "win-64"], changes
 
 
-def test_rules_change_that_does_not_change_the_plan_keeps_it_fresh(tmp_path, capsys, test_channel, monkeypatch) -> None:
+def test_rules_change_that_does_not_change_the_plan_keeps_it_fresh(
+    tmp_path, capsys, test_channel, monkeypatch
+) -> None:
     import dataclasses
 
     from envlock import rules
@@ -214,7 +261,10 @@ def test_rules_change_that_does_not_change_the_plan_keeps_it_fresh(tmp_path, cap
     other = dataclasses.replace(
         real,
         rules_version="2099.1.1",
-        minors={**real.minors, "13.2": dataclasses.replace(real.minors["13.2"], note="a note on another minor")},
+        minors={
+            **real.minors,
+            "13.2": dataclasses.replace(real.minors["13.2"], note="a note on another minor"),
+        },
     )
     monkeypatch.setattr(rules, "cuda_tables", lambda: other)
     project = make_project(tmp_path / "p", test_channel, platforms=("linux-64",))
@@ -262,7 +312,11 @@ def test_several_environments_only_the_stale_one_is_listed(project, capsys, test
     ],
 )
 def test_bad_arguments_are_one_error(project, capsys, args, needle) -> None:
-    code, out, err = cli(capsys, *args, "--project-dir", str(project)) if args[-1] != "--project-dir" else cli(capsys, *args)
+    code, out, err = (
+        cli(capsys, *args, "--project-dir", str(project))
+        if args[-1] != "--project-dir"
+        else cli(capsys, *args)
+    )
     assert code != 0 and needle in err and "hint:" in err, err
 
 
@@ -276,18 +330,23 @@ def test_check_imports_no_solver_conda_lock_or_http_client(project) -> None:
         "import json, sys\n"
         "from envlock.cli import run\n"
         f"code = run(['check', '--project-dir', {str(project)!r}])\n"
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('rattler', 'conda_lock', 'requests', 'urllib3', 'rich'))\n"
+        "heavy = ('rattler', 'conda_lock', 'requests', 'urllib3', 'rich')\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in heavy)\n"
         "print(json.dumps({'code': code, 'heavy': heavy}))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=project)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=project
+    )
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result == {"code": 0, "heavy": []}, result
 
 
 def test_assert_fresh_for_create_locked(project) -> None:
-    assert_fresh(project, NAME) is None
-    assert_fresh(project, lock_file(project)) is None
-    assert_fresh(project, lock_file(project).parent / "conda-linux-64.lock") is None
+    assert_fresh(project, NAME)  # raises LockfileError when stale
+    assert_fresh(project, lock_file(project))  # raises LockfileError when stale
+    assert_fresh(
+        project, lock_file(project).parent / "conda-linux-64.lock"
+    )  # raises LockfileError when stale
     edit(spec_file(project), "glibc: '2.28'", "glibc: '2.17'")
     with pytest.raises(LockfileError) as err:
         assert_fresh(Path("/nonexistent"), lock_file(project))  # the project is found from the lock's path
@@ -303,7 +362,9 @@ def test_check_report_api(project) -> None:
 def test_pre_commit_hook_definition() -> None:
     hooks = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
     (hook,) = [h for h in hooks if h["id"] == "envlock-check"]
-    assert hook["entry"] == "envlock check" and hook["language"] == "python" and hook["pass_filenames"] is False
+    assert (
+        hook["entry"] == "envlock check" and hook["language"] == "python" and hook["pass_filenames"] is False
+    )
     pattern = re.compile(hook["files"])
     assert pattern.search("environments/torch.yml") and pattern.search("locks/torch/conda-lock.yml")
     assert not pattern.search("src/environments.py")
@@ -315,6 +376,8 @@ def test_check_as_a_process_same_answer_elsewhere(project, tmp_path) -> None:
     home = tmp_path / "other-home"
     home.mkdir()
     env = {**os.environ, "HOME": str(home), "USER": "someone-else"}
-    proc = subprocess.run([sys.executable, "-m", "envlock", "check"], cwd=other, env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "envlock", "check"], cwd=other, env=env, capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr
     assert f"fresh  {NAME}" in proc.stdout

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from envlock.lifecycle import diff_files, lock_entries
+from envlock.lockdiff import diff_files, lock_entries
 from tests.lockproject import NAME, cli, cli_json, copy_project, edit, lock_file, make_project, spec_file
 
 
@@ -16,8 +16,14 @@ from tests.lockproject import NAME, cli, cli_json, copy_project, edit, lock_file
 def locks(tmp_path_factory: pytest.TempPathFactory, test_channel: Path) -> tuple[Path, Path]:
     """torch 2.3.0 with CUDA 12.1 (python 3.11) and the same spec moved to CUDA 12.2 and python 3.12."""
     a = make_project(tmp_path_factory.mktemp("diff-a"), test_channel, platforms=("linux-64", "win-64"))
-    b = make_project(tmp_path_factory.mktemp("diff-b"), test_channel, platforms=("linux-64", "win-64"),
-                     cuda="12.2", python="3.12", name=NAME)
+    b = make_project(
+        tmp_path_factory.mktemp("diff-b"),
+        test_channel,
+        platforms=("linux-64", "win-64"),
+        cuda="12.2",
+        python="3.12",
+        name=NAME,
+    )
     return lock_file(a), lock_file(b)
 
 
@@ -35,11 +41,13 @@ def test_diff_two_locks_per_platform_changed_with_old_and_new(locks, capsys) -> 
     assert code == 0
     (d,) = doc["diffs"]
     assert set(d["platforms"]) == {"linux-64", "win-64"}
-    for platform, body in d["platforms"].items():
+    for body in d["platforms"].values():
         changed = {c["name"]: c for c in body["changed"]}
         assert changed["cuda-nvcc"]["old"]["version"].startswith("12.1.")
         assert changed["cuda-nvcc"]["new"]["version"].startswith("12.2.")
-        assert changed["python"]["old"]["version"].startswith("3.11.") and changed["python"]["new"]["version"].startswith("3.12.")
+        assert changed["python"]["old"]["version"].startswith("3.11.") and changed["python"]["new"][
+            "version"
+        ].startswith("3.12.")
         assert all(c["old"]["build"] and c["new"]["build"] for c in body["changed"])
         assert body["unchanged"] >= 0 and "cuda-version" in changed
     code, out, err = cli(capsys, "diff", str(old), str(new))
@@ -80,12 +88,20 @@ def test_added_and_removed_packages(locks, tmp_path, capsys) -> None:
     assert [p.name for p in linux.added] == [removed_name] and not linux.removed and not linux.changed
     assert linux.unchanged == len(doc_entries["linux-64"]) - 1
     back = diff_files(locks[0], trimmed)
-    assert [p.name for p in next(p for p in back.platforms if p.platform == "linux-64").removed] == [removed_name]
+    assert [p.name for p in next(p for p in back.platforms if p.platform == "linux-64").removed] == [
+        removed_name
+    ]
 
 
 def git(cwd: Path, *args: str) -> str:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.invalid", "HOME": str(cwd), "PATH": "/usr/bin:/bin"}
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+        "HOME": str(cwd),
+        "PATH": "/usr/bin:/bin",
+    }
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
 
 
@@ -194,7 +210,12 @@ def test_diff_after_update_spec_edit_round_trip(locks, tmp_path, capsys, test_ch
     before = tmp_path / "before.yml"
     shutil.copy(lock_file(project), before)
     edit(spec_file(project), "python: '3.11'", "python: '3.12'")
-    assert cli(capsys, "lock", "--project-dir", str(project), "--mirror", f"conda-forge={test_channel.as_uri()}")[0] == 0
+    assert (
+        cli(
+            capsys, "lock", "--project-dir", str(project), "--mirror", f"conda-forge={test_channel.as_uri()}"
+        )[0]
+        == 0
+    )
     d = diff_files(before, lock_file(project))
     for p in d.platforms:
         names = {a.name for a, _ in p.changed}

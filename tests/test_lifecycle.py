@@ -33,7 +33,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory, test_channel: Path) -> Path:
-    return make_project(tmp_path_factory.mktemp("lifecycle-template"), test_channel, platforms=("linux-64", "win-64"))
+    return make_project(
+        tmp_path_factory.mktemp("lifecycle-template"), test_channel, platforms=("linux-64", "win-64")
+    )
 
 
 @pytest.fixture
@@ -47,7 +49,9 @@ def cf(test_channel: Path) -> str:
 
 
 def hashes(spec: EnvSpec) -> dict[str, str]:
-    anchor = find_anchor(spec.torch, cuda=spec.cuda, torch_source=spec.torch_source, python_exe=None, offline=True, lookup=None)
+    anchor = find_anchor(
+        spec.torch, cuda=spec.cuda, torch_source=spec.torch_source, python_exe=None, offline=True, lookup=None
+    )
     plan, extras = plan_for(spec, anchor)
     return content_hashes(spec, plan, extras)
 
@@ -60,7 +64,9 @@ from pathlib import Path
 from envlock.resolve import content_hashes, find_anchor, plan_for
 from envlock.spec import read_spec
 spec = read_spec(Path("environments") / (sys.argv[1] + ".yml"))
-anchor = find_anchor(spec.torch, cuda=spec.cuda, torch_source=spec.torch_source, python_exe=None, offline=True, lookup=None)
+anchor = find_anchor(
+    spec.torch, cuda=spec.cuda, torch_source=spec.torch_source, python_exe=None, offline=True, lookup=None
+)
 plan, extras = plan_for(spec, anchor)
 print(json.dumps(content_hashes(spec, plan, extras)))
 """
@@ -72,8 +78,16 @@ def test_same_spec_on_two_paths_and_users_gives_the_same_hash(project, tmp_path)
     for where, user in ((project, "alice"), (other, "bob")):
         home = tmp_path / f"home-{user}"
         home.mkdir()
-        env = {**os.environ, "HOME": str(home), "USER": user, "LOGNAME": user, "ENVLOCK_CACHE_DIR": str(home / "cache")}
-        proc = subprocess.run([sys.executable, "-c", HASH_PROBE, NAME], cwd=where, env=env, capture_output=True, text=True)
+        env = {
+            **os.environ,
+            "HOME": str(home),
+            "USER": user,
+            "LOGNAME": user,
+            "ENVLOCK_CACHE_DIR": str(home / "cache"),
+        }
+        proc = subprocess.run(
+            [sys.executable, "-c", HASH_PROBE, NAME], cwd=where, env=env, capture_output=True, text=True
+        )
         assert proc.returncode == 0, proc.stderr
         seen.append(json.loads(proc.stdout))
     assert seen[0] == seen[1] == read_lock(lock_file(project)).content_hash
@@ -85,10 +99,10 @@ def test_layout_order_comments_and_quoting_do_not_change_the_hash(project) -> No
     with_extras = text.replace("platforms:", "  - ninja >=1.11\n  - make\n  - cmake 3.*\nplatforms:")
     reordered = text.replace("platforms:", "  - cmake 3.*\n  - ninja >=1.11\n  - make\nplatforms:")
     restyled = (
-        "envlock: {cudnn: true, glibc: \"2.28\", python: \"3.11\", torch: \"2.3.0\", torch_source: pip, cuda: ~}\n"
+        'envlock: {cudnn: true, glibc: "2.28", python: "3.11", torch: "2.3.0", torch_source: pip, cuda: ~}\n'
         "# the same spec, other style\n"
         "platforms: [linux-64, win-64]\n"
-        f"name: \"{NAME}\"\n"
+        f'name: "{NAME}"\n'
         "dependencies: ['cmake 3.*', \"make\", ninja >=1.11, cuda-nvcc]\n"
         "channels: [conda-forge]\n"
     )
@@ -127,12 +141,16 @@ def test_a_rules_change_changes_the_hash_only_where_it_changes_the_plan(project,
     spec = read_spec(spec_file(project))
     before = hashes(spec)
     real = cuda_tables()
-    gcc = dataclasses.replace(real, minors={**real.minors, "12.1": dataclasses.replace(real.minors["12.1"], gcc_max=11)})
+    gcc = dataclasses.replace(
+        real, minors={**real.minors, "12.1": dataclasses.replace(real.minors["12.1"], gcc_max=11)}
+    )
     monkeypatch.setattr(rules, "cuda_tables", lambda: gcc)
     after = hashes(spec)
     assert after["linux-64"] != before["linux-64"]  # the gcc cap is in linux-64's plan
     assert after["win-64"] == before["win-64"]  # win-64 uses MSVC: same plan, same hash
-    unrelated = dataclasses.replace(real, rules_version="2099.1.1", never_released=(*real.never_released, "14.9"))
+    unrelated = dataclasses.replace(
+        real, rules_version="2099.1.1", never_released=(*real.never_released, "14.9")
+    )
     monkeypatch.setattr(rules, "cuda_tables", lambda: unrelated)
     assert hashes(spec) == before
 
@@ -146,7 +164,9 @@ def test_lock_rewrites_nothing_when_fresh_not_even_mtime(project, capsys, cf) ->
     assert code == 0, err
     assert out == f"fresh   {NAME}: unchanged\n"
     code, doc = cli_json(capsys, "lock", "--all", "--project-dir", str(project), "--mirror", cf)
-    assert code == 0 and doc["environments"][0]["action"] == "locked" and doc["environments"][0]["written"] == []
+    assert (
+        code == 0 and doc["environments"][0]["action"] == "locked" and doc["environments"][0]["written"] == []
+    )
     assert snapshot(project) == before
 
 
@@ -198,7 +218,9 @@ def test_lock_creates_a_missing_lock_and_repairs_a_hand_edited_one(project, caps
         ("spec-newer", "spec_version 9", "upgrade envlock"),
     ],
 )
-def test_lock_refuses_bad_input_and_writes_nothing(project, capsys, cf, test_channel, damage, needle, hint) -> None:
+def test_lock_refuses_bad_input_and_writes_nothing(
+    project, capsys, cf, test_channel, damage, needle, hint
+) -> None:
     make_project(project, test_channel, torch="2.4.0", platforms=("linux-64",))
     other = "torch2.4.0-cu121"
     edit(spec_file(project, other), "glibc: '2.28'", "glibc: '2.17'")  # stale: lock would rewrite it
@@ -234,8 +256,15 @@ def channels(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The channel on lock day, and the same channel a week later with newer demo-a and demo-b."""
     from tests.channelbuilder import build_channel
 
-    kw = {"cuda_minors": ["12.1"], "subdirs": ("linux-64", "win-64"), "with_pytorch": False, "with_cuda11": False}
-    old = build_channel(tmp_path_factory.mktemp("day1"), extra=[demo("demo-a", "1.0"), demo("demo-b", "1.0")], **kw)
+    kw = {
+        "cuda_minors": ["12.1"],
+        "subdirs": ("linux-64", "win-64"),
+        "with_pytorch": False,
+        "with_cuda11": False,
+    }
+    old = build_channel(
+        tmp_path_factory.mktemp("day1"), extra=[demo("demo-a", "1.0"), demo("demo-b", "1.0")], **kw
+    )
     new = build_channel(
         tmp_path_factory.mktemp("day8"),
         extra=[demo("demo-a", "1.0"), demo("demo-b", "1.0"), demo("demo-a", "1.1"), demo("demo-b", "1.1")],
@@ -250,7 +279,9 @@ def locked_with_demos(tmp_path: Path, channels: tuple[Path, Path], capsys) -> Pa
     old, _ = channels
     project = make_project(tmp_path / "p", old, platforms=("linux-64", "win-64"))
     edit(spec_file(project), "platforms:", "  - demo-a\n  - demo-b\nplatforms:")
-    assert cli(capsys, "lock", "--project-dir", str(project), "--mirror", f"conda-forge={old.as_uri()}")[0] == 0
+    assert (
+        cli(capsys, "lock", "--project-dir", str(project), "--mirror", f"conda-forge={old.as_uri()}")[0] == 0
+    )
     versions = {(p.platform, p.name): p.version for p in read_lock(lock_file(project)).packages}
     assert versions[("linux-64", "demo-a")] == versions[("win-64", "demo-b")] == "1.0"
     return project
@@ -266,13 +297,19 @@ def test_update_moves_only_the_named_package(locked_with_demos, channels, capsys
     for platform in ("linux-64", "win-64"):
         moved = env["platforms"][platform]
         assert moved["changed"] == [
-            {"name": "demo-a", "manager": "conda", "old": {"version": "1.0", "build": moved["changed"][0]["old"]["build"]},
-             "new": {"version": "1.1", "build": moved["changed"][0]["new"]["build"]}}
+            {
+                "name": "demo-a",
+                "manager": "conda",
+                "old": {"version": "1.0", "build": moved["changed"][0]["old"]["build"]},
+                "new": {"version": "1.1", "build": moved["changed"][0]["new"]["build"]},
+            }
         ]
         assert moved["added"] == [] and moved["removed"] == []
     new_blocks = package_blocks(lock_file(project).read_text())
     # Every other entry is byte-identical; only the two demo-a entries (one per platform) differ.
-    assert sorted(b for b in old_blocks if "name: demo-a\n" not in b) == sorted(b for b in new_blocks if "name: demo-a\n" not in b)
+    assert sorted(b for b in old_blocks if "name: demo-a\n" not in b) == sorted(
+        b for b in new_blocks if "name: demo-a\n" not in b
+    )
     assert len([b for b in new_blocks if "name: demo-a\n" in b and "version: '1.1'" in b]) == 2
     assert cli(capsys, "check", "--project-dir", str(project))[0] == 0
     # Control: a full re-lock against the same channel moves demo-b too, so holding is what kept it.
@@ -297,7 +334,15 @@ def test_update_dry_run_shows_the_move_and_writes_nothing(locked_with_demos, cha
 def test_update_with_nothing_newer_moves_nothing(locked_with_demos, channels, capsys) -> None:
     project = locked_with_demos
     before = snapshot(project)
-    code, out, err = cli(capsys, "update", "demo-a", "--project-dir", str(project), "--mirror", f"conda-forge={channels[0].as_uri()}")
+    code, out, err = cli(
+        capsys,
+        "update",
+        "demo-a",
+        "--project-dir",
+        str(project),
+        "--mirror",
+        f"conda-forge={channels[0].as_uri()}",
+    )
     assert code == 0, err
     assert "nothing moved" in out
     assert snapshot(project) == before
@@ -306,20 +351,35 @@ def test_update_with_nothing_newer_moves_nothing(locked_with_demos, channels, ca
 @pytest.mark.parametrize(
     ("args", "damage", "needle", "hint"),
     [
-        (["not-in-the-lock"], None, "not-in-the-lock is not in any lock", "update moves packages a lock already has"),
+        (
+            ["not-in-the-lock"],
+            None,
+            "not-in-the-lock is not in any lock",
+            "update moves packages a lock already has",
+        ),
         (["demo-a", "--name", "nope"], None, "no environment named nope", "known:"),
         (["demo-a"], "edited", "edited by hand", "restore locks/"),
         (["demo-a"], "newer", "newer envlock", "upgrade envlock"),
     ],
 )
-def test_update_bad_input_is_one_error_and_writes_nothing(locked_with_demos, channels, capsys, args, damage, needle, hint) -> None:
+def test_update_bad_input_is_one_error_and_writes_nothing(
+    locked_with_demos, channels, capsys, args, damage, needle, hint
+) -> None:
     project = locked_with_demos
     if damage == "edited":
         edit(lock_file(project), "version: '1.0'", "version: '0.9'")
     elif damage == "newer":
         edit(lock_file(project), "envlock.lock_format: '1'", "envlock.lock_format: '2'")
     before = snapshot(project)
-    code, out, err = cli(capsys, "update", *args, "--project-dir", str(project), "--mirror", f"conda-forge={channels[1].as_uri()}")
+    code, out, err = cli(
+        capsys,
+        "update",
+        *args,
+        "--project-dir",
+        str(project),
+        "--mirror",
+        f"conda-forge={channels[1].as_uri()}",
+    )
     assert code == 1 and needle in err and f"hint: {hint}" in err, err
     assert snapshot(project) == before
 

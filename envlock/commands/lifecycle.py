@@ -15,7 +15,8 @@ import typer
 from envlock.errors import SpecError
 
 if TYPE_CHECKING:
-    from envlock.lifecycle import LockDiff, SolveSettings
+    from envlock.lifecycle import SolveSettings
+    from envlock.lockdiff import LockDiff
 
 PROJECT_HELP = "Project directory holding environments/ and locks/ (default: cwd)."
 
@@ -70,8 +71,12 @@ def check_cmd(
     for env in report.envs:
         if env.fresh:
             rows.append(["fresh", env.name, "-", ", ".join(env.platforms)])
+        # One line per change, naming every platform it applies to.
+        grouped: dict[tuple[str, str], list[str]] = {}
         for c in env.changes:
-            rows.append([c.kind, env.name, c.platform or "-", c.message])
+            grouped.setdefault((c.kind, c.message), []).append(c.platform or "-")
+        for (kind, message), platforms in grouped.items():
+            rows.append([kind, env.name, ",".join(dict.fromkeys(platforms)), message])
     _columns(rows)
     err = report.error()
     if err is not None:
@@ -103,10 +108,14 @@ def parse_check_args(args: list[str]) -> tuple[list[str], Path]:
 
 
 def lock_cmd(
-    names: Optional[list[str]] = typer.Argument(None, help="Environments to re-lock (default: every stale one)."),
+    names: Optional[list[str]] = typer.Argument(
+        None, help="Environments to re-lock (default: every stale one)."
+    ),
     all_: bool = typer.Option(False, "--all", help="Re-solve every environment, fresh or not."),
     project_dir: Path = typer.Option(Path("."), "--project-dir", help=PROJECT_HELP),
-    mirror: list[str] = typer.Option([], "--mirror", help="NAME=URL: fetch NAME from URL, keep canonical URLs."),
+    mirror: list[str] = typer.Option(
+        [], "--mirror", help="NAME=URL: fetch NAME from URL, keep canonical URLs."
+    ),
     offline: bool = typer.Option(False, "--offline", help="Use only the cache."),
     allow_insecure: bool = typer.Option(False, "--allow-insecure", help="Allow plain-http channels."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
@@ -126,7 +135,10 @@ def lock_cmd(
         why = "; ".join(messages[:3]) + ("; …" if len(messages) > 3 else "") or "--all"
         _out(f"locked  {o.name} ({why})")
         _columns(
-            [[p, f"CUDA {v['cuda']}", f"nvcc {v['nvcc'] or '-'}", f"{v['packages']} packages"] for p, v in o.platforms.items()],
+            [
+                [p, f"CUDA {v['cuda']}", f"nvcc {v['nvcc'] or '-'}", f"{v['packages']} packages"]
+                for p, v in o.platforms.items()
+            ],
             indent="  ",
         )
         written = set(o.written)
@@ -147,10 +159,14 @@ def _shown(path: Path, base: Path) -> str:
 
 def update_cmd(
     packages: list[str] = typer.Argument(..., help="Packages to move; everything else stays as locked."),
-    name: Optional[str] = typer.Option(None, "--name", help="Only this environment (default: every lock that has them)."),
+    name: Optional[str] = typer.Option(
+        None, "--name", help="Only this environment (default: every lock that has them)."
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Solve and show what would move; write nothing."),
     project_dir: Path = typer.Option(Path("."), "--project-dir", help=PROJECT_HELP),
-    mirror: list[str] = typer.Option([], "--mirror", help="NAME=URL: fetch NAME from URL, keep canonical URLs."),
+    mirror: list[str] = typer.Option(
+        [], "--mirror", help="NAME=URL: fetch NAME from URL, keep canonical URLs."
+    ),
     offline: bool = typer.Option(False, "--offline", help="Use only the cache."),
     allow_insecure: bool = typer.Option(False, "--allow-insecure", help="Allow plain-http channels."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
@@ -183,7 +199,10 @@ def _render_platforms(diff: LockDiff, indent: str = "") -> None:
     for p in diff.platforms:
         if p.empty:
             continue
-        _out(f"{indent}{p.platform}: {len(p.changed)} changed, {len(p.added)} added, {len(p.removed)} removed, {p.unchanged} unchanged")
+        _out(
+            f"{indent}{p.platform}: {len(p.changed)} changed, {len(p.added)} added, "
+            f"{len(p.removed)} removed, {p.unchanged} unchanged"
+        )
         rows = [["~", a.name, a.label(), "→", b.label()] for a, b in p.changed]
         rows += [["+", x.name, x.label()] for x in p.added]
         rows += [["-", x.name, x.label()] for x in p.removed]
@@ -191,22 +210,32 @@ def _render_platforms(diff: LockDiff, indent: str = "") -> None:
 
 
 def diff_cmd(
-    paths: Optional[list[str]] = typer.Argument(None, help="Two locks (A B), or with --git one lock path (optional)."),
-    git: Optional[str] = typer.Option(None, "--git", help="Compare the working tree's locks with their version at REF."),
+    paths: Optional[list[str]] = typer.Argument(
+        None, help="Two locks (A B), or with --git one lock path (optional)."
+    ),
+    git: Optional[str] = typer.Option(
+        None, "--git", help="Compare the working tree's locks with their version at REF."
+    ),
     project_dir: Path = typer.Option(Path("."), "--project-dir", help=PROJECT_HELP),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable diff on stdout."),
 ) -> int:
     """Per platform: packages added, removed and changed (old → new version and build). Exit 0."""
-    from envlock.lifecycle import diff_files, diff_git
+    from envlock.lockdiff import diff_files, diff_git
 
     given = list(paths or ())
     if git is not None:
         if len(given) > 1:
-            raise SpecError("--git takes at most one lock path", hint="envlock diff --git HEAD~1 [locks/NAME/conda-lock.yml]")
+            raise SpecError(
+                "--git takes at most one lock path",
+                hint="envlock diff --git HEAD~1 [locks/NAME/conda-lock.yml]",
+            )
         diffs = diff_git(project_dir, git, Path(given[0]) if given else None)
     else:
         if len(given) != 2:
-            raise SpecError("envlock diff needs two locks, or --git REF", hint="envlock diff A.yml B.yml, or envlock diff --git HEAD~1")
+            raise SpecError(
+                "envlock diff needs two locks, or --git REF",
+                hint="envlock diff A.yml B.yml, or envlock diff --git HEAD~1",
+            )
         diffs = [diff_files(Path(given[0]), Path(given[1]))]
     if as_json:
         _dump({"envlock_result_version": 1, "diffs": [d.to_json() for d in diffs]})
@@ -244,6 +273,8 @@ def register(app: typer.Typer) -> None:
     app.command("lock")(lock_cmd)
     # typer 0.29 coerces every non-bool parameter through pydantic (~0.1 s of imports), so `check`
     # takes NAME… and --project-dir as extra args and parses them itself: it runs in every commit.
-    app.command("check", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(check_cmd)
+    app.command("check", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
+        check_cmd
+    )
     app.command("update")(update_cmd)
     app.command("diff")(diff_cmd)

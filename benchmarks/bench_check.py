@@ -1,0 +1,149 @@
+"""Time `envlock check` over 10 environments × 3 platforms, whole process, against `python -c pass`.
+
+The project is made the way a user makes one: ten `envlock resolve` runs (different torch, python and
+--cuda inputs, linux-64 + linux-aarch64 + win-64) against the test channel of tests/channelbuilder.py,
+so every spec, lock, @EXPLICIT file and content hash is real. Then each command runs --runs times as a
+fresh process and the table shows median and min–max wall time.
+
+    python benchmarks/bench_check.py [--runs 7] [--keep DIR]
+
+Targets: `envlock check` ≤ 0.3 s, `envlock --help` ≤ 0.25 s (whole process, on the machine at hand).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+PLATFORMS = ("linux-64", "linux-aarch64", "win-64")
+# (torch, python, --cuda override): ten distinct specs the test channel solves on all three platforms.
+ENVS = (
+    ("2.8.0", "3.10", None),
+    ("2.8.0", "3.11", None),
+    ("2.8.0", "3.12", None),
+    ("2.9.1", "3.11", None),
+    ("2.9.1", "3.12", None),
+    ("2.10.0", "3.11", None),
+    ("2.10.0", "3.12", None),
+    ("2.8.0", "3.11", "12.9"),
+    ("2.9.1", "3.11", "12.6"),
+    ("2.10.0", "3.10", "12.9"),
+)
+
+
+def make_project(root: Path) -> Path:
+    """Build the test channel and resolve the ten environments into root/project."""
+    from envlock.resolve import ResolveRequest, resolve
+    from tests.channelbuilder import build_channel
+
+    channel = build_channel(root / "channels")
+    project = root / "project"
+    project.mkdir()
+    for torch, python, cuda in ENVS:
+        name = f"torch{torch}-py{python}" + (f"-cuda{cuda}" if cuda else "")
+        resolve(
+            ResolveRequest(
+                torch=torch,
+                cuda=cuda,
+                python=python,
+                platforms=PLATFORMS,
+                mirrors={"conda-forge": channel.as_uri()},
+                name=name,
+                project_dir=project,
+            )
+        )
+    return project
+
+
+def envlock_cmd() -> list[str]:
+    exe = Path(sys.executable).parent / "envlock"
+    return [str(exe)] if exe.is_file() else [sys.executable, "-m", "envlock"]
+
+
+def time_runs(cmd: list[str], runs: int, expect: int = 0) -> list[float]:
+    """Wall time of `runs` fresh processes (one warm-up run first, not counted)."""
+    out: list[float] = []
+    for i in range(runs + 1):
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        elapsed = time.perf_counter() - start
+        if proc.returncode != expect:
+            raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}")
+        if i:
+            out.append(elapsed)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--keep", type=Path, help="make the project here and keep it")
+    args = parser.parse_args()
+    root = args.keep or Path(tempfile.mkdtemp(prefix="envlock-bench-check-"))
+    root.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("ENVLOCK_CACHE_DIR", str(root / "cache"))
+    try:
+        t0 = time.perf_counter()
+        project = make_project(root)
+        made = time.perf_counter() - t0
+        locks = sorted(project.glob("locks/*/conda-lock.yml"))
+        size = sum(p.stat().st_size for p in locks)
+        envlock = envlock_cmd()
+        rows = [
+            ("python -c pass", [sys.executable, "-c", "pass"], None, 0),
+            ("envlock --help", [*envlock, "--help"], 0.25, 0),
+            (
+                f"envlock check ({len(locks)} envs × {len(PLATFORMS)} platforms)",
+                [*envlock, "check", "--project-dir", str(project)],
+                0.3,
+                0,
+            ),
+        ]
+        # A stale project too: one spec edited, so check does its full diagnosis and exits 1.
+        stale = root / "stale"
+        shutil.copytree(project, stale)
+        spec = next(stale.glob("environments/*.yml"))
+        spec.write_text(spec.read_text().replace("glibc: '2.28'", "glibc: '2.34'"))
+        rows.append(
+            (
+                "envlock check (1 of 10 stale, exit 1)",
+                [*envlock, "check", "--project-dir", str(stale)],
+                0.3,
+                1,
+            )
+        )
+        print(
+            f"project: {project} ({len(locks)} locks, {size / 1024:.0f} KiB of conda-lock.yml; "
+            f"made in {made:.1f} s)"
+        )
+        print(
+            f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {args.runs} runs each (after one warm-up)\n"
+        )
+        print(f"{'command':<48} {'median':>8} {'min–max':>15} {'target':>8}")
+        ok = True
+        for label, cmd, target, expect in rows:
+            times = time_runs(cmd, args.runs, expect)
+            med = statistics.median(times)
+            verdict = "" if target is None else (f"≤ {target:.2f}" + (" ok" if med <= target else " MISSED"))
+            ok &= target is None or med <= target
+            print(f"{label:<48} {med:>7.3f}s {min(times):>6.3f}–{max(times):.3f}s {verdict:>8}")
+        return 0 if ok else 1
+    finally:
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    os._exit(code)  # rattler was imported by the resolves: skip interpreter teardown (see envlock/cli.py)

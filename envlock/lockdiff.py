@@ -1,0 +1,264 @@
+"""`envlock diff`: packages added, removed and changed per platform between two locks, or against git.
+
+Reads conda-lock v1/v2 (pip entries too), envlock's @EXPLICIT files and pixi.lock v4–v6 with the C YAML
+loader; no solver, no network. `git` runs as a subprocess for `--git REF`.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from envlock.errors import LockfileError, SpecError
+from envlock.lockfile import LOCK_FORMAT, META_PREFIX, parse_explicit
+
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+LOCK_NAME = "conda-lock.yml"
+READS = "envlock diff reads conda-lock v1/v2, @EXPLICIT and pixi.lock v4-v6 files"
+
+
+@dataclass(frozen=True, order=True)
+class PkgRef:
+    """One package of one platform as a diff sees it."""
+
+    name: str
+    version: str
+    build: str = ""
+    manager: str = "conda"
+
+    def label(self) -> str:
+        return f"{self.version} {self.build}".strip()
+
+
+@dataclass(frozen=True)
+class PlatformDiff:
+    platform: str
+    added: tuple[PkgRef, ...] = ()
+    removed: tuple[PkgRef, ...] = ()
+    changed: tuple[tuple[PkgRef, PkgRef], ...] = ()
+    unchanged: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.removed or self.changed)
+
+    def to_json(self) -> dict[str, Any]:
+        def one(p: PkgRef) -> dict[str, str]:
+            return {"name": p.name, "version": p.version, "build": p.build, "manager": p.manager}
+
+        return {
+            "added": [one(p) for p in self.added],
+            "removed": [one(p) for p in self.removed],
+            "changed": [
+                {"name": a.name, "manager": a.manager, "old": {"version": a.version, "build": a.build},
+                 "new": {"version": b.version, "build": b.build}}
+                for a, b in self.changed
+            ],
+            "unchanged": self.unchanged,
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class LockDiff:
+    old: str  # labels (paths, or REF:path)
+    new: str
+    platforms: tuple[PlatformDiff, ...]
+
+    @property
+    def empty(self) -> bool:
+        return all(p.empty for p in self.platforms)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "old": self.old,
+            "new": self.new,
+            "platforms": {p.platform: p.to_json() for p in self.platforms},
+        }
+
+
+Entries = dict[str, dict[tuple[str, str], PkgRef]]  # platform → (manager, name) → package
+
+
+def _split_filename(url: str) -> tuple[str, str, str]:
+    """name, version, build from a conda package URL."""
+    stem = url.rsplit("/", 1)[-1].split("#")[0].removesuffix(".conda").removesuffix(".tar.bz2")
+    parts = stem.rsplit("-", 2)
+    return (parts[0], parts[1], parts[2]) if len(parts) == 3 else (stem, "", "")
+
+
+def lock_entries(text: str, label: str) -> Entries:
+    """Packages per platform of a conda-lock v1/v2, @EXPLICIT or pixi.lock (v4–v6) text."""
+    if "@EXPLICIT" in text and "\npackage:" not in text and not text.lstrip().startswith("version:"):
+        lf = parse_explicit(text, Path(label))
+        return {lf.platforms[0]: {("conda", p.name): PkgRef(p.name, p.version, p.build) for p in lf.packages}}
+    try:
+        doc = yaml.load(text, Loader=_LOADER)  # a safe loader (C or pure)
+    except yaml.YAMLError:
+        raise LockfileError(
+            f"{label} is not valid YAML", hint="pass a conda-lock.yml, an @EXPLICIT .lock or a pixi.lock"
+        ) from None
+    if not isinstance(doc, dict):
+        raise LockfileError(
+            f"{label} is not a lock file", hint="pass a conda-lock.yml, an @EXPLICIT .lock or a pixi.lock"
+        )
+    if "environments" in doc and isinstance(doc.get("packages"), list):
+        return _pixi_entries(doc, label)
+    version = doc.get("version")
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    fmt = str((meta.get("custom_metadata") or {}).get(f"{META_PREFIX}lock_format", "1"))
+    if not fmt.isdigit() or int(fmt) > LOCK_FORMAT:
+        raise LockfileError(
+            f"{label} was written by a newer envlock (lock format {fmt})",
+            hint="upgrade envlock (`pip install -U envlock`)",
+        )
+    if version not in (1, 2) or not isinstance(doc.get("package"), list):
+        raise LockfileError(
+            f"{label} is not a conda-lock v1/v2 file (version {version!r})",
+            hint="envlock diff reads conda-lock v1/v2, @EXPLICIT and pixi.lock v4-v6 files",
+        )
+    out: Entries = {p: {} for p in meta.get("platforms") or ()}
+    for e in doc["package"]:
+        if not isinstance(e, dict) or "name" not in e:
+            raise LockfileError(f"{label}: a package entry has no name", hint="restore the file from git")
+        manager = str(e.get("manager", "conda"))
+        build = _split_filename(str(e.get("url", "")))[2] if manager == "conda" else ""
+        ref = PkgRef(str(e["name"]), str(e.get("version", "")), str(e.get("build") or build), manager)
+        out.setdefault(str(e.get("platform", "")), {})[(manager, ref.name)] = ref
+    return out
+
+
+def _pixi_entries(doc: Mapping[str, Any], label: str) -> Entries:
+    version = doc.get("version")
+    if not isinstance(version, int) or not 4 <= version <= 6:
+        raise LockfileError(
+            f"{label} is pixi.lock version {version!r}", hint="envlock diff reads pixi.lock v4-v6"
+        )
+    pypi_versions = {
+        str(p.get("pypi")): (str(p.get("name", "")), str(p.get("version", "")))
+        for p in doc["packages"]
+        if isinstance(p, dict) and "pypi" in p
+    }
+    out: Entries = {}
+    envs = doc.get("environments") or {}
+    for env, body in envs.items():
+        for platform, pkgs in ((body or {}).get("packages") or {}).items():
+            key = platform if env == "default" else f"{env}/{platform}"
+            bucket = out.setdefault(key, {})
+            for item in pkgs or ():
+                if "conda" in item:
+                    name, ver, build = _split_filename(str(item["conda"]))
+                    bucket[("conda", name)] = PkgRef(name, ver, build)
+                elif "pypi" in item:
+                    name, ver = pypi_versions.get(str(item["pypi"]), _wheel_name(str(item["pypi"])))
+                    bucket[("pypi", name)] = PkgRef(name, ver, "", "pypi")
+    return out
+
+
+def _wheel_name(url: str) -> tuple[str, str]:
+    parts = url.rsplit("/", 1)[-1].split("-")
+    return (parts[0], parts[1]) if len(parts) > 1 else (parts[0], "")
+
+
+def diff_entries(old: Entries, new: Entries, old_label: str, new_label: str) -> LockDiff:
+    """Per platform: added, removed, changed (version or build), in name order."""
+    platforms: list[PlatformDiff] = []
+    for platform in [*old, *(p for p in new if p not in old)]:
+        a, b = old.get(platform, {}), new.get(platform, {})
+        added = tuple(sorted(b[k] for k in b.keys() - a.keys()))
+        removed = tuple(sorted(a[k] for k in a.keys() - b.keys()))
+        both = sorted(a.keys() & b.keys(), key=lambda k: (k[1], k[0]))
+        changed = tuple(
+            (a[k], b[k]) for k in both if (a[k].version, a[k].build) != (b[k].version, b[k].build)
+        )
+        platforms.append(PlatformDiff(platform, added, removed, changed, len(both) - len(changed)))
+    return LockDiff(old_label, new_label, tuple(platforms))
+
+
+def _read_text(path: Path) -> str:
+    target = path / LOCK_NAME if path.is_dir() else path
+    try:
+        return target.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise LockfileError(
+            f"no lock at {target}", hint="pass two lock files (conda-lock.yml, .lock or pixi.lock)"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LockfileError(
+            f"cannot read {target}: {exc}", hint="check the path and its permissions"
+        ) from None
+
+
+def diff_files(old: Path, new: Path) -> LockDiff:
+    """`envlock diff A B`."""
+    return diff_entries(
+        lock_entries(_read_text(old), str(old)), lock_entries(_read_text(new), str(new)), str(old), str(new)
+    )
+
+
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    except FileNotFoundError:
+        raise SpecError(
+            "git is not installed", hint="install git, or pass two lock files to `envlock diff`"
+        ) from None
+
+
+def diff_git(project_dir: Path, ref: str, path: Path | None = None) -> list[LockDiff]:
+    """`envlock diff --git REF [PATH]`: each lock at REF against the working tree."""
+    top = _git(project_dir, "rev-parse", "--show-toplevel")
+    if top.returncode != 0:
+        raise SpecError(
+            f"{project_dir} is not inside a git repository", hint="pass two lock files instead of --git"
+        )
+    root = Path(top.stdout.strip())
+    if (
+        ref.startswith("-")
+        or _git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").returncode != 0
+    ):
+        raise SpecError(
+            f"git ref {ref!r} does not exist", hint="use a branch, tag or commit, e.g. --git HEAD~1"
+        )
+    if path is not None:
+        target = path if path.is_absolute() else Path.cwd() / path
+        target = target / LOCK_NAME if target.is_dir() else target
+        rels = [_rel_to(target, root)]
+    else:
+        base = _rel_to(project_dir.resolve() / "locks", root)
+        listed = _git(root, "ls-tree", "-r", "--name-only", ref, "--", base).stdout.split()
+        at_ref = {p for p in listed if p.endswith("/" + LOCK_NAME)}
+        here = {_rel_to(p.resolve(), root) for p in (project_dir / "locks").glob(f"*/{LOCK_NAME}")}
+        rels = sorted(at_ref | here)
+        if not rels:
+            raise LockfileError(
+                f"no locks under {base} here or at {ref}",
+                hint="pass the lock path: envlock diff --git REF PATH",
+            )
+    out: list[LockDiff] = []
+    for rel in rels:
+        shown = _git(root, "show", f"{ref}:{rel}")
+        old_text = shown.stdout if shown.returncode == 0 else None
+        new_path = root / rel
+        new_text = new_path.read_text(encoding="utf-8") if new_path.is_file() else None
+        if old_text is None and new_text is None:
+            raise LockfileError(
+                f"{rel} exists neither at {ref} nor in the working tree", hint="check the path"
+            )
+        old = lock_entries(old_text, f"{ref}:{rel}") if old_text is not None else {}
+        new = lock_entries(new_text, rel) if new_text is not None else {}
+        out.append(diff_entries(old, new, f"{ref}:{rel}", rel))
+    return out
+
+
+def _rel_to(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        raise SpecError(
+            f"{path} is outside the git repository {root}", hint="pass a path inside the repository"
+        ) from None
