@@ -236,8 +236,12 @@ _TRUNCATION_MARKERS = ("error decoding response body", "error reading a body", "
 
 
 def is_truncated_body(text: str) -> bool:
-    """Whether a rattler fetch error is a response body cut off mid-way (worth a new attempt)."""
-    return any(m in text for m in _TRUNCATION_MARKERS)
+    """Whether a rattler fetch error is a response body cut off mid-way (worth a new attempt).
+
+    A whole repodata.json download ("failed to download …") was already retried 4 times by
+    rattler itself (measured); shards and the shard index were not.
+    """
+    return any(m in text for m in _TRUNCATION_MARKERS) and "failed to download" not in text
 
 
 def http_client(options: SolveOptions) -> rattler.Client:

@@ -1707,6 +1707,8 @@ class RequestRecord:
     status: int
     bytes_sent: int
     fault: str | None = None
+    authorization: str | None = None  # the Authorization header, if any (credential tests)
+    token: str | None = None  # a conda `/t/<token>/` path prefix, if any (stripped before serving)
 
 
 @dataclass
@@ -1715,7 +1717,10 @@ class Fault:
 
     Actions: "status:NNN" (answer NNN, empty body), "close-mid-body" / "truncate" (send headers with the full
     Content-Length and half the body, then drop the connection), "stall:SECONDS" (sleep, then answer
-    normally), "corrupt" (flip the first 64 body bytes, same length), "reset" (close without any response).
+    normally), "corrupt" (flip the first 64 body bytes, same length), "reset" (close without any response),
+    "redirect:BASE" (302 to BASE + the same path, e.g. another host's server).
+    Paths may start with a conda token segment `/t/<token>/`: it is recorded and stripped, so
+    `http://user:pw@127.0.0.1:PORT/t/TOKEN/conda-forge` serves the channel (the Authorization header is logged).
     """
 
     pattern: str
@@ -1752,8 +1757,20 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 
     def _answer(self, owner: ChannelServer, *, head: bool) -> None:
         path = self.path.split("?", 1)[0]
+        self._token = None
+        if path.startswith("/t/") and path.count("/") >= 3:
+            self._token, path = path[3:].split("/", 1)[0], "/" + path[3:].split("/", 1)[1]
+            self.path = path
+        owner = _Logging(owner, self)  # type: ignore[assignment]
         fault = owner._take_fault(path)
         action = fault.action if fault else ""
+        if action.startswith("redirect:"):
+            self.send_response(302)
+            self.send_header("Location", action.split(":", 1)[1].rstrip("/") + path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            owner._record(RequestRecord(self.command, path, 302, 0, action))
+            return
         if action.startswith("stall:"):
             time.sleep(float(action.split(":", 1)[1]))
         if action == "reset":
@@ -1813,6 +1830,22 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
                 self.wfile.write(body)
                 sent = len(body)
         owner._record(RequestRecord(self.command, path, 200, sent, action or None))
+
+
+class _Logging:
+    """The server as `_answer` sees it: records get the request's Authorization header and token."""
+
+    def __init__(self, owner: ChannelServer, handler: _Handler) -> None:
+        self._owner = owner
+        self._handler = handler
+
+    def _take_fault(self, path: str) -> Fault | None:
+        return self._owner._take_fault(path)
+
+    def _record(self, record: RequestRecord) -> None:
+        record.authorization = self._handler.headers.get("Authorization")
+        record.token = self._handler._token
+        self._owner._record(record)
 
 
 class _ThreadingServer(http.server.ThreadingHTTPServer):
