@@ -391,15 +391,18 @@ def _rules_change(old: list[dict[str, Any]], new: list[dict[str, Any]], rules: t
         return f"envlock rules{version}: CUDA candidates {before} became {after}"
     for a, b in zip(old, new, strict=False):
         for key in ("specs", "virtual_packages", "channels", "skew"):
-            if a.get(key) != b.get(key):
-                if isinstance(a.get(key), list):
-                    sa, sb = set(a.get(key) or ()), set(b.get(key) or ())
-                    moved = [f"+{x}" for x in sorted(sb - sa)] + [f"-{x}" for x in sorted(sa - sb)]
-                    detail = ", ".join(moved) or "order changed"
-                else:
-                    detail = f"{a.get(key)} → {b.get(key)}"
-                return f"envlock rules{version}: CUDA {a.get('cuda')} {key}: {detail}"
-    return f"envlock rules{version}: the plan changed"
+            if a.get(key) == b.get(key):
+                continue
+            if isinstance(a.get(key), list):
+                sa, sb = set(a.get(key) or ()), set(b.get(key) or ())
+                if sa == sb and key != "channels":  # only the order, which the hash no longer sees
+                    continue
+                moved = [f"+{x}" for x in sorted(sb - sa)] + [f"-{x}" for x in sorted(sa - sb)]
+                detail = ", ".join(moved) or "channel order changed"
+            else:
+                detail = f"{a.get(key)} → {b.get(key)}"
+            return f"envlock rules{version}: CUDA {a.get('cuda')} {key}: {detail}"
+    return "the lock was made by an envlock that hashed its inputs differently; re-lock it once"
 
 
 def integrity_changes(lock: LockMeta) -> list[Change]:
@@ -783,11 +786,11 @@ class UpdateOutcome:
 
 
 def _entries_of(packages: Iterable[LockedPackage]) -> Entries:
-    from envlock.lockdiff import PkgRef
+    from envlock.lockdiff import conda_ref
 
     out: Entries = {}
     for p in packages:
-        out.setdefault(p.platform, {})[("conda", p.name)] = PkgRef(p.name, p.version, p.build)
+        out.setdefault(p.platform, {})[("conda", p.name)] = conda_ref(p.name, p.version, p.build, p.url)
     return out
 
 

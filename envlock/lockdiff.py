@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from envlock.errors import LockfileError, SpecError
-from envlock.lockfile import LOCK_FORMAT, META_PREFIX, parse_explicit
+from envlock.lockfile import LOCK_FORMAT, META_PREFIX, parse_explicit, strip_credentials
 
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 LOCK_NAME = "conda-lock.yml"
@@ -30,9 +30,14 @@ class PkgRef:
     version: str
     build: str = ""
     manager: str = "conda"
+    channel: str = ""  # the channel URL a conda package comes from (a moved channel is a change too)
 
-    def label(self) -> str:
-        return f"{self.version} {self.build}".strip()
+    def label(self, with_channel: bool = False) -> str:
+        text = f"{self.version} {self.build}".strip()
+        return f"{text} [{self.channel}]" if with_channel and self.channel else text
+
+    def key(self) -> tuple[str, str, str]:
+        return (self.version, self.build, self.channel)
 
 
 @dataclass(frozen=True)
@@ -49,14 +54,21 @@ class PlatformDiff:
 
     def to_json(self) -> dict[str, Any]:
         def one(p: PkgRef) -> dict[str, str]:
-            return {"name": p.name, "version": p.version, "build": p.build, "manager": p.manager}
+            return {
+                "name": p.name,
+                "version": p.version,
+                "build": p.build,
+                "manager": p.manager,
+                "channel": p.channel,
+            }
 
         return {
             "added": [one(p) for p in self.added],
             "removed": [one(p) for p in self.removed],
             "changed": [
-                {"name": a.name, "manager": a.manager, "old": {"version": a.version, "build": a.build},
-                 "new": {"version": b.version, "build": b.build}}
+                {"name": a.name, "manager": a.manager,
+                 "old": {"version": a.version, "build": a.build, "channel": a.channel},
+                 "new": {"version": b.version, "build": b.build, "channel": b.channel}}
                 for a, b in self.changed
             ],
             "unchanged": self.unchanged,
@@ -84,6 +96,12 @@ class LockDiff:
 Entries = dict[str, dict[tuple[str, str], PkgRef]]  # platform → (manager, name) → package
 
 
+def conda_ref(name: str, version: str, build: str, url: str) -> PkgRef:
+    """A conda package; its channel is the URL without subdir and filename, credentials removed."""
+    channel = strip_credentials(url).rsplit("/", 2)[0] if url.count("/") >= 3 else ""
+    return PkgRef(name, version, build, "conda", channel)
+
+
 def _split_filename(url: str) -> tuple[str, str, str]:
     """name, version, build from a conda package URL."""
     stem = url.rsplit("/", 1)[-1].split("#")[0].removesuffix(".conda").removesuffix(".tar.bz2")
@@ -95,7 +113,11 @@ def lock_entries(text: str, label: str) -> Entries:
     """Packages per platform of a conda-lock v1/v2, @EXPLICIT or pixi.lock (v4–v6) text."""
     if "@EXPLICIT" in text and "\npackage:" not in text and not text.lstrip().startswith("version:"):
         lf = parse_explicit(text, Path(label))
-        return {lf.platforms[0]: {("conda", p.name): PkgRef(p.name, p.version, p.build) for p in lf.packages}}
+        return {
+            lf.platforms[0]: {
+                ("conda", p.name): conda_ref(p.name, p.version, p.build, p.url) for p in lf.packages
+            }
+        }
     try:
         doc = yaml.load(text, Loader=_LOADER)  # a safe loader (C or pure)
     except yaml.YAMLError:
@@ -127,7 +149,11 @@ def lock_entries(text: str, label: str) -> Entries:
             raise LockfileError(f"{label}: a package entry has no name", hint="restore the file from git")
         manager = str(e.get("manager", "conda"))
         build = _split_filename(str(e.get("url", "")))[2] if manager == "conda" else ""
-        ref = PkgRef(str(e["name"]), str(e.get("version", "")), str(e.get("build") or build), manager)
+        name, version, url = str(e["name"]), str(e.get("version", "")), str(e.get("url", ""))
+        if manager == "conda":
+            ref = conda_ref(name, version, str(e.get("build") or build), url)
+        else:
+            ref = PkgRef(name, version, "", manager)
         out.setdefault(str(e.get("platform", "")), {})[(manager, ref.name)] = ref
     return out
 
@@ -152,7 +178,7 @@ def _pixi_entries(doc: Mapping[str, Any], label: str) -> Entries:
             for item in pkgs or ():
                 if "conda" in item:
                     name, ver, build = _split_filename(str(item["conda"]))
-                    bucket[("conda", name)] = PkgRef(name, ver, build)
+                    bucket[("conda", name)] = conda_ref(name, ver, build, str(item["conda"]))
                 elif "pypi" in item:
                     name, ver = pypi_versions.get(str(item["pypi"]), _wheel_name(str(item["pypi"])))
                     bucket[("pypi", name)] = PkgRef(name, ver, "", "pypi")
@@ -172,9 +198,7 @@ def diff_entries(old: Entries, new: Entries, old_label: str, new_label: str) -> 
         added = tuple(sorted(b[k] for k in b.keys() - a.keys()))
         removed = tuple(sorted(a[k] for k in a.keys() - b.keys()))
         both = sorted(a.keys() & b.keys(), key=lambda k: (k[1], k[0]))
-        changed = tuple(
-            (a[k], b[k]) for k in both if (a[k].version, a[k].build) != (b[k].version, b[k].build)
-        )
+        changed = tuple((a[k], b[k]) for k in both if a[k].key() != b[k].key())
         platforms.append(PlatformDiff(platform, added, removed, changed, len(both) - len(changed)))
     return LockDiff(old_label, new_label, tuple(platforms))
 

@@ -63,6 +63,20 @@ def test_diff_of_a_lock_with_itself_is_empty(locks, capsys) -> None:
     assert code == 0 and "no differences (" in out
 
 
+def test_a_moved_channel_is_a_change_even_at_the_same_version(locks, tmp_path, capsys) -> None:
+    """A lock that leaked a mirror URL (file://…) differs from the canonical one, though no version moved."""
+    leaked = tmp_path / "leaked.yml"
+    leaked.write_text(
+        locks[0].read_text().replace("https://conda.anaconda.org/conda-forge/", "file:///mirror/cf/")
+    )
+    d = diff_files(locks[0], leaked)
+    for p in d.platforms:
+        assert p.changed and all(a.key()[:2] == b.key()[:2] for a, b in p.changed)
+        assert {b.channel for _, b in p.changed} == {"file:///mirror/cf"}
+    code, out, err = cli(capsys, "diff", str(locks[0]), str(leaked))
+    assert code == 0 and "[https://conda.anaconda.org/conda-forge]  →" in out and "[file:///mirror/cf]" in out
+
+
 def test_diff_reads_explicit_files(locks, capsys) -> None:
     a = locks[0].parent / "conda-linux-64.lock"
     b = locks[1].parent / "conda-linux-64.lock"

@@ -29,6 +29,7 @@ from tests.lockproject import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
+CF = "https://conda.anaconda.org/conda-forge"  # locks record canonical channel URLs, never the mirror
 
 
 @pytest.fixture(scope="module")
@@ -300,8 +301,8 @@ def test_update_moves_only_the_named_package(locked_with_demos, channels, capsys
             {
                 "name": "demo-a",
                 "manager": "conda",
-                "old": {"version": "1.0", "build": moved["changed"][0]["old"]["build"]},
-                "new": {"version": "1.1", "build": moved["changed"][0]["new"]["build"]},
+                "old": {"version": "1.0", "build": moved["changed"][0]["old"]["build"], "channel": CF},
+                "new": {"version": "1.1", "build": moved["changed"][0]["new"]["build"], "channel": CF},
             }
         ]
         assert moved["added"] == [] and moved["removed"] == []

@@ -203,7 +203,10 @@ def _render_platforms(diff: LockDiff, indent: str = "") -> None:
             f"{indent}{p.platform}: {len(p.changed)} changed, {len(p.added)} added, "
             f"{len(p.removed)} removed, {p.unchanged} unchanged"
         )
-        rows = [["~", a.name, a.label(), "→", b.label()] for a, b in p.changed]
+        rows = [
+            ["~", a.name, a.label(a.channel != b.channel), "→", b.label(a.channel != b.channel)]
+            for a, b in p.changed
+        ]
         rows += [["+", x.name, x.label()] for x in p.added]
         rows += [["-", x.name, x.label()] for x in p.removed]
         _columns(rows, indent=indent + "  ")
