@@ -2,10 +2,10 @@
 
 The project is made the way a user makes one: ten `envlock resolve` runs (different torch, python and
 --cuda inputs, linux-64 + linux-aarch64 + win-64) against the test channel of tests/channelbuilder.py,
-so every spec, lock, @EXPLICIT file and content hash is real. Then each command runs --runs times as a
-fresh process and the table shows median and min–max wall time.
+so every spec, lock, @EXPLICIT file and content hash is real. Then the commands run --runs rounds,
+interleaved, each as a fresh process; the table shows median and min–max wall time.
 
-    python benchmarks/bench_check.py [--runs 7] [--keep DIR]
+    python benchmarks/bench_check.py [--runs 11] [--keep DIR]
 
 Targets: `envlock check` ≤ 0.3 s, `envlock --help` ≤ 0.25 s (whole process, on the machine at hand).
 """
@@ -70,23 +70,27 @@ def envlock_cmd() -> list[str]:
     return [str(exe)] if exe.is_file() else [sys.executable, "-m", "envlock"]
 
 
-def time_runs(cmd: list[str], runs: int, expect: int = 0) -> list[float]:
-    """Wall time of `runs` fresh processes (one warm-up run first, not counted)."""
-    out: list[float] = []
+def time_rounds(cmds: list[tuple[list[str], int]], runs: int) -> list[list[float]]:
+    """Wall time of `runs` fresh processes per command, interleaved round by round (load hits all alike).
+
+    One warm-up round first, not counted; a command that exits other than expected stops the benchmark.
+    """
+    out: list[list[float]] = [[] for _ in cmds]
     for i in range(runs + 1):
-        start = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        elapsed = time.perf_counter() - start
-        if proc.returncode != expect:
-            raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}")
-        if i:
-            out.append(elapsed)
+        for j, (cmd, expect) in enumerate(cmds):
+            start = time.perf_counter()
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            elapsed = time.perf_counter() - start
+            if proc.returncode != expect:
+                raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}")
+            if i:
+                out[j].append(elapsed)
     return out
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--runs", type=int, default=11)
     parser.add_argument("--keep", type=Path, help="make the project here and keep it")
     args = parser.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="envlock-bench-check-"))
@@ -131,8 +135,8 @@ def main() -> int:
         )
         print(f"{'command':<48} {'median':>8} {'min–max':>15} {'target':>8}")
         ok = True
-        for label, cmd, target, expect in rows:
-            times = time_runs(cmd, args.runs, expect)
+        timings = time_rounds([(cmd, expect) for _, cmd, _, expect in rows], args.runs)
+        for (label, _, target, _), times in zip(rows, timings, strict=True):
             med = statistics.median(times)
             verdict = "" if target is None else (f"≤ {target:.2f}" + (" ok" if med <= target else " MISSED"))
             ok &= target is None or med <= target
