@@ -4,7 +4,7 @@
 #   A  envlock doctor --compile --json                      (expect: no errors, load_inline builds and runs)
 #   B  same with CUDA_HOME = a symlink copy of the toolkit without cuSPARSE headers (the seed failure)
 #   C  same as A with NVCC_PREPEND_FLAGS=-ccbin=$CXX and CC set (conda-forge cuda-nvcc + torch's -ccbin $CC)
-#   D  envlock doctor --json with the toolkit's lib dir prepended to LD_LIBRARY_PATH (shadowing check)
+#   D  envlock doctor --json with an older libnvJitLink and the toolkit's lib dirs first on LD_LIBRARY_PATH
 set -u
 out=${OUT:-./gpu-proof-out}; mkdir -p "$out"
 if ls .whl/*.whl >/dev/null 2>&1; then   # wheels the machine lacks (platformdirs), never rattler/conda-lock
@@ -73,7 +73,12 @@ wrap doctor-ccbin "NVCC_PREPEND_FLAGS=-ccbin=g++ plus CC=gcc: doctor --compile" 
   env NVCC_PREPEND_FLAGS="-ccbin=$(command -v g++)" CC="$(command -v gcc)" CXX="$(command -v g++)" \
   python3 -m envlock doctor --compile --json
 
-wrap doctor-ldpath "toolkit lib dir prepended to LD_LIBRARY_PATH: doctor" \
-  env LD_LIBRARY_PATH="$real/lib64:$real/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+# D: a real older libnvJitLink (13.0 GA wheel, carried as .whl/old/*.whl) first on LD_LIBRARY_PATH.
+oldlib=""
+if ls .whl/old/nvidia_nvjitlink-*.whl >/dev/null 2>&1; then
+  mkdir -p /tmp/old-site && python3 -m zipfile -e .whl/old/nvidia_nvjitlink-*.whl /tmp/old-site && oldlib=/tmp/old-site/nvidia/cu13/lib:
+fi
+wrap doctor-ldpath "an older libnvJitLink and the toolkit's lib dirs prepended to LD_LIBRARY_PATH: doctor" \
+  env LD_LIBRARY_PATH="$oldlib$real/lib64:$real/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
   python3 -m envlock doctor --json
 ls -la "$out"
