@@ -18,6 +18,7 @@ import importlib.util
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -106,6 +107,7 @@ class Row:
     target: str = ""
     ok: bool | None = None
     note: str = ""
+    n: int | None = None  # runs behind `values` when those are a summary (min, median, max)
 
     @property
     def median(self) -> float:
@@ -142,7 +144,7 @@ def render_table(rows: list[Row], header: str) -> str:
         base = f"{r.baseline_label} {_fmt(statistics.median(r.baseline), r.unit)}" if r.baseline else ""
         ratio = f"{r.ratio:.2f}x" if r.ratio is not None else ""
         ok = {True: "yes", False: "NO", None: ""}[r.ok]
-        lines.append([r.label, _fmt(r.median, r.unit) if r.values else "n/a", rng, str(len(r.values)), base, ratio,
+        lines.append([r.label, _fmt(r.median, r.unit) if r.values else "n/a", rng, str(r.n or len(r.values)), base, ratio,
                       r.target, ok, r.note])
     widths = [max(len(c), *(len(line[i]) for line in lines)) for i, c in enumerate(cols)]
     out = [header, "  ".join(c.ljust(w) for c, w in zip(cols, widths)), "  ".join("-" * w for w in widths)]
@@ -364,23 +366,37 @@ def bench_check(b: Bench, project: Path, cache: Path) -> list[Row]:
                 ok=med <= 0.3 and not bad, note=note)]
 
 
+CREATE_LINE = re.compile(r"^(envlock create|bare rattler.install)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
+CREATE_HEAD = re.compile(r"^\[(\w+)\] (\d+) packages, (\d+) files.*?(\d+) runs each")
+
+
 def bench_create(b: Bench) -> list[Row]:
-    """`envlock create` (warm package cache) vs bare rattler.install, from benchmarks/bench_create.py."""
+    """`envlock create` (warm package cache) vs bare rattler.install: benchmarks/bench_create.py's figures.
+
+    bench_create.py (the create engineer's) times both sides in one process, interleaved, on the test
+    channel's real packages; it prints median/min/max per scenario, which become rows here.
+    """
     path = HERE / "bench_create.py"
-    label = "envlock create vs rattler.install (warm pkg cache)"
     if not path.is_file():
-        return [Row("create", label, [], target="<= 1.2x", note="benchmarks/bench_create.py not there yet")]
-    b.log("create (bench_create.py)")
-    spec = importlib.util.spec_from_file_location("bench_create", path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    result = mod.measure(runs=b.runs, small=b.info.config.get("history") is False, work=b.fresh("create"))
-    rows = []
-    for r in result:
-        rows.append(Row("create", r["label"], list(r["values"]), baseline=r.get("baseline"),
-                        baseline_label=r.get("baseline_label", "bare"), target=r.get("target", ""),
-                        ok=r.get("ok"), note=r.get("note", "")))
+        return [Row("create (warm package cache)", "envlock create vs rattler.install", [], target="<= 1.2x bare",
+                    note="benchmarks/bench_create.py not there yet")]
+    b.log("create: benchmarks/bench_create.py")
+    sample = checked(run_proc([sys.executable, str(path), "--runs", str(max(5, b.runs))]), "bench_create.py")
+    rows: list[Row] = []
+    scenario, figures = "", {}
+    for line in sample.stdout.splitlines():
+        if m := CREATE_HEAD.match(line):
+            scenario, figures = f"{m.group(1)}: {m.group(2)} packages, {m.group(3)} files", {"n": int(m.group(4))}
+        elif m := CREATE_LINE.match(line):
+            figures[m.group(1)] = [float(m.group(3)), float(m.group(2)), float(m.group(4))]  # min, median, max
+            if "envlock create" in figures and "bare rattler.install" in figures:
+                env, bare = figures["envlock create"], figures["bare rattler.install"]
+                rows.append(Row("create (warm package cache)", f"envlock create, {scenario}", env, baseline=bare,
+                                baseline_label="rattler.install", target="<= 1.2x bare", ok=env[1] / bare[1] <= 1.2,
+                                n=figures["n"], note="in-process, interleaved (bench_create.py)"))
+                figures = {"n": figures["n"]}
+    if not rows:
+        raise RuntimeError(f"could not read bench_create.py's table:\n{sample.stdout[-1500:]}")
     return rows
 
 
@@ -396,21 +412,38 @@ def run_all(info: ChannelInfo, runs: int, sections: Sequence[str], log: Callable
     rows: list[Row] = []
     with CountingServer(info.root) as server, tempfile.TemporaryDirectory(prefix="envlock-bench-") as tmp:
         b = Bench(info, server, Path(tmp), runs, log)
+
+        def section(name: str, fn: Callable[[], list[Row]]) -> None:
+            try:
+                rows.extend(fn())
+            except Exception as exc:  # noqa: BLE001 - one broken section must not hide the others' figures
+                log(f"{name} failed: {exc}")
+                rows.append(Row(name, "FAILED", [], note=_first_line(str(exc))))
+
         if "resolve" in sections:
-            rows += bench_resolve(b)
+            section("resolve", lambda: bench_resolve(b))
         if "help" in sections:
-            rows += bench_help(b)
+            section("start-up", lambda: bench_help(b))
         if "scaling" in sections or "check" in sections:
             cache = b.fresh("cache")
-            checked(run_proc(b.resolve_cmd(True, b.fresh("proj")), env=b.env(cache), server=server), "warm-up")
-            scaling, project10 = bench_scaling(b, cache)
-            if "scaling" in sections:
-                rows += scaling
-            if "check" in sections:
-                rows += bench_check(b, project10, cache)
+            made: dict[str, Path] = {}
+
+            def scaling() -> list[Row]:
+                checked(run_proc(b.resolve_cmd(True, b.fresh("proj")), env=b.env(cache), server=server), "warm-up")
+                got, made["project"] = bench_scaling(b, cache)
+                return got if "scaling" in sections else []
+
+            section("scaling", scaling)
+            if "check" in sections and "project" in made:
+                section("lifecycle", lambda: bench_check(b, made["project"], cache))
         if "create" in sections:
-            rows += bench_create(b)
+            section("create", lambda: bench_create(b))
     return rows
+
+
+def _first_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return (lines[0] + (f" ... {lines[-1]}" if len(lines) > 1 else ""))[:300] if lines else ""
 
 
 def channel_summary(info: ChannelInfo) -> str:
