@@ -262,7 +262,7 @@ def _bad(p: Path | None, what: str) -> LockfileError:
 def parse_conda_lock(text: str, p: Path | None = None) -> LockFile:
     """Parse conda-lock v1 YAML text."""
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml: ~8x faster
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
@@ -431,6 +431,36 @@ def write_atomic(path: Path, text: str) -> bool:
     return True
 
 
+def remove_stale_temps(globs: Iterable[tuple[Path, str]]) -> list[Path]:
+    """Delete temp files a killed writer left (call only while holding the writers' file lock)."""
+    removed = []
+    for directory, pattern in globs:
+        for tmp in directory.glob(pattern) if directory.is_dir() else ():
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
+
+
+def _test_pause(name: str) -> None:
+    """Test hook: ENVLOCK_TEST_PAUSE_BEFORE_REPLACE=SECONDS[:FILENAME] sleeps before a rename.
+
+    Before every rename, or only before FILENAME's: it widens the window between staging and
+    renaming so the reliability tests can SIGKILL a run there (tests/reliability/test_interrupted.py).
+    Unset, it costs one dict lookup.
+    """
+    pause = os.environ.get("ENVLOCK_TEST_PAUSE_BEFORE_REPLACE")
+    if not pause:
+        return
+    seconds, _, only = pause.partition(":")
+    import sys
+    import time
+
+    sys.stderr.write(f"envlock-test: pausing before replace of {name}\n")
+    sys.stderr.flush()
+    if not only or only == name:
+        time.sleep(float(seconds))
+
+
 def write_all_atomic(files: Iterable[tuple[Path, str]]) -> list[Path]:
     """Write several files so a crash leaves each file whole (old or new).
 
@@ -454,6 +484,7 @@ def write_all_atomic(files: Iterable[tuple[Path, str]]) -> list[Path]:
                 fh.flush()
                 os.fsync(fh.fileno())
         for tmp, path in staged:
+            _test_pause(path.name)
             os.replace(tmp, path)
     except BaseException:
         for tmp, _ in staged:

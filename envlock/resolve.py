@@ -519,31 +519,34 @@ def _writable_project(project_dir: Path) -> Path:
 
 
 class project_lock:  # noqa: N801 - used as a context manager
-    """An advisory file lock per environment: two writers of the same lock are serialised."""
+    """An advisory file lock per environment: two writers of the same lock are serialised.
+
+    The second waits, and after a second names the holder (envlock.filelock).
+    """
 
     def __init__(self, project_dir: Path, name: str) -> None:
         import hashlib
 
+        from envlock.filelock import FileLock
         from envlock.solver import default_cache_dir
 
         # Kept in the cache dir, not in locks/: nothing envlock does should dirty the user's repo.
         key = hashlib.sha256(str(lock_dir(project_dir, name).resolve()).encode()).hexdigest()[:24]
         self.path = default_cache_dir() / "file-locks" / f"{name}-{key}.lock"
-        self._fh: Any = None
+        self._lock = FileLock(self.path, f"the lock of {name} ({lock_dir(project_dir, name)})")
+        # write_all_atomic's temp names: .<file>.<random>.tmp
+        self._dirs = [(lock_dir(project_dir, name), ".*.tmp"), (project_dir / "environments", f".{name}.yml.*.tmp")]
 
     def __enter__(self) -> project_lock:
-        import fcntl
+        self._lock.__enter__()
+        # Temp files of a run killed mid-write (SIGKILL skips its cleanup); nobody else writes here now.
+        from envlock.lockfile import remove_stale_temps
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = open(self.path, "a+")  # noqa: SIM115
-        fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX)
+        remove_stale_temps(self._dirs)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        import fcntl
-
-        fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
-        self._fh.close()
+        self._lock.__exit__(*exc)
 
 
 def describe_error(exc: EnvlockError) -> str:
