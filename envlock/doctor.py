@@ -115,12 +115,25 @@ class Context:
 # ------------------------------------------------------------------------------------------ helpers
 
 
-def _run(cmd: Sequence[str], env: Mapping[str, str], timeout: float = 60, cwd: str | None = None,
-         stdin: str | None = None) -> tuple[int, str, str]:
+def _run(
+    cmd: Sequence[str],
+    env: Mapping[str, str],
+    timeout: float = 60,
+    cwd: str | None = None,
+    stdin: str | None = None,
+) -> tuple[int, str, str]:
     """Run a program; never raise (127 = not runnable, 124 = timed out)."""
     try:
-        proc = subprocess.run(list(cmd), env=dict(env), capture_output=True, text=True, timeout=timeout,
-                              cwd=cwd, input=stdin if stdin is not None else "", errors="replace")
+        proc = subprocess.run(
+            list(cmd),
+            env=dict(env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=cwd,
+            input=stdin if stdin is not None else "",
+            errors="replace",
+        )
     except (FileNotFoundError, PermissionError, NotADirectoryError, OSError) as exc:
         return 127, "", f"{type(exc).__name__}: {exc}"
     except subprocess.TimeoutExpired:
@@ -155,7 +168,9 @@ def _minor_of(version: str | None) -> str | None:
 
 def _error_lines(text: str, limit: int = 3) -> str:
     """The first compiler error lines of a build log (what a user needs to see)."""
-    lines = [ln.strip() for ln in text.splitlines() if re.search(r"error|fatal|undefined reference", ln, re.I)]
+    lines = [
+        ln.strip() for ln in text.splitlines() if re.search(r"error|fatal|undefined reference", ln, re.I)
+    ]
     picked = [ln for ln in lines if "fatal error" in ln] or lines
     return " | ".join(picked[:limit]) or (text.strip().splitlines() or ["(no output)"])[-1]
 
@@ -170,8 +185,9 @@ def driver_table() -> dict[str, Any]:
     text = resources.files("envlock").joinpath("data", "driver.yaml").read_text(encoding="utf-8")
     doc = yaml.safe_load(text)
     if doc.get("schema_version") != 1:
-        raise SpecError("envlock's package data is invalid: driver.yaml schema_version is not 1",
-                        hint="reinstall envlock")
+        raise SpecError(
+            "envlock's package data is invalid: driver.yaml schema_version is not 1", hint="reinstall envlock"
+        )
     return doc
 
 
@@ -231,7 +247,9 @@ def nvcc_info(path: Path, env: Mapping[str, str]) -> Nvcc:
         info.error = (err or out).strip()[-300:] or f"exit {rc}"
         return info
     info.minor, info.version = m.group(1), m.group(2)
-    _, out, err = _run([str(path), "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull], env, timeout=60)
+    _, out, err = _run(
+        [str(path), "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull], env, timeout=60
+    )
     values: dict[str, str] = {}
     for line in (out + "\n" + err).splitlines():
         m2 = re.match(r"#\$ (\w+)=(.*)$", line.strip())
@@ -252,8 +270,10 @@ def _python_for(options: DoctorOptions, prefix: Path | None, env: Mapping[str, s
     if options.python_exe:
         exe = shutil.which(options.python_exe, path=env.get("PATH", "")) or options.python_exe
         if not os.path.exists(exe):
-            raise SpecError(f"--python-exe {options.python_exe} does not exist",
-                            hint="give the python that has torch, e.g. --python-exe ~/venvs/train/bin/python")
+            raise SpecError(
+                f"--python-exe {options.python_exe} does not exist",
+                hint="give the python that has torch, e.g. --python-exe ~/venvs/train/bin/python",
+            )
         return exe
     if prefix is not None and (prefix / "bin" / "python").exists():
         return str(prefix / "bin" / "python")
@@ -266,7 +286,7 @@ def run_probe(python: str, args: Sequence[str], env: Mapping[str, str], timeout:
     rc, out, err = _run([python, str(PROBE), *args], env, timeout=timeout)
     for line in reversed(out.splitlines()):
         if line.startswith(PROBE_MARK):
-            return json.loads(line[len(PROBE_MARK):])
+            return json.loads(line[len(PROBE_MARK) :])
     return {"probe_error": (err or out).strip()[-600:] or f"exit {rc}"}
 
 
@@ -277,15 +297,25 @@ def gather(options: DoctorOptions) -> Context:
     if options.prefix is not None:
         prefix = Path(options.prefix).expanduser().absolute()
         if not prefix.exists():
-            raise SpecError(f"prefix {prefix} does not exist",
-                            hint="give an environment's path (envlock create -p PATH makes one), "
-                                 "or leave -p out to check the active env or the system CUDA")
+            raise SpecError(
+                f"prefix {prefix} does not exist",
+                hint="give an environment's path (envlock create -p PATH makes one), "
+                "or leave -p out to check the active env or the system CUDA",
+            )
         if not prefix.is_dir() or not any(prefix.iterdir()):
-            raise SpecError(f"prefix {prefix} is empty or not a folder: there is nothing to diagnose",
-                            hint="create the environment first: envlock create --lock locks/<name>/conda-lock.yml -p PATH")
+            raise SpecError(
+                f"prefix {prefix} is empty or not a folder: there is nothing to diagnose",
+                hint="create the environment first: envlock create --lock locks/<name>/conda-lock.yml -p PATH",
+            )
     else:  # `envlock run` / shell-hook mark their prefix in _ENVLOCK_PREFIX; conda in CONDA_PREFIX
-        prefix = next((Path(base[v]) for v in (ACTIVE_VAR, "CONDA_PREFIX") if base.get(v) and Path(base[v]).is_dir()), None)
-    active = prefix is not None and _real(prefix) in (_real(base.get(ACTIVE_VAR)), _real(base.get("CONDA_PREFIX")))
+        prefix = next(
+            (Path(base[v]) for v in (ACTIVE_VAR, "CONDA_PREFIX") if base.get(v) and Path(base[v]).is_dir()),
+            None,
+        )
+    active = prefix is not None and _real(prefix) in (
+        _real(base.get(ACTIVE_VAR)),
+        _real(base.get("CONDA_PREFIX")),
+    )
     env, scripts, act_err = (base, (), None) if prefix is None or active else _activate(prefix, base)
     torch_home, source = find_cuda_home(env)
     root = prefix if prefix is not None else torch_home
@@ -296,10 +326,20 @@ def gather(options: DoctorOptions) -> Context:
     python = _python_for(options, prefix, env)
     py = run_probe(python, ["torch"], env, timeout=300) if python else {}
     return Context(
-        mode="prefix" if prefix is not None else "system", prefix=prefix, env=env, active=active,
-        scripts=scripts, activation_error=act_err, meta=_read_meta(prefix) if prefix is not None else None,
-        torch_home=torch_home, torch_home_source=source, root=root,
-        nvcc=nvcc_info(nvcc_path, env) if nvcc_path else None, path_nvcc=path_nvcc, python=python, py=py,
+        mode="prefix" if prefix is not None else "system",
+        prefix=prefix,
+        env=env,
+        active=active,
+        scripts=scripts,
+        activation_error=act_err,
+        meta=_read_meta(prefix) if prefix is not None else None,
+        torch_home=torch_home,
+        torch_home_source=source,
+        root=root,
+        nvcc=nvcc_info(nvcc_path, env) if nvcc_path else None,
+        path_nvcc=path_nvcc,
+        python=python,
+        py=py,
         options=options,
     )
 
@@ -338,50 +378,91 @@ def _package_hint(ctx: Context, package: str, what: str) -> str:
     if ctx.mode == "prefix":
         return f"add the conda-forge package {package}{pin} to {ctx.prefix}"
     apt = f" (NVIDIA apt repo: {package}-{minor.replace('.', '-')})" if minor and package != "cudnn" else ""
-    return (f"install {package}{pin} (conda-forge){apt}, or let envlock build a matched env: "
-            "envlock resolve --torch installed && envlock create")
+    return (
+        f"install {package}{pin} (conda-forge){apt}, or let envlock build a matched env: "
+        "envlock resolve --torch installed && envlock create"
+    )
 
 
 # ------------------------------------------------------------------------------------------ checks
 
 
 def check_target(ctx: Context) -> Finding:
-    details: dict[str, Any] = {"mode": ctx.mode, "prefix": str(ctx.prefix) if ctx.prefix else None,
-                               "active": ctx.active, "activation_scripts": list(ctx.scripts),
-                               "envlock_env": ctx.meta is not None}
+    details: dict[str, Any] = {
+        "mode": ctx.mode,
+        "prefix": str(ctx.prefix) if ctx.prefix else None,
+        "active": ctx.active,
+        "activation_scripts": list(ctx.scripts),
+        "envlock_env": ctx.meta is not None,
+    }
     if ctx.meta is not None:
-        details["envlock"] = {k: ctx.meta.get(k) for k in ("env_name", "lock_path", "content_hash", "platform", "anchor")}
+        details["envlock"] = {
+            k: ctx.meta.get(k) for k in ("env_name", "lock_path", "content_hash", "platform", "anchor")
+        }
     if ctx.prefix is None:
-        return Finding("env.target", "ok", "no -p and no active env: checking the system CUDA torch would use",
-                       details=details)
-    how = "active" if ctx.active else f"not active; evaluated with its {len(ctx.scripts)} activation script(s) applied"
+        return Finding(
+            "env.target",
+            "ok",
+            "no -p and no active env: checking the system CUDA torch would use",
+            details=details,
+        )
+    how = (
+        "active"
+        if ctx.active
+        else f"not active; evaluated with its {len(ctx.scripts)} activation script(s) applied"
+    )
     if ctx.activation_error:
-        return Finding("env.target", "warning", f"{ctx.prefix}: an activation script failed: {ctx.activation_error}",
-                       hint=f"fix or remove the failing script in {ctx.prefix}/etc/conda/activate.d", details=details)
+        return Finding(
+            "env.target",
+            "warning",
+            f"{ctx.prefix}: an activation script failed: {ctx.activation_error}",
+            hint=f"fix or remove the failing script in {ctx.prefix}/etc/conda/activate.d",
+            details=details,
+        )
     if not (ctx.prefix / "conda-meta").is_dir():
-        return Finding("env.target", "warning", f"{ctx.prefix} has no conda-meta/: not a conda environment; "
-                       "checked as a CUDA toolkit folder", details=details)
+        return Finding(
+            "env.target",
+            "warning",
+            f"{ctx.prefix} has no conda-meta/: not a conda environment; checked as a CUDA toolkit folder",
+            details=details,
+        )
     kind = "envlock environment" if ctx.meta is not None else "conda environment (not made by envlock)"
     return Finding("env.target", "ok", f"{ctx.prefix}: {kind}, {how}", details=details)
 
 
 def check_torch(ctx: Context) -> Finding:
     py = ctx.py
-    details = {"python": ctx.python, **{k: py.get(k) for k in ("python_version", "torch", "torch_error") if k in py}}
+    details = {
+        "python": ctx.python,
+        **{k: py.get(k) for k in ("python_version", "torch", "torch_error") if k in py},
+    }
     if ctx.python is None:
-        return Finding("torch.found", "ok", "no python found: torch not checked (pass --python-exe)", details=details)
+        return Finding(
+            "torch.found", "ok", "no python found: torch not checked (pass --python-exe)", details=details
+        )
     if "probe_error" in py:
-        return Finding("torch.found", "warning", f"{ctx.python} could not run the probe: {py['probe_error'][-200:]}",
-                       hint="pass the python that has torch with --python-exe", details=details)
+        return Finding(
+            "torch.found",
+            "warning",
+            f"{ctx.python} could not run the probe: {py['probe_error'][-200:]}",
+            hint="pass the python that has torch with --python-exe",
+            details=details,
+        )
     torch = py.get("torch")
     if torch:
         cuda = torch.get("cuda") or "none (CPU build)"
-        return Finding("torch.found", "ok", f"torch {torch['version']} (CUDA {cuda}) in {ctx.python}", details=details)
+        return Finding(
+            "torch.found", "ok", f"torch {torch['version']} (CUDA {cuda}) in {ctx.python}", details=details
+        )
     err = py.get("torch_error", "")
     if "undefined symbol" in err or "cannot open shared object" in err:
-        return Finding("torch.found", "error", f"import torch fails in {ctx.python}: {err[-300:]}",
-                       hint="see ld_library_path.shadowing: remove the older CUDA libraries from LD_LIBRARY_PATH",
-                       details=details)
+        return Finding(
+            "torch.found",
+            "error",
+            f"import torch fails in {ctx.python}: {err[-300:]}",
+            hint="see ld_library_path.shadowing: remove the older CUDA libraries from LD_LIBRARY_PATH",
+            details=details,
+        )
     anchor = _anchor(ctx).get("cuda")
     ref = f"; nvcc is checked against the lock's anchor CUDA {anchor}" if anchor else ""
     return Finding("torch.found", "ok", f"torch is not installed in {ctx.python}{ref}", details=details)
@@ -400,18 +481,32 @@ def _reference(ctx: Context) -> tuple[str, str] | None:
 
 def check_nvcc_found(ctx: Context) -> Finding:
     nv = ctx.nvcc
-    details: dict[str, Any] = {"which_nvcc": str(ctx.path_nvcc) if ctx.path_nvcc else None,
-                               "toolkit": str(ctx.root) if ctx.root else None}
+    details: dict[str, Any] = {
+        "which_nvcc": str(ctx.path_nvcc) if ctx.path_nvcc else None,
+        "toolkit": str(ctx.root) if ctx.root else None,
+    }
     if nv is None:
         where = f"{ctx.root}/bin/nvcc" if ctx.root else "CUDA_HOME, PATH or /usr/local/cuda"
-        hint = _package_hint(ctx, "cuda-nvcc", "nvcc") if ctx.mode == "prefix" or ctx.root else \
-            "install a CUDA toolkit and set CUDA_HOME to it, or: envlock resolve --torch installed && envlock create"
+        hint = (
+            _package_hint(ctx, "cuda-nvcc", "nvcc")
+            if ctx.mode == "prefix" or ctx.root
+            else "install a CUDA toolkit and set CUDA_HOME to it, or: envlock resolve --torch installed && envlock create"
+        )
         return Finding("nvcc.found", "error", f"no nvcc at {where}", hint=hint, details=details)
-    details.update(path=str(nv.path), version=nv.version, top=str(nv.top) if nv.top else None,
-                   includes=[str(p) for p in nv.includes])
+    details.update(
+        path=str(nv.path),
+        version=nv.version,
+        top=str(nv.top) if nv.top else None,
+        includes=[str(p) for p in nv.includes],
+    )
     if nv.error:
-        return Finding("nvcc.found", "error", f"{nv.path} does not run: {nv.error[-200:]}",
-                       hint=_package_hint(ctx, "cuda-nvcc", "a working nvcc"), details=details)
+        return Finding(
+            "nvcc.found",
+            "error",
+            f"{nv.path} does not run: {nv.error[-200:]}",
+            hint=_package_hint(ctx, "cuda-nvcc", "a working nvcc"),
+            details=details,
+        )
     real = f" (toolkit root {nv.top})" if nv.top and _real(nv.top) != _real(nv.path.parent.parent) else ""
     return Finding("nvcc.found", "ok", f"nvcc {nv.version} at {nv.path}{real}", details=details)
 
@@ -419,64 +514,127 @@ def check_nvcc_found(ctx: Context) -> Finding:
 def check_nvcc_skew(ctx: Context) -> list[Finding]:
     nv, ref = ctx.nvcc, _reference(ctx)
     if nv is None or nv.minor is None or ref is None:
-        why = "no working nvcc" if nv is None or nv.minor is None else "no torch and no envlock anchor to compare with"
-        return [Finding("nvcc.skew", "ok", f"not checked: {why}"), Finding("nvcc.deepspeed", "ok", f"not checked: {why}")]
+        why = (
+            "no working nvcc"
+            if nv is None or nv.minor is None
+            else "no torch and no envlock anchor to compare with"
+        )
+        return [
+            Finding("nvcc.skew", "ok", f"not checked: {why}"),
+            Finding("nvcc.deepspeed", "ok", f"not checked: {why}"),
+        ]
     want, who = ref
     (nmaj, nmin), (tmaj, tmin) = _vtuple(nv.minor)[:2], _vtuple(want)[:2]
     details = {"nvcc": nv.minor, "reference": want, "reference_from": who}
-    fix = _replan(ctx) or f"use nvcc {want} (conda-forge: cuda-nvcc with cuda-version={want}) and point CUDA_HOME at it"
+    fix = (
+        _replan(ctx)
+        or f"use nvcc {want} (conda-forge: cuda-nvcc with cuda-version={want}) and point CUDA_HOME at it"
+    )
     if nmaj != tmaj:
-        skew = Finding("nvcc.skew", "error", f"nvcc {nv.minor} vs {who} built with CUDA {want}: torch's extension "
-                       "builder refuses a major mismatch", hint=fix, details=details)
+        skew = Finding(
+            "nvcc.skew",
+            "error",
+            f"nvcc {nv.minor} vs {who} built with CUDA {want}: torch's extension "
+            "builder refuses a major mismatch",
+            hint=fix,
+            details=details,
+        )
     elif abs(nmin - tmin) > 1:
-        skew = Finding("nvcc.skew", "warning", f"nvcc {nv.minor} is {abs(nmin - tmin)} minors from CUDA {want} of "
-                       f"{who} (torch only warns; envlock's rule keeps within ±1)", hint=fix, details=details)
+        skew = Finding(
+            "nvcc.skew",
+            "warning",
+            f"nvcc {nv.minor} is {abs(nmin - tmin)} minors from CUDA {want} of "
+            f"{who} (torch only warns; envlock's rule keeps within ±1)",
+            hint=fix,
+            details=details,
+        )
     else:
         same = "matches" if nmin == tmin else "is within ±1 of"
         skew = Finding("nvcc.skew", "ok", f"nvcc {nv.minor} {same} CUDA {want} of {who}", details=details)
     ok_lists = cuda_tables().deepspeed_ok
-    accepted = nv.minor == want or (nmaj == tmaj and nmaj in ok_lists and nv.minor in ok_lists[nmaj]
-                                    and want in ok_lists[nmaj])
+    accepted = nv.minor == want or (
+        nmaj == tmaj and nmaj in ok_lists and nv.minor in ok_lists[nmaj] and want in ok_lists[nmaj]
+    )
     if accepted:
-        ds = Finding("nvcc.deepspeed", "ok", f"DeepSpeed accepts nvcc {nv.minor} with torch CUDA {want}", details=details)
+        ds = Finding(
+            "nvcc.deepspeed",
+            "ok",
+            f"DeepSpeed accepts nvcc {nv.minor} with torch CUDA {want}",
+            details=details,
+        )
     else:
         rule = "needs an exact minor for CUDA 13" if nmaj == tmaj and nmaj >= 13 else "refuses this pair"
-        ds = Finding("nvcc.deepspeed", "warning", f"DeepSpeed's op builder {rule}: nvcc {nv.minor} vs torch CUDA {want} "
-                     "raises CUDAMismatchException", hint=f"{fix}; or set DS_SKIP_CUDA_CHECK=1 at your own risk",
-                     details=details)
+        ds = Finding(
+            "nvcc.deepspeed",
+            "warning",
+            f"DeepSpeed's op builder {rule}: nvcc {nv.minor} vs torch CUDA {want} "
+            "raises CUDAMismatchException",
+            hint=f"{fix}; or set DS_SKIP_CUDA_CHECK=1 at your own risk",
+            details=details,
+        )
     return [skew, ds]
 
 
 def check_cuda_home(ctx: Context) -> Finding:
     env = ctx.env
-    details: dict[str, Any] = {"CUDA_HOME": env.get("CUDA_HOME"), "CUDA_PATH": env.get("CUDA_PATH"),
-                               "torch_would_pick": str(ctx.torch_home) if ctx.torch_home else None,
-                               "picked_from": ctx.torch_home_source,
-                               "which_nvcc": str(ctx.path_nvcc) if ctx.path_nvcc else None}
+    details: dict[str, Any] = {
+        "CUDA_HOME": env.get("CUDA_HOME"),
+        "CUDA_PATH": env.get("CUDA_PATH"),
+        "torch_would_pick": str(ctx.torch_home) if ctx.torch_home else None,
+        "picked_from": ctx.torch_home_source,
+        "which_nvcc": str(ctx.path_nvcc) if ctx.path_nvcc else None,
+    }
     intended = ctx.prefix if ctx.mode == "prefix" else (ctx.nvcc.top if ctx.nvcc else None)
     details["intended"] = str(intended) if intended else None
     if ctx.torch_home is None:
         hint = _activation_hint(ctx) if ctx.prefix else "export CUDA_HOME=<your CUDA toolkit>"
-        return Finding("cuda_home.consistent", "error", f"torch finds no CUDA_HOME: {ctx.torch_home_source}",
-                       hint=hint, details=details)
+        return Finding(
+            "cuda_home.consistent",
+            "error",
+            f"torch finds no CUDA_HOME: {ctx.torch_home_source}",
+            hint=hint,
+            details=details,
+        )
     if intended is not None and _real(ctx.torch_home) != _real(intended):
-        what = f"the environment {ctx.prefix}" if ctx.mode == "prefix" else f"the toolkit nvcc really runs from ({intended})"
+        what = (
+            f"the environment {ctx.prefix}"
+            if ctx.mode == "prefix"
+            else f"the toolkit nvcc really runs from ({intended})"
+        )
         hint = _activation_hint(ctx) if ctx.mode == "prefix" else f"export CUDA_HOME={intended}"
-        return Finding("cuda_home.consistent", "error", f"torch would use CUDA_HOME={ctx.torch_home} (from "
-                       f"{ctx.torch_home_source}), not {what}", hint=hint, details=details)
+        return Finding(
+            "cuda_home.consistent",
+            "error",
+            f"torch would use CUDA_HOME={ctx.torch_home} (from {ctx.torch_home_source}), not {what}",
+            hint=hint,
+            details=details,
+        )
     path_top = nvcc_info(ctx.path_nvcc, env).top if ctx.path_nvcc else None
     if path_top is not None and _real(path_top) != _real(ctx.torch_home):
-        return Finding("cuda_home.consistent", "warning", f"`nvcc` on PATH ({ctx.path_nvcc}) belongs to {path_top}, "
-                       f"not to CUDA_HOME={ctx.torch_home}: a manual nvcc call and a torch build use different toolkits",
-                       hint=_activation_hint(ctx) if ctx.prefix else f"put {ctx.torch_home}/bin first on PATH",
-                       details=details)
+        return Finding(
+            "cuda_home.consistent",
+            "warning",
+            f"`nvcc` on PATH ({ctx.path_nvcc}) belongs to {path_top}, "
+            f"not to CUDA_HOME={ctx.torch_home}: a manual nvcc call and a torch build use different toolkits",
+            hint=_activation_hint(ctx) if ctx.prefix else f"put {ctx.torch_home}/bin first on PATH",
+            details=details,
+        )
     paths = {v for v in (env.get("CUDA_HOME"), env.get("CUDA_PATH")) if v}
     if len({_real(p) for p in paths}) > 1:
-        return Finding("cuda_home.consistent", "warning", f"CUDA_HOME={env['CUDA_HOME']} and CUDA_PATH={env['CUDA_PATH']} "
-                       "differ: tools that read CUDA_PATH use another toolkit",
-                       hint=f"export CUDA_PATH={env['CUDA_HOME']}", details=details)
-    return Finding("cuda_home.consistent", "ok", f"torch picks CUDA_HOME={ctx.torch_home} (from {ctx.torch_home_source}), "
-                   "the same toolkit as nvcc", details=details)
+        return Finding(
+            "cuda_home.consistent",
+            "warning",
+            f"CUDA_HOME={env['CUDA_HOME']} and CUDA_PATH={env['CUDA_PATH']} "
+            "differ: tools that read CUDA_PATH use another toolkit",
+            hint=f"export CUDA_PATH={env['CUDA_HOME']}",
+            details=details,
+        )
+    return Finding(
+        "cuda_home.consistent",
+        "ok",
+        f"torch picks CUDA_HOME={ctx.torch_home} (from {ctx.torch_home_source}), the same toolkit as nvcc",
+        details=details,
+    )
 
 
 def _compiler_cmd(env: Mapping[str, str], var: str, default: str) -> list[str]:
@@ -484,7 +642,9 @@ def _compiler_cmd(env: Mapping[str, str], var: str, default: str) -> list[str]:
 
 
 @functools.cache
-def _compiler_search_dirs(cmd: tuple[str, ...], env_items: tuple[tuple[str, str], ...]) -> tuple[Path, ...] | None:
+def _compiler_search_dirs(
+    cmd: tuple[str, ...], env_items: tuple[tuple[str, str], ...]
+) -> tuple[Path, ...] | None:
     """The #include <...> search list the host compiler really uses (CPATH included), from `-E -v`."""
     rc, out, err = _run([*cmd, "-xc++", "-E", "-v", "-"], dict(env_items), timeout=60)
     text = err + out
@@ -507,10 +667,15 @@ def host_include_dirs(ctx: Context) -> list[tuple[str, Path]]:
             break
     searched = _compiler_search_dirs(tuple(_compiler_cmd(env, "CXX", "c++")), tuple(sorted(env.items())))
     if searched is None:  # no working host compiler: what gcc would add from the environment and by default
-        searched = tuple(_paths(env.get("CPATH")) + _paths(env.get("CPLUS_INCLUDE_PATH"))
-                         + [Path("/usr/local/include"), Path("/usr/include")])
+        searched = tuple(
+            _paths(env.get("CPATH"))
+            + _paths(env.get("CPLUS_INCLUDE_PATH"))
+            + [Path("/usr/local/include"), Path("/usr/include")]
+        )
     cpath = {os.path.normpath(p) for p in _paths(env.get("CPATH")) + _paths(env.get("CPLUS_INCLUDE_PATH"))}
-    dirs += [("CPATH" if os.path.normpath(p) in cpath else "the host compiler's default", p) for p in searched]
+    dirs += [
+        ("CPATH" if os.path.normpath(p) in cpath else "the host compiler's default", p) for p in searched
+    ]
     return dirs
 
 
@@ -544,21 +709,40 @@ def check_headers(ctx: Context) -> list[Finding]:
         details: dict[str, Any] = {"package": package, "searched": [str(d) for _, d in host]}
         if hit:
             details["path"] = str(hit[1])
-            findings.append(Finding(f"header.{name}", "ok", f"{name}: {hit[1]} (via {hit[0]})", details=details))
+            findings.append(
+                Finding(f"header.{name}", "ok", f"{name}: {hit[1]} (via {hit[0]})", details=details)
+            )
             continue
         elsewhere = next((d / name for d in others if (d / name).is_file()), None)
         if elsewhere:
             details["path"] = str(elsewhere)
-            hint = (_activation_hint(ctx) + " — it puts this dir on CPATH") if ctx.meta is not None else \
-                f'export CPATH="{elsewhere.parent}${{CPATH:+:$CPATH}}"  (or CUDA_INC_PATH={elsewhere.parent})'
-            findings.append(Finding(f"header.{name}", "error", f"{name} is in {elsewhere.parent}, which nvcc searches but "
-                                    "the host compiler does not (torch adds only $CUDA_HOME/include): a .cpp that "
-                                    f"includes ATen/cuda/CUDAContext.h fails with '{name}: No such file or directory'",
-                                    hint=hint, details=details))
+            hint = (
+                (_activation_hint(ctx) + " — it puts this dir on CPATH")
+                if ctx.meta is not None
+                else f'export CPATH="{elsewhere.parent}${{CPATH:+:$CPATH}}"  (or CUDA_INC_PATH={elsewhere.parent})'
+            )
+            findings.append(
+                Finding(
+                    f"header.{name}",
+                    "error",
+                    f"{name} is in {elsewhere.parent}, which nvcc searches but "
+                    "the host compiler does not (torch adds only $CUDA_HOME/include): a .cpp that "
+                    f"includes ATen/cuda/CUDAContext.h fails with '{name}: No such file or directory'",
+                    hint=hint,
+                    details=details,
+                )
+            )
             continue
-        findings.append(Finding(f"header.{name}", "error", f"{name} not found (looked in $CUDA_HOME/include, CPATH, "
-                                f"the host compiler's dirs, nvcc's dirs and targets/*/include of {ctx.root})",
-                                hint=_package_hint(ctx, package, name), details=details))
+        findings.append(
+            Finding(
+                f"header.{name}",
+                "error",
+                f"{name} not found (looked in $CUDA_HOME/include, CPATH, "
+                f"the host compiler's dirs, nvcc's dirs and targets/*/include of {ctx.root})",
+                hint=_package_hint(ctx, package, name),
+                details=details,
+            )
+        )
     return findings
 
 
@@ -578,8 +762,12 @@ def _cudart_file(ctx: Context) -> Path | None:
 def check_cudart(ctx: Context) -> Finding:
     lib = _cudart_file(ctx)
     if lib is None:
-        return Finding("cudart.loadable", "error", f"no libcudart.so under {ctx.root} (lib64, lib, targets/*/lib)",
-                       hint=_package_hint(ctx, "cuda-cudart-dev", "libcudart.so"))
+        return Finding(
+            "cudart.loadable",
+            "error",
+            f"no libcudart.so under {ctx.root} (lib64, lib, targets/*/lib)",
+            hint=_package_hint(ctx, "cuda-cudart-dev", "libcudart.so"),
+        )
     ctx.cudart_file = lib
     real = Path(os.path.realpath(lib))
     m = re.match(r"libcudart\.so\.(\d+)", real.name)
@@ -588,21 +776,42 @@ def check_cudart(ctx: Context) -> Finding:
     details = {"file": str(lib), "soname": soname, "LD_LIBRARY_PATH": ctx.env.get("LD_LIBRARY_PATH"), **doc}
     if "loaded_by" not in doc:
         err = doc.get("path_error") or doc.get("probe_error") or "unknown error"
-        return Finding("cudart.loadable", "error", f"{lib} does not load: {err}",
-                       hint=_package_hint(ctx, "cuda-cudart", "a loadable libcudart"), details=details)
+        return Finding(
+            "cudart.loadable",
+            "error",
+            f"{lib} does not load: {err}",
+            hint=_package_hint(ctx, "cuda-cudart", "a loadable libcudart"),
+            details=details,
+        )
     version = doc.get("version") or 0
     ctx.cudart_version = f"{version // 1000}.{(version % 1000) // 10}" if version else None
-    shown = f"CUDA runtime {ctx.cudart_version}" if ctx.cudart_version else f"cudaRuntimeGetVersion rc={doc.get('rc')}"
+    shown = (
+        f"CUDA runtime {ctx.cudart_version}"
+        if ctx.cudart_version
+        else f"cudaRuntimeGetVersion rc={doc.get('rc')}"
+    )
     nv = ctx.nvcc
     if nv and nv.minor and ctx.cudart_version and _vtuple(nv.minor)[0] != _vtuple(ctx.cudart_version)[0]:
-        return Finding("cudart.loadable", "error", f"{doc.get('file') or lib} is {shown} but nvcc is {nv.minor}: "
-                       "a mixed toolkit", hint=_package_hint(ctx, "cuda-cudart-dev", "a matching cudart"), details=details)
+        return Finding(
+            "cudart.loadable",
+            "error",
+            f"{doc.get('file') or lib} is {shown} but nvcc is {nv.minor}: a mixed toolkit",
+            hint=_package_hint(ctx, "cuda-cudart-dev", "a matching cudart"),
+            details=details,
+        )
     if doc["loaded_by"] == "path":
-        return Finding("cudart.loadable", "warning", f"{lib} loads by path ({shown}), but the dynamic loader does not "
-                       f"find {soname} by name with this LD_LIBRARY_PATH: programs linked against it fail outside torch",
-                       hint=(_activation_hint(ctx) if ctx.prefix else
-                             f"append {lib.parent} to LD_LIBRARY_PATH (append, so torch's own CUDA libraries still win)"),
-                       details=details)
+        return Finding(
+            "cudart.loadable",
+            "warning",
+            f"{lib} loads by path ({shown}), but the dynamic loader does not "
+            f"find {soname} by name with this LD_LIBRARY_PATH: programs linked against it fail outside torch",
+            hint=(
+                _activation_hint(ctx)
+                if ctx.prefix
+                else f"append {lib.parent} to LD_LIBRARY_PATH (append, so torch's own CUDA libraries still win)"
+            ),
+            details=details,
+        )
     return Finding("cudart.loadable", "ok", f"{doc.get('file') or lib} loads ({shown})", details=details)
 
 
@@ -612,7 +821,13 @@ def compiler_version(cmd: Sequence[str], env: Mapping[str, str]) -> tuple[str, s
     first = ((out or err).strip().splitlines() or [""])[0]
     if rc != 0:
         return "missing", None, (err or out).strip()[-200:]
-    kind = "clang" if "clang" in first.lower() else "gcc" if re.search(r"gcc|g\+\+|GCC|\bcc\b|c\+\+", first) else "unknown"
+    kind = (
+        "clang"
+        if "clang" in first.lower()
+        else "gcc"
+        if re.search(r"gcc|g\+\+|GCC|\bcc\b|c\+\+", first)
+        else "unknown"
+    )
     versions = re.findall(r"\d+\.\d+(?:\.\d+)?", first)
     return kind, versions[-1] if versions else None, first
 
@@ -631,9 +846,11 @@ def _ccbin(flags: str) -> str | None:
 
 def nvcc_host_compiler(env: Mapping[str, str]) -> tuple[str, str]:
     """The host compiler nvcc ends up with in a torch build: the last -ccbin wins (APPEND, torch's $CC, PREPEND)."""
-    for value, why in ((_ccbin(env.get("NVCC_APPEND_FLAGS", "")), "NVCC_APPEND_FLAGS"),
-                       (env.get("CC"), "torch's -ccbin $CC"),
-                       (_ccbin(env.get("NVCC_PREPEND_FLAGS", "")), "NVCC_PREPEND_FLAGS")):
+    for value, why in (
+        (_ccbin(env.get("NVCC_APPEND_FLAGS", "")), "NVCC_APPEND_FLAGS"),
+        (env.get("CC"), "torch's -ccbin $CC"),
+        (_ccbin(env.get("NVCC_PREPEND_FLAGS", "")), "NVCC_PREPEND_FLAGS"),
+    ):
         if value:
             return (os.path.join(value, "gcc") if os.path.isdir(value) else value), why
     return "gcc", "nvcc's default (gcc on PATH)"
@@ -653,21 +870,38 @@ def check_host_compiler(ctx: Context) -> Finding:
         if kind == "missing":
             problems.append(f"{role} {cmd[0]} does not run")
         elif kind == "gcc" and version and limit is not None and _vtuple(version)[0] > limit:
-            problems.append(f"{label} is newer than gcc {limit}, the newest nvcc {nv.minor if nv else ''} accepts")
+            problems.append(
+                f"{label} is newer than gcc {limit}, the newest nvcc {nv.minor if nv else ''} accepts"
+            )
         else:
             notes.append(label)
-    details = {"gcc_max": limit, "nvcc": nv.minor if nv else None, "compilers": seen, "nvcc_host_compiler_from": why}
+    details = {
+        "gcc_max": limit,
+        "nvcc": nv.minor if nv else None,
+        "compilers": seen,
+        "nvcc_host_compiler_from": why,
+    }
     if problems:
-        hint = (f"{_activation_hint(ctx)} — the env's own gcc/g++ (CC/CXX) are within the limit"
-                if ctx.meta is not None else
-                f"use gcc <= {limit}: export CC=gcc-{limit} CXX=g++-{limit}, or add gcc_linux-64<{(limit or 0) + 1} "
-                f"gxx_linux-64<{(limit or 0) + 1} (conda-forge)")
+        hint = (
+            f"{_activation_hint(ctx)} — the env's own gcc/g++ (CC/CXX) are within the limit"
+            if ctx.meta is not None
+            else f"use gcc <= {limit}: export CC=gcc-{limit} CXX=g++-{limit}, or add gcc_linux-64<{(limit or 0) + 1} "
+            f"gxx_linux-64<{(limit or 0) + 1} (conda-forge)"
+        )
         return Finding("host_compiler.version", "error", "; ".join(problems), hint=hint, details=details)
     if limit is None:
-        return Finding("host_compiler.version", "warning", f"{'; '.join(notes)} (no gcc limit known for nvcc "
-                       f"{nv.minor if nv else '?'})", details=details)
-    return Finding("host_compiler.version", "ok", f"{'; '.join(notes)} (nvcc {nv.minor if nv else ''} accepts gcc <= {limit})",
-                   details=details)
+        return Finding(
+            "host_compiler.version",
+            "warning",
+            f"{'; '.join(notes)} (no gcc limit known for nvcc {nv.minor if nv else '?'})",
+            details=details,
+        )
+    return Finding(
+        "host_compiler.version",
+        "ok",
+        f"{'; '.join(notes)} (nvcc {nv.minor if nv else ''} accepts gcc <= {limit})",
+        details=details,
+    )
 
 
 def ccbin_probe(nvcc: Path, cc: str, env: Mapping[str, str]) -> tuple[int, str, str]:
@@ -680,27 +914,57 @@ def ccbin_probe(nvcc: Path, cc: str, env: Mapping[str, str]) -> tuple[int, str, 
 
 def check_ccbin(ctx: Context) -> Finding:
     """NVCC_PREPEND_FLAGS=-ccbin=$CXX (conda-forge cuda-nvcc) plus torch's -ccbin $CC: what nvcc really does."""
-    env, pre = ctx.env, _ccbin(ctx.env.get("NVCC_PREPEND_FLAGS", "")) or _ccbin(ctx.env.get("NVCC_APPEND_FLAGS", ""))
-    details = {"NVCC_PREPEND_FLAGS": env.get("NVCC_PREPEND_FLAGS"), "NVCC_APPEND_FLAGS": env.get("NVCC_APPEND_FLAGS"),
-               "CC": env.get("CC")}
+    env, pre = (
+        ctx.env,
+        _ccbin(ctx.env.get("NVCC_PREPEND_FLAGS", "")) or _ccbin(ctx.env.get("NVCC_APPEND_FLAGS", "")),
+    )
+    details = {
+        "NVCC_PREPEND_FLAGS": env.get("NVCC_PREPEND_FLAGS"),
+        "NVCC_APPEND_FLAGS": env.get("NVCC_APPEND_FLAGS"),
+        "CC": env.get("CC"),
+    }
     if not pre or not env.get("CC") or ctx.nvcc is None or ctx.nvcc.error:
-        return Finding("host_compiler.ccbin", "ok", "no -ccbin clash (no -ccbin in NVCC_*_FLAGS, or CC unset)",
-                       details=details)
+        return Finding(
+            "host_compiler.ccbin",
+            "ok",
+            "no -ccbin clash (no -ccbin in NVCC_*_FLAGS, or CC unset)",
+            details=details,
+        )
     if not ctx.py.get("torch"):  # the second -ccbin is torch's (-ccbin $CC); without torch there is no clash
-        return Finding("host_compiler.ccbin", "ok", f"NVCC_*_FLAGS has -ccbin {pre} and CC is set, but torch is not "
-                       "importable here, and only torch's builder adds -ccbin $CC", details=details)
+        return Finding(
+            "host_compiler.ccbin",
+            "ok",
+            f"NVCC_*_FLAGS has -ccbin {pre} and CC is set, but torch is not "
+            "importable here, and only torch's builder adds -ccbin $CC",
+            details=details,
+        )
     rc, said, output = ccbin_probe(ctx.nvcc.path, env["CC"], env)
     details.update(rc=rc, output=output)
     if rc != 0:
-        return Finding("host_compiler.ccbin", "error", f"nvcc {ctx.nvcc.version} refuses two -ccbin options (NVCC_*_FLAGS "
-                       f"has {pre}, torch adds -ccbin $CC={env['CC']}): {said or output}",
-                       hint="unset CC for torch builds, or drop -ccbin from NVCC_PREPEND_FLAGS", details=details)
+        return Finding(
+            "host_compiler.ccbin",
+            "error",
+            f"nvcc {ctx.nvcc.version} refuses two -ccbin options (NVCC_*_FLAGS "
+            f"has {pre}, torch adds -ccbin $CC={env['CC']}): {said or output}",
+            hint="unset CC for torch builds, or drop -ccbin from NVCC_PREPEND_FLAGS",
+            details=details,
+        )
     if said:
-        return Finding("host_compiler.ccbin", "warning", f"nvcc {ctx.nvcc.version} warns '{said}' and uses the last one: "
-                       f"torch's -ccbin $CC={env['CC']} wins over {pre}", hint="harmless if both are the same gcc; "
-                       "to silence it, unset CC for torch builds or drop -ccbin from NVCC_PREPEND_FLAGS", details=details)
-    return Finding("host_compiler.ccbin", "ok", f"nvcc accepts -ccbin {pre} (NVCC_*_FLAGS) with torch's -ccbin "
-                   f"{env['CC']} silently", details=details)
+        return Finding(
+            "host_compiler.ccbin",
+            "warning",
+            f"nvcc {ctx.nvcc.version} warns '{said}' and uses the last one: "
+            f"torch's -ccbin $CC={env['CC']} wins over {pre}",
+            hint="harmless if both are the same gcc; "
+            "to silence it, unset CC for torch builds or drop -ccbin from NVCC_PREPEND_FLAGS",
+            details=details,
+        )
+    return Finding(
+        "host_compiler.ccbin",
+        "ok",
+        f"nvcc accepts -ccbin {pre} (NVCC_*_FLAGS) with torch's -ccbin {env['CC']} silently",
+        details=details,
+    )
 
 
 def driver_version(ctx: Context) -> tuple[str | None, dict[str, Any]]:
@@ -708,7 +972,9 @@ def driver_version(ctx: Context) -> tuple[str | None, dict[str, Any]]:
     details: dict[str, Any] = {}
     smi = _which("nvidia-smi", ctx.env)
     if smi:
-        rc, out, err = _run([str(smi), "--query-gpu=driver_version,name", "--format=csv,noheader"], ctx.env, timeout=60)
+        rc, out, err = _run(
+            [str(smi), "--query-gpu=driver_version,name", "--format=csv,noheader"], ctx.env, timeout=60
+        )
         details["nvidia_smi"] = {"path": str(smi), "rc": rc, "output": (out or err).strip()[-300:]}
         row = out.strip().splitlines()[0].split(",") if rc == 0 and out.strip() else []
         if row and _vtuple(row[0].strip()):
@@ -726,9 +992,14 @@ def driver_version(ctx: Context) -> tuple[str | None, dict[str, Any]]:
 def check_driver(ctx: Context) -> list[Finding]:
     version, details = driver_version(ctx)
     if version is None:
-        present = Finding("driver.present", "warning", "no NVIDIA driver (no working nvidia-smi, no "
-                          f"{ctx.options.proc_driver_version}): extensions can be built here but not run",
-                          hint="fine for CPU-only CI; on a GPU machine install the NVIDIA driver", details=details)
+        present = Finding(
+            "driver.present",
+            "warning",
+            "no NVIDIA driver (no working nvidia-smi, no "
+            f"{ctx.options.proc_driver_version}): extensions can be built here but not run",
+            hint="fine for CPU-only CI; on a GPU machine install the NVIDIA driver",
+            details=details,
+        )
         return [present, Finding("driver.version", "ok", "not checked: no driver", details=details)]
     gpu = f" ({details['gpu']})" if details.get("gpu") else ""
     present = Finding("driver.present", "ok", f"NVIDIA driver {version}{gpu}", details=details)
@@ -745,22 +1016,42 @@ def check_driver(ctx: Context) -> list[Finding]:
         floor = table["minor_version_compatibility"].get(minor.split(".")[0])
         full = table["toolkit_driver"].get(minor)
         if floor and _vtuple(version) < _vtuple(floor):
-            worst.append(("error", f"{who} needs driver >= {floor} (CUDA {minor.split('.')[0]}.x minor-version "
-                          f"compatibility); driver is {version}"))
+            worst.append(
+                (
+                    "error",
+                    f"{who} needs driver >= {floor} (CUDA {minor.split('.')[0]}.x minor-version "
+                    f"compatibility); driver is {version}",
+                )
+            )
         elif full and _vtuple(version) < _vtuple(full):
-            worst.append(("warning", f"{who} runs on driver {version} only through minor-version compatibility "
-                          f"(full support from {full}): PTX from a newer toolkit will not JIT"))
+            worst.append(
+                (
+                    "warning",
+                    f"{who} runs on driver {version} only through minor-version compatibility "
+                    f"(full support from {full}): PTX from a newer toolkit will not JIT",
+                )
+            )
         elif floor is None:
             worst.append(("warning", f"no driver minimum known for {who}"))
     vdetails = {"driver": version, "runtimes": runtimes}
     for sev in ("error", "warning"):
         msgs = [m for s, m in worst if s == sev]
         if msgs:
-            return [present, Finding("driver.version", sev, "; ".join(msgs),  # type: ignore[arg-type]
-                                     hint="update the NVIDIA driver, or use a torch/toolkit of an older CUDA minor",
-                                     details=vdetails)]
+            return [
+                present,
+                Finding(
+                    "driver.version",
+                    sev,
+                    "; ".join(msgs),  # type: ignore[arg-type]
+                    hint="update the NVIDIA driver, or use a torch/toolkit of an older CUDA minor",
+                    details=vdetails,
+                ),
+            ]
     what = ", ".join(runtimes) or "no CUDA runtime found to compare"
-    return [present, Finding("driver.version", "ok", f"driver {version} is new enough for {what}", details=vdetails)]
+    return [
+        present,
+        Finding("driver.version", "ok", f"driver {version} is new enough for {what}", details=vdetails),
+    ]
 
 
 def _file_version(path: Path, soname: str) -> str | None:
@@ -769,7 +1060,7 @@ def _file_version(path: Path, soname: str) -> str | None:
     real = os.path.basename(os.path.realpath(path))
     base = soname.split(".so")[0] + ".so."
     if real != soname and real.startswith(base) and len(real) > len(base):
-        return real[len(base):]
+        return real[len(base) :]
     parts = Path(os.path.realpath(path)).parts
     if len(parts) > 4 and parts[-4] == "nvidia" and parts[-2] == "lib":
         owned = bundled_nvidia_libs([str(Path(*parts[:-4]))])
@@ -797,21 +1088,39 @@ def _shadow_entries(ctx: Context, bundled: Mapping[str, Mapping[str, str]]) -> l
                 grade = "older-patch"
             else:
                 grade = "same-or-newer"
-            out.append({"file": str(f), "version": theirs, "bundled": own["path"], "bundled_version": mine,
-                        "grade": grade, "import_torch_loaded": loaded.get(name)})
+            out.append(
+                {
+                    "file": str(f),
+                    "version": theirs,
+                    "bundled": own["path"],
+                    "bundled_version": mine,
+                    "grade": grade,
+                    "import_torch_loaded": loaded.get(name),
+                }
+            )
     return out
 
 
 def check_ld_library_path(ctx: Context) -> Finding:
     bundled: dict[str, dict[str, str]] = ctx.py.get("nvidia_libs") or {}
     entries = _shadow_entries(ctx, bundled)
-    details: dict[str, Any] = {"LD_LIBRARY_PATH": ctx.env.get("LD_LIBRARY_PATH"), "bundled": len(bundled),
-                               "shadowing": entries}
+    details: dict[str, Any] = {
+        "LD_LIBRARY_PATH": ctx.env.get("LD_LIBRARY_PATH"),
+        "bundled": len(bundled),
+        "shadowing": entries,
+    }
     if not bundled:
-        return Finding("ld_library_path.shadowing", "ok", "no pip-bundled CUDA libraries (site-packages/nvidia) to shadow",
-                       details=details)
-    hint = (f"{_activation_hint(ctx)} — envlock appends the env's lib dir after torch's" if ctx.meta is not None else
-            "remove that dir from LD_LIBRARY_PATH, or append it instead of prepending (torch finds its own via RPATH)")
+        return Finding(
+            "ld_library_path.shadowing",
+            "ok",
+            "no pip-bundled CUDA libraries (site-packages/nvidia) to shadow",
+            details=details,
+        )
+    hint = (
+        f"{_activation_hint(ctx)} — envlock appends the env's lib dir after torch's"
+        if ctx.meta is not None
+        else "remove that dir from LD_LIBRARY_PATH, or append it instead of prepending (torch finds its own via RPATH)"
+    )
     for grade, severity in (("older-minor", "error"), ("older-patch", "warning"), ("unknown", "warning")):
         hits = [e for e in entries if e["grade"] == grade]
         if not hits:
@@ -820,19 +1129,32 @@ def check_ld_library_path(ctx: Context) -> Finding:
         took = f"; import torch loaded {e['import_torch_loaded']}" if e["import_torch_loaded"] else ""
         mine = _vtuple(e["bundled_version"]) + (0, 0)
         if grade == "older-minor":
-            symbol = (f"__nvJitLinkComplete_{mine[0]}_{mine[1]}" if e["file"].rsplit("/", 1)[-1].startswith(
-                ("libnvJitLink", "libcusparse")) else "<a newer CUDA symbol>")
+            symbol = (
+                f"__nvJitLinkComplete_{mine[0]}_{mine[1]}"
+                if e["file"].rsplit("/", 1)[-1].startswith(("libnvJitLink", "libcusparse"))
+                else "<a newer CUDA symbol>"
+            )
             why = f"import torch can fail with 'undefined symbol: {symbol}'"
         elif grade == "older-patch":
             why = "same minor, so the symbols match, but the loader may use the older copy"
         else:
             why = "its version cannot be read, so envlock cannot tell whether it is older"
         shown = f" ({e['version']})" if e["version"] else ""
-        return Finding("ld_library_path.shadowing", severity,  # type: ignore[arg-type]
-                       f"LD_LIBRARY_PATH has {e['file']}{shown} beside torch's bundled {e['bundled_version']}{more}"
-                       f"{took}: {why}", hint=hint, details=details)
-    return Finding("ld_library_path.shadowing", "ok", f"nothing on LD_LIBRARY_PATH shadows torch's {len(bundled)} "
-                   "bundled CUDA libraries with an older copy", details=details)
+        return Finding(
+            "ld_library_path.shadowing",
+            severity,  # type: ignore[arg-type]
+            f"LD_LIBRARY_PATH has {e['file']}{shown} beside torch's bundled {e['bundled_version']}{more}"
+            f"{took}: {why}",
+            hint=hint,
+            details=details,
+        )
+    return Finding(
+        "ld_library_path.shadowing",
+        "ok",
+        f"nothing on LD_LIBRARY_PATH shadows torch's {len(bundled)} "
+        "bundled CUDA libraries with an older copy",
+        details=details,
+    )
 
 
 def _compile_hint(ctx: Context, log: str) -> str:
@@ -849,8 +1171,12 @@ def _compile_hint(ctx: Context, log: str) -> str:
 def check_compile_nvcc(ctx: Context) -> Finding:
     nv = ctx.nvcc
     if nv is None or nv.error:
-        return Finding("compile.nvcc", "error", "not run: no working nvcc (see nvcc.found)",
-                       hint=_package_hint(ctx, "cuda-nvcc", "nvcc"))
+        return Finding(
+            "compile.nvcc",
+            "error",
+            "not run: no working nvcc (see nvcc.found)",
+            hint=_package_hint(ctx, "cuda-nvcc", "nvcc"),
+        )
     with tempfile.TemporaryDirectory(prefix="envlock-doctor-") as tmp:
         src, exe = Path(tmp) / "probe.cu", Path(tmp) / "probe"
         src.write_text(NVCC_PROBE_CU, encoding="utf-8")
@@ -861,51 +1187,102 @@ def check_compile_nvcc(ctx: Context) -> Finding:
         start = time.monotonic()
         rc, out, err = _run(cmd, ctx.env, timeout=ctx.options.timeout_s, cwd=tmp)
         seconds = round(time.monotonic() - start, 2)
-        details: dict[str, Any] = {"command": cmd, "seconds": seconds, "rc": rc, "log": (err + out).strip()[-2000:]}
+        details: dict[str, Any] = {
+            "command": cmd,
+            "seconds": seconds,
+            "rc": rc,
+            "log": (err + out).strip()[-2000:],
+        }
         if rc != 0:
             hint = _compile_hint(ctx, err + out)
-            return Finding("compile.nvcc", "error", f"nvcc {nv.version} failed to compile+link probe.cu after {seconds} s: "
-                           f"{_error_lines(err + out)}", hint=hint, details=details)
+            return Finding(
+                "compile.nvcc",
+                "error",
+                f"nvcc {nv.version} failed to compile+link probe.cu after {seconds} s: "
+                f"{_error_lines(err + out)}",
+                hint=hint,
+                details=details,
+            )
         rc, out, err = _run([str(exe)], ctx.env, timeout=60, cwd=tmp)
         details.update(run_rc=rc, run_output=(out + err).strip()[-400:])
     if rc != 0:
-        return Finding("compile.nvcc", "error", f"probe.cu compiled and linked ({seconds} s) but does not run: "
-                       f"{(out + err).strip()[-200:]}", hint=_package_hint(ctx, "cuda-cudart", "libcudart"), details=details)
-    return Finding("compile.nvcc", "ok", f"nvcc {nv.version} compiled and linked a .cu including cuda_runtime.h and "
-                   f"cusparse.h in {seconds} s; it runs: {out.strip()}", details=details)
+        return Finding(
+            "compile.nvcc",
+            "error",
+            f"probe.cu compiled and linked ({seconds} s) but does not run: {(out + err).strip()[-200:]}",
+            hint=_package_hint(ctx, "cuda-cudart", "libcudart"),
+            details=details,
+        )
+    return Finding(
+        "compile.nvcc",
+        "ok",
+        f"nvcc {nv.version} compiled and linked a .cu including cuda_runtime.h and "
+        f"cusparse.h in {seconds} s; it runs: {out.strip()}",
+        details=details,
+    )
 
 
 def check_compile_torch(ctx: Context) -> Finding:
     if not ctx.python or not ctx.py.get("torch"):
-        return Finding("compile.torch_extension", "ok", "not run: torch is not importable here (see torch.found)")
+        return Finding(
+            "compile.torch_extension", "ok", "not run: torch is not importable here (see torch.found)"
+        )
     if not (ctx.py["torch"].get("cuda")):
         return Finding("compile.torch_extension", "ok", "not run: torch is a CPU build")
     env = dict(ctx.env)
     if not ctx.py["torch"].get("cuda_available") and not env.get("TORCH_CUDA_ARCH_LIST"):
-        env["TORCH_CUDA_ARCH_LIST"] = "8.0"  # no GPU to ask: build one arch rather than every arch torch knows
+        env["TORCH_CUDA_ARCH_LIST"] = (
+            "8.0"  # no GPU to ask: build one arch rather than every arch torch knows
+        )
     with tempfile.TemporaryDirectory(prefix="envlock-doctor-ext-") as tmp:
         doc = run_probe(ctx.python, ["extension", tmp], env, timeout=ctx.options.timeout_s)
     stage = doc.get("stage")
     details = {k: (v[-3000:] if isinstance(v, str) else v) for k, v in doc.items()}
     if stage == "ran" and doc.get("correct"):
-        return Finding("compile.torch_extension", "ok", f"load_inline built a kernel including ATen/cuda/CUDAContext.h "
-                       f"in {doc['build_seconds']} s and it ran correctly on {doc['device']}", details=details)
+        return Finding(
+            "compile.torch_extension",
+            "ok",
+            f"load_inline built a kernel including ATen/cuda/CUDAContext.h "
+            f"in {doc['build_seconds']} s and it ran correctly on {doc['device']}",
+            details=details,
+        )
     if stage == "built":
-        return Finding("compile.torch_extension", "ok", f"load_inline built a kernel including ATen/cuda/CUDAContext.h in "
-                       f"{doc['build_seconds']} s (no GPU: not run)", details=details)
+        return Finding(
+            "compile.torch_extension",
+            "ok",
+            f"load_inline built a kernel including ATen/cuda/CUDAContext.h in "
+            f"{doc['build_seconds']} s (no GPU: not run)",
+            details=details,
+        )
     if stage == "ran":
-        return Finding("compile.torch_extension", "error", f"the kernel built and ran on {doc.get('device')} but returned a "
-                       "wrong result", hint="check the driver (driver.version) and TORCH_CUDA_ARCH_LIST", details=details)
+        return Finding(
+            "compile.torch_extension",
+            "error",
+            f"the kernel built and ran on {doc.get('device')} but returned a wrong result",
+            hint="check the driver (driver.version) and TORCH_CUDA_ARCH_LIST",
+            details=details,
+        )
     text = doc.get("error") or doc.get("probe_error") or "unknown failure"
     missing = re.search(r"([\w./]+\.h): No such file or directory", text)
-    hint = (_package_hint(ctx, HEADERS.get(missing.group(1), "the missing header's package"), missing.group(1))
-            if missing else "see the findings above; rerun the build with verbose=True for the full log")
+    hint = (
+        _package_hint(ctx, HEADERS.get(missing.group(1), "the missing header's package"), missing.group(1))
+        if missing
+        else "see the findings above; rerun the build with verbose=True for the full log"
+    )
     if missing and ctx.root is not None and any((d / missing.group(1)).is_file() for d in _other_dirs(ctx)):
-        hint = (_activation_hint(ctx) + " — it puts targets/<arch>/include on CPATH") if ctx.prefix else \
-            f"export CPATH=<the dir holding {missing.group(1)}> (see header.{missing.group(1)})"
+        hint = (
+            (_activation_hint(ctx) + " — it puts targets/<arch>/include on CPATH")
+            if ctx.prefix
+            else f"export CPATH=<the dir holding {missing.group(1)}> (see header.{missing.group(1)})"
+        )
     took = f" after {doc['seconds']} s" if doc.get("seconds") is not None else ""
-    return Finding("compile.torch_extension", "error", f"load_inline failed{took}: {_error_lines(text)}", hint=hint,
-                   details=details)
+    return Finding(
+        "compile.torch_extension",
+        "error",
+        f"load_inline failed{took}: {_error_lines(text)}",
+        hint=hint,
+        details=details,
+    )
 
 
 # ------------------------------------------------------------------------------------------ entry
@@ -914,9 +1291,19 @@ def check_compile_torch(ctx: Context) -> Finding:
 def run_doctor(options: DoctorOptions) -> list[Finding]:
     """Run every check (and the compile checks with options.compile); raise SpecError for a bad target."""
     ctx = gather(options)
-    findings = [check_target(ctx), check_torch(ctx), check_nvcc_found(ctx), *check_nvcc_skew(ctx),
-                check_cuda_home(ctx), *check_headers(ctx), check_cudart(ctx), check_host_compiler(ctx),
-                check_ccbin(ctx), *check_driver(ctx), check_ld_library_path(ctx)]
+    findings = [
+        check_target(ctx),
+        check_torch(ctx),
+        check_nvcc_found(ctx),
+        *check_nvcc_skew(ctx),
+        check_cuda_home(ctx),
+        *check_headers(ctx),
+        check_cudart(ctx),
+        check_host_compiler(ctx),
+        check_ccbin(ctx),
+        *check_driver(ctx),
+        check_ld_library_path(ctx),
+    ]
     if options.compile:
         findings += [check_compile_nvcc(ctx), check_compile_torch(ctx)]
     return findings
@@ -940,8 +1327,16 @@ def result_json(findings: Sequence[Finding]) -> dict[str, Any]:
         "doctor_result_version": DOCTOR_RESULT_VERSION,
         "exit_code": exit_code(findings),
         "summary": summary(findings),
-        "findings": [{"code": f.code, "severity": f.severity, "message": f.message, "hint": f.hint,
-                      "details": f.details} for f in findings],
+        "findings": [
+            {
+                "code": f.code,
+                "severity": f.severity,
+                "message": f.message,
+                "hint": f.hint,
+                "details": f.details,
+            }
+            for f in findings
+        ],
     }
 
 

@@ -16,8 +16,19 @@ import time
 
 MARK = "ENVLOCK_PROBE_JSON="
 #: The CUDA libraries torch loads (tool libraries such as libnvperf or libnvtx3interop are left out).
-CUDA_LIB_PREFIXES = ("libcudart", "libcublas", "libcusparse", "libcusolver", "libnvJitLink", "libcufft",
-                     "libcurand", "libnvrtc", "libcudnn", "libnccl", "libcufile")
+CUDA_LIB_PREFIXES = (
+    "libcudart",
+    "libcublas",
+    "libcusparse",
+    "libcusolver",
+    "libnvJitLink",
+    "libcufft",
+    "libcurand",
+    "libnvrtc",
+    "libcudnn",
+    "libnccl",
+    "libcufile",
+)
 
 
 def emit(doc: dict) -> None:
@@ -159,10 +170,18 @@ def probe_extension(build_dir: str) -> dict:
     start = time.monotonic()
     try:
         module = cpp_extension.load_inline(
-            "envlock_doctor_probe", cpp_sources=[CPP], cuda_sources=[CU], functions=["add_one"],
-            build_directory=build_dir, verbose=False, with_cuda=True)
+            "envlock_doctor_probe",
+            cpp_sources=[CPP],
+            cuda_sources=[CU],
+            functions=["add_one"],
+            build_directory=build_dir,
+            verbose=False,
+            with_cuda=True,
+        )
     except Exception as exc:
-        doc.update(stage="build", seconds=round(time.monotonic() - start, 2), error=f"{type(exc).__name__}: {exc}")
+        doc.update(
+            stage="build", seconds=round(time.monotonic() - start, 2), error=f"{type(exc).__name__}: {exc}"
+        )
         return doc
     doc["build_seconds"] = round(time.monotonic() - start, 2)
     if not torch.cuda.is_available():

@@ -51,10 +51,23 @@ WHEELS: dict[str, str] = {
     "nvidia-cusolver": "12.0.4.66",
 }
 #: The smallest set that lets nvcc compile and link a .cu including cuda_runtime.h and cusparse.h.
-MINIMAL = ("nvidia-cuda-nvcc", "nvidia-cuda-crt", "nvidia-nvvm", "nvidia-cuda-runtime", "nvidia-cuda-cccl",
-           "nvidia-cusparse")
-PLATFORM_TAGS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_27_x86_64", "manylinux_2_28_x86_64",
-                 "manylinux2010_x86_64", "manylinux_2_12_x86_64", "manylinux1_x86_64")
+MINIMAL = (
+    "nvidia-cuda-nvcc",
+    "nvidia-cuda-crt",
+    "nvidia-nvvm",
+    "nvidia-cuda-runtime",
+    "nvidia-cuda-cccl",
+    "nvidia-cusparse",
+)
+PLATFORM_TAGS = (
+    "manylinux2014_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_28_x86_64",
+    "manylinux2010_x86_64",
+    "manylinux_2_12_x86_64",
+    "manylinux1_x86_64",
+)
 BUILDER_VERSION = "1"  # bump when the repackaging changes: the cached channel is rebuilt
 
 
@@ -80,8 +93,19 @@ def download(names: Iterable[str] = tuple(WHEELS), dest: Path | None = None) -> 
     missing = [f"{n}=={WHEELS[n]}" for n in names if _wheel_path(dest, n, WHEELS[n]) is None]
     start = time.monotonic()
     if missing:
-        cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version",
-               f"{sys.version_info.major}.{sys.version_info.minor}", "-d", str(dest)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            f"{sys.version_info.major}.{sys.version_info.minor}",
+            "-d",
+            str(dest),
+        ]
         for tag in PLATFORM_TAGS:
             cmd += ["--platform", tag]
         proc = subprocess.run(cmd + missing, capture_output=True, text=True, timeout=1800)
@@ -101,25 +125,43 @@ def wheel_members(path: Path, prefix: str = "nvidia/cu13/") -> dict[str, tuple[b
         for info in zf.infolist():
             if info.is_dir() or not info.filename.startswith(prefix) or info.filename.endswith("__init__.py"):
                 continue
-            out[info.filename[len(prefix):]] = (zf.read(info), bool((info.external_attr >> 16) & 0o111))
+            out[info.filename[len(prefix) :]] = (zf.read(info), bool((info.external_attr >> 16) & 0o111))
     return out
 
 
-def _pkg(name: str, version: str, files: Mapping[str, tuple[bytes, bool]], *, depends: Iterable[str] = (),
-         symlinks: Mapping[str, str] | None = None, noarch: bool = False, **kw: object) -> PackageSpec:
+def _pkg(
+    name: str,
+    version: str,
+    files: Mapping[str, tuple[bytes, bool]],
+    *,
+    depends: Iterable[str] = (),
+    symlinks: Mapping[str, str] | None = None,
+    noarch: bool = False,
+    **kw: object,
+) -> PackageSpec:
     return PackageSpec(
-        name, version, subdir="noarch" if noarch else SUBDIR, depends=list(depends),
-        files={k: v[0] for k, v in files.items()}, executables={k for k, v in files.items() if v[1]},
-        symlinks=dict(symlinks or {}), license="LicenseRef-NVIDIA-End-User-License-Agreement", fmt=".conda", **kw)
+        name,
+        version,
+        subdir="noarch" if noarch else SUBDIR,
+        depends=list(depends),
+        files={k: v[0] for k, v in files.items()},
+        executables={k for k, v in files.items() if v[1]},
+        symlinks=dict(symlinks or {}),
+        license="LicenseRef-NVIDIA-End-User-License-Agreement",
+        fmt=".conda",
+        **kw,
+    )
 
 
-def _remap(members: Mapping[str, tuple[bytes, bool]], rules: Iterable[tuple[str, str]]) -> dict[str, tuple[bytes, bool]]:
+def _remap(
+    members: Mapping[str, tuple[bytes, bool]], rules: Iterable[tuple[str, str]]
+) -> dict[str, tuple[bytes, bool]]:
     """Move wheel paths into the conda layout by (wheel prefix -> conda prefix) rules; unmatched are dropped."""
     out: dict[str, tuple[bytes, bool]] = {}
     for rel, data in members.items():
         for src, dst in rules:
             if rel.startswith(src):
-                out[dst + rel[len(src):]] = data
+                out[dst + rel[len(src) :]] = data
                 break
     return out
 
@@ -145,30 +187,71 @@ def cuda_packages(wheels: Mapping[str, Path]) -> list[PackageSpec]:
     m = {name: wheel_members(path) for name, path in wheels.items()}
     rt = v["nvidia-cuda-runtime"]
     specs = [
-        _pkg("cuda-version", CUDA, {}, noarch=True, constrains=["__cuda >=13", f"cudatoolkit {CUDA}|{CUDA}.*"]),
-        _pkg("cuda-cudart", rt, {f"{T}/lib/libcudart.so.{rt}": m["nvidia-cuda-runtime"]["lib/libcudart.so.13"]},
-             depends=[pin], symlinks={f"{T}/lib/libcudart.so.13": f"libcudart.so.{rt}",
-                                      "lib/libcudart.so.13": f"../{T}/lib/libcudart.so.13"}),
-        _pkg("cuda-cudart-dev", rt, _remap(m["nvidia-cuda-runtime"], [("include/", f"{T}/include/"), ("lib/libcuda", f"{T}/lib/libcuda")]) | {},
-             depends=[pin, f"cuda-cudart {rt}", f"cuda-cccl {v['nvidia-cuda-cccl']}"],
-             symlinks={f"{T}/lib/libcudart.so": "libcudart.so.13", "lib/libcudart.so": f"../{T}/lib/libcudart.so"}),
-        _pkg("cuda-cccl", v["nvidia-cuda-cccl"], _remap(m["nvidia-cuda-cccl"], [("include/", f"{T}/include/")]),
-             depends=[pin]),
+        _pkg(
+            "cuda-version", CUDA, {}, noarch=True, constrains=["__cuda >=13", f"cudatoolkit {CUDA}|{CUDA}.*"]
+        ),
+        _pkg(
+            "cuda-cudart",
+            rt,
+            {f"{T}/lib/libcudart.so.{rt}": m["nvidia-cuda-runtime"]["lib/libcudart.so.13"]},
+            depends=[pin],
+            symlinks={
+                f"{T}/lib/libcudart.so.13": f"libcudart.so.{rt}",
+                "lib/libcudart.so.13": f"../{T}/lib/libcudart.so.13",
+            },
+        ),
+        _pkg(
+            "cuda-cudart-dev",
+            rt,
+            _remap(
+                m["nvidia-cuda-runtime"], [("include/", f"{T}/include/"), ("lib/libcuda", f"{T}/lib/libcuda")]
+            )
+            | {},
+            depends=[pin, f"cuda-cudart {rt}", f"cuda-cccl {v['nvidia-cuda-cccl']}"],
+            symlinks={
+                f"{T}/lib/libcudart.so": "libcudart.so.13",
+                "lib/libcudart.so": f"../{T}/lib/libcudart.so",
+            },
+        ),
+        _pkg(
+            "cuda-cccl",
+            v["nvidia-cuda-cccl"],
+            _remap(m["nvidia-cuda-cccl"], [("include/", f"{T}/include/")]),
+            depends=[pin],
+        ),
     ]
     # the .so.13 file of the runtime wheel belongs to cuda-cudart, not -dev
     specs[2].files.pop(f"{T}/lib/libcudart.so.13", None)
     specs[2].executables.discard(f"{T}/lib/libcudart.so.13")
     nvcc_files = _remap(m["nvidia-cuda-nvcc"], [("bin/", "bin/"), ("include/", f"{T}/include/")])
     nvcc_files |= _remap(m["nvidia-cuda-crt"], [("include/", f"{T}/include/")])
-    nvcc_files |= _remap(m["nvidia-nvvm"], [("bin/cicc", "nvvm/bin/cicc"), ("lib/", "nvvm/lib64/"),
-                                             ("nvvm/", "nvvm/"), ("include/", "nvvm/include/")])
+    nvcc_files |= _remap(
+        m["nvidia-nvvm"],
+        [
+            ("bin/cicc", "nvvm/bin/cicc"),
+            ("lib/", "nvvm/lib64/"),
+            ("nvvm/", "nvvm/"),
+            ("include/", "nvvm/include/"),
+        ],
+    )
     nvcc_files["etc/conda/activate.d/~cuda-nvcc_activate.sh"] = (NVCC_ACTIVATE.encode(), False)
-    specs.append(_pkg("cuda-nvcc", v["nvidia-cuda-nvcc"], nvcc_files,
-                      depends=[pin, f"cuda-cudart-dev {CUDA}.*", "gcc_linux-64", "gxx_linux-64"]))
-    for wheel, name in (("nvidia-cusparse", "libcusparse-dev"), ("nvidia-cublas", "libcublas-dev"),
-                        ("nvidia-cusolver", "libcusolver-dev")):
+    specs.append(
+        _pkg(
+            "cuda-nvcc",
+            v["nvidia-cuda-nvcc"],
+            nvcc_files,
+            depends=[pin, f"cuda-cudart-dev {CUDA}.*", "gcc_linux-64", "gxx_linux-64"],
+        )
+    )
+    for wheel, name in (
+        ("nvidia-cusparse", "libcusparse-dev"),
+        ("nvidia-cublas", "libcublas-dev"),
+        ("nvidia-cusolver", "libcusolver-dev"),
+    ):
         if wheel in m:
-            specs.append(_pkg(name, v[wheel], _remap(m[wheel], [("include/", f"{T}/include/")]), depends=[pin]))
+            specs.append(
+                _pkg(name, v[wheel], _remap(m[wheel], [("include/", f"{T}/include/")]), depends=[pin])
+            )
     return specs
 
 
@@ -190,25 +273,54 @@ def host_shims() -> list[PackageSpec]:
     py = f"{sys.version_info.major}.{sys.version_info.minor}"
     pyv = ".".join(str(x) for x in sys.version_info[:3])
     return [
-        _pkg("gcc_linux-64", gv, {f"bin/{tri}-cc": wrapper(gcc), f"bin/{tri}-gcc": wrapper(gcc),
-                                  "etc/conda/activate.d/activate-gcc_linux-64.sh":
-                                      (f'export CC="$CONDA_PREFIX/bin/{tri}-cc"\n'.encode(), False)}),
-        _pkg("gxx_linux-64", gv, {f"bin/{tri}-c++": wrapper(gxx), f"bin/{tri}-g++": wrapper(gxx),
-                                  "etc/conda/activate.d/activate-gxx_linux-64.sh":
-                                      (f'export CXX="$CONDA_PREFIX/bin/{tri}-c++"\n'.encode(), False)},
-             depends=[f"gcc_linux-64 {gv}"]),
-        _pkg("python", pyv, {f"bin/python{py}": wrapper(sys.executable)},
-             symlinks={"bin/python3": f"python{py}", "bin/python": f"python{py}"}),
+        _pkg(
+            "gcc_linux-64",
+            gv,
+            {
+                f"bin/{tri}-cc": wrapper(gcc),
+                f"bin/{tri}-gcc": wrapper(gcc),
+                "etc/conda/activate.d/activate-gcc_linux-64.sh": (
+                    f'export CC="$CONDA_PREFIX/bin/{tri}-cc"\n'.encode(),
+                    False,
+                ),
+            },
+        ),
+        _pkg(
+            "gxx_linux-64",
+            gv,
+            {
+                f"bin/{tri}-c++": wrapper(gxx),
+                f"bin/{tri}-g++": wrapper(gxx),
+                "etc/conda/activate.d/activate-gxx_linux-64.sh": (
+                    f'export CXX="$CONDA_PREFIX/bin/{tri}-c++"\n'.encode(),
+                    False,
+                ),
+            },
+            depends=[f"gcc_linux-64 {gv}"],
+        ),
+        _pkg(
+            "python",
+            pyv,
+            {f"bin/python{py}": wrapper(sys.executable)},
+            symlinks={"bin/python3": f"python{py}", "bin/python": f"python{py}"},
+        ),
     ]
 
 
 def _key(wheels: Mapping[str, Path]) -> str:
-    doc = [BUILDER_VERSION, sorted(p.name for p in wheels.values()), sys.version, shutil.which("gcc"),
-           hashlib.sha256(Path(__file__).read_bytes()).hexdigest()]
+    doc = [
+        BUILDER_VERSION,
+        sorted(p.name for p in wheels.values()),
+        sys.version,
+        shutil.which("gcc"),
+        hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
+    ]
     return hashlib.sha256(json.dumps(doc).encode()).hexdigest()[:16]
 
 
-def build_channel(names: Iterable[str] = tuple(WHEELS), root: Path | None = None) -> tuple[Path, dict[str, float]]:
+def build_channel(
+    names: Iterable[str] = tuple(WHEELS), root: Path | None = None
+) -> tuple[Path, dict[str, float]]:
     """Download (once), repackage and index; return the channel dir and the seconds each step took."""
     wheels, dl = download(names)
     channel = (root or cache_dir() / "channels") / _key(wheels)

@@ -20,8 +20,10 @@ import pytest
 
 from envlock.doctor import HEADERS, DoctorOptions, Finding, result_json, run_doctor
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("bash") is None,
-                                reason="needs gcc (to build a stub libcudart) and bash")
+pytestmark = pytest.mark.skipif(
+    shutil.which("gcc") is None or shutil.which("bash") is None,
+    reason="needs gcc (to build a stub libcudart) and bash",
+)
 TARGET = "targets/x86_64-linux"
 NO_DRIVER = Path("/nonexistent/proc/driver/nvidia/version")
 
@@ -36,13 +38,16 @@ def _script(path: Path, body: str) -> Path:
 def fake_nvcc(path: Path, version: str) -> Path:
     """A shell-script nvcc that prints a `--version` banner shaped like the real one."""
     minor = ".".join(version.split(".")[:2])
-    return _script(path, f"""\
+    return _script(
+        path,
+        f"""\
         case "$1" in
           --version) echo "nvcc: NVIDIA (R) Cuda compiler driver"
                      echo "Cuda compilation tools, release {minor}, V{version}";;
           *) echo "fake nvcc: only --version" >&2; exit 1;;
         esac
-        """)
+        """,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -52,12 +57,22 @@ def cudart_stub(tmp_path_factory: pytest.TempPathFactory) -> Path:
     src = d / "cudart.c"
     src.write_text("int cudaRuntimeGetVersion(int *v) { *v = 12060; return 0; }\n")
     out = d / "libcudart.so.12.6.77"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libcudart.so.12", "-o", str(out), str(src)], check=True)
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-Wl,-soname,libcudart.so.12", "-o", str(out), str(src)], check=True
+    )
     return out
 
 
-def make_prefix(root: Path, cudart_stub: Path, *, nvcc: str | None = "12.6.85", headers: tuple[str, ...] = tuple(HEADERS),
-                cudart: bool = True, activation: bool = True, meta: dict | None = None) -> Path:
+def make_prefix(
+    root: Path,
+    cudart_stub: Path,
+    *,
+    nvcc: str | None = "12.6.85",
+    headers: tuple[str, ...] = tuple(HEADERS),
+    cudart: bool = True,
+    activation: bool = True,
+    meta: dict | None = None,
+) -> Path:
     """A conda-forge-shaped CUDA 12 prefix: bin/nvcc, targets/<arch>/{include,lib}, lib/ symlinks."""
     p = root / "env"
     (p / "conda-meta").mkdir(parents=True)
@@ -80,11 +95,13 @@ def make_prefix(root: Path, cudart_stub: Path, *, nvcc: str | None = "12.6.85", 
     if activation:  # what envlock's activation does (DESIGN §6): CUDA_HOME, CPATH, LD_LIBRARY_PATH appended
         act = p / "etc" / "conda" / "activate.d" / "envlock-cuda.sh"
         act.parent.mkdir(parents=True)
-        act.write_text(textwrap.dedent(f"""\
+        act.write_text(
+            textwrap.dedent(f"""\
             export CUDA_HOME="$CONDA_PREFIX"; export CUDA_PATH="$CONDA_PREFIX"
             export CPATH="$CONDA_PREFIX/{TARGET}/include${{CPATH:+:$CPATH}}"
             export LD_LIBRARY_PATH="${{LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}}$CONDA_PREFIX/lib"
-            """))
+            """)
+        )
     if meta is not None:
         (p / "conda-meta" / "envlock").write_text(json.dumps(meta))  # what envlock create writes
     return p
@@ -101,17 +118,26 @@ def by_code(findings: list[Finding]) -> dict[str, Finding]:
 
 
 def doctor(prefix: Path | None, env: dict[str, str], **kw: object) -> dict[str, Finding]:
-    opts = DoctorOptions(prefix=prefix, environ=env, python_exe=sys.executable, proc_driver_version=NO_DRIVER, **kw)
+    opts = DoctorOptions(
+        prefix=prefix, environ=env, python_exe=sys.executable, proc_driver_version=NO_DRIVER, **kw
+    )
     return by_code(run_doctor(opts))
 
 
-META = {"envlock_version": "0.1.0", "lock_path": "locks/train/conda-lock.yml", "content_hash": "abc",
-        "platform": "linux-64", "env_name": "train",
-        "anchor": {"torch": "2.6.0", "cuda": "12.6", "cudnn": None, "torch_source": "pip"}}
+META = {
+    "envlock_version": "0.1.0",
+    "lock_path": "locks/train/conda-lock.yml",
+    "content_hash": "abc",
+    "platform": "linux-64",
+    "env_name": "train",
+    "anchor": {"torch": "2.6.0", "cuda": "12.6", "cudnn": None, "torch_source": "pip"},
+}
 
 
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "envlock", *args], env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "envlock", *args], env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 # ------------------------------------------------------------------------------------------ green
@@ -127,7 +153,9 @@ def test_complete_prefix_is_green(tmp_path: Path, cudart_stub: Path) -> None:
     assert f["nvcc.skew"].severity == "ok" and "matches CUDA 12.6" in f["nvcc.skew"].message
     assert f["cuda_home.consistent"].severity == "ok"
     for h in HEADERS:
-        assert f[f"header.{h}"].severity == "ok" and f[f"header.{h}"].details["path"] == str(p / TARGET / "include" / h)
+        assert f[f"header.{h}"].severity == "ok" and f[f"header.{h}"].details["path"] == str(
+            p / TARGET / "include" / h
+        )
         assert "CPATH" in f[f"header.{h}"].message
     assert f["cudart.loadable"].severity == "ok" and "CUDA runtime 12.6" in f["cudart.loadable"].message
     assert f["cudart.loadable"].details["loaded_by"] == "soname"  # through the activation's LD_LIBRARY_PATH
@@ -150,7 +178,9 @@ def test_env_activated_by_envlocks_own_activation_is_green(tmp_path: Path, cudar
 
 
 @pytest.mark.parametrize("missing", sorted(HEADERS))
-def test_each_missing_header_is_named_with_its_package(tmp_path: Path, cudart_stub: Path, missing: str) -> None:
+def test_each_missing_header_is_named_with_its_package(
+    tmp_path: Path, cudart_stub: Path, missing: str
+) -> None:
     p = make_prefix(tmp_path, cudart_stub, headers=tuple(h for h in HEADERS if h != missing))
     f = doctor(p, base_env(tmp_path))
     bad = {c for c, x in f.items() if x.severity == "error"}
@@ -192,15 +222,19 @@ def test_no_nvcc_in_prefix(tmp_path: Path, cudart_stub: Path) -> None:
     assert f["nvcc.found"].severity == "error" and "cuda-nvcc" in (f["nvcc.found"].hint or "")
 
 
-@pytest.mark.parametrize(("nvcc", "anchor", "skew", "deepspeed"), [
-    ("13.0.88", "12.6", "error", "warning"),   # major mismatch: torch's builder refuses
-    ("12.9.86", "12.6", "warning", "ok"),      # 3 minors away: torch warns; DeepSpeed takes any 12.x pair
-    ("12.8.93", "12.6", "warning", "ok"),      # 12.7 was never released, but the window stays ±1 numerically
-    ("13.1.80", "13.0", "ok", "warning"),      # ±1 ok for torch, DeepSpeed wants an exact 13.x minor
-    ("12.5.82", "12.6", "ok", "ok"),
-])
-def test_nvcc_skew_against_the_lock_anchor(tmp_path: Path, cudart_stub: Path, nvcc: str, anchor: str,
-                                           skew: str, deepspeed: str) -> None:
+@pytest.mark.parametrize(
+    ("nvcc", "anchor", "skew", "deepspeed"),
+    [
+        ("13.0.88", "12.6", "error", "warning"),  # major mismatch: torch's builder refuses
+        ("12.9.86", "12.6", "warning", "ok"),  # 3 minors away: torch warns; DeepSpeed takes any 12.x pair
+        ("12.8.93", "12.6", "warning", "ok"),  # 12.7 was never released, but the window stays ±1 numerically
+        ("13.1.80", "13.0", "ok", "warning"),  # ±1 ok for torch, DeepSpeed wants an exact 13.x minor
+        ("12.5.82", "12.6", "ok", "ok"),
+    ],
+)
+def test_nvcc_skew_against_the_lock_anchor(
+    tmp_path: Path, cudart_stub: Path, nvcc: str, anchor: str, skew: str, deepspeed: str
+) -> None:
     meta = {**META, "anchor": {**META["anchor"], "cuda": anchor}}
     p = make_prefix(tmp_path, cudart_stub, nvcc=nvcc, meta=meta)
     f = doctor(p, base_env(tmp_path))
@@ -265,10 +299,13 @@ def test_libcudart_not_on_the_loader_path_is_a_warning(tmp_path: Path, cudart_st
 @pytest.mark.parametrize("var", ["CXX", "CC"])
 def test_gcc_too_new_for_nvcc(tmp_path: Path, cudart_stub: Path, var: str) -> None:
     p = make_prefix(tmp_path, cudart_stub)  # nvcc 12.6: gcc <= 13
-    gxx = _script(tmp_path / "bin" / "g++-14", """\
+    gxx = _script(
+        tmp_path / "bin" / "g++-14",
+        """\
         case "$1" in --version) echo "g++-14 (GCC) 14.2.0"; echo "Copyright (C) 2024 Free Software Foundation, Inc.";;
         *) exit 1;; esac
-        """)
+        """,
+    )
     f = doctor(p, base_env(tmp_path, **{var: str(gxx)}))
     h = f["host_compiler.version"]
     assert h.severity == "error" and "14.2.0" in h.message and "gcc 13" in h.message
@@ -361,8 +398,12 @@ def test_no_nvidia_smi_is_a_warning(tmp_path: Path, cudart_stub: Path) -> None:
     assert f["driver.version"].severity == "ok"
 
 
-@pytest.mark.parametrize(("driver", "severity"), [("470.82.01", "error"), ("550.54.14", "warning"), ("560.35.03", "ok")])
-def test_driver_version_against_the_cuda_runtime(tmp_path: Path, cudart_stub: Path, driver: str, severity: str) -> None:
+@pytest.mark.parametrize(
+    ("driver", "severity"), [("470.82.01", "error"), ("550.54.14", "warning"), ("560.35.03", "ok")]
+)
+def test_driver_version_against_the_cuda_runtime(
+    tmp_path: Path, cudart_stub: Path, driver: str, severity: str
+) -> None:
     p = make_prefix(tmp_path, cudart_stub)  # cudart reports 12.6: minor compat from 525, full from 560.28.03
     smi = _script(tmp_path / "drv" / "nvidia-smi", f'echo "{driver}, NVIDIA H200"\n')
     f = doctor(p, base_env(tmp_path, PATH=f"{smi.parent}:/usr/bin:/bin"))
@@ -373,8 +414,12 @@ def test_driver_version_against_the_cuda_runtime(tmp_path: Path, cudart_stub: Pa
 def test_driver_from_proc_when_nvidia_smi_is_absent(tmp_path: Path, cudart_stub: Path) -> None:
     p = make_prefix(tmp_path, cudart_stub)
     proc = tmp_path / "version"
-    proc.write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.03  Release Build  (dvs-builder)\n")
-    opts = DoctorOptions(prefix=p, environ=base_env(tmp_path), python_exe=sys.executable, proc_driver_version=proc)
+    proc.write_text(
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.03  Release Build  (dvs-builder)\n"
+    )
+    opts = DoctorOptions(
+        prefix=p, environ=base_env(tmp_path), python_exe=sys.executable, proc_driver_version=proc
+    )
     f = by_code(run_doctor(opts))
     assert f["driver.present"].severity == "ok" and "580.159.03" in f["driver.present"].message
 
@@ -394,9 +439,20 @@ def test_cli_json_schema_and_exit_codes(tmp_path: Path, cudart_stub: Path) -> No
     for f in doc["findings"]:
         assert set(f) == {"code", "severity", "message", "hint", "details"}
         assert f["severity"] in ("ok", "warning", "error") and isinstance(f["details"], dict)
-    assert {"env.target", "torch.found", "nvcc.found", "nvcc.skew", "nvcc.deepspeed", "cuda_home.consistent",
-            "header.cusparse.h", "cudart.loadable", "host_compiler.version", "driver.present", "driver.version",
-            "ld_library_path.shadowing"} <= set(codes)
+    assert {
+        "env.target",
+        "torch.found",
+        "nvcc.found",
+        "nvcc.skew",
+        "nvcc.deepspeed",
+        "cuda_home.consistent",
+        "header.cusparse.h",
+        "cudart.loadable",
+        "host_compiler.version",
+        "driver.present",
+        "driver.version",
+        "ld_library_path.shadowing",
+    } <= set(codes)
     assert doc["summary"]["error"] == 0 and sum(doc["summary"].values()) == len(codes)
 
     (p / TARGET / "include" / "cusparse.h").unlink()
@@ -412,8 +468,13 @@ def test_result_json_matches_findings() -> None:
     findings = [Finding("a.b", "ok", "fine"), Finding("c.d", "warning", "hmm", hint="do x", details={"k": 1})]
     doc = result_json(findings)
     assert doc["exit_code"] == 0 and doc["summary"] == {"ok": 1, "warning": 1, "error": 0}
-    assert doc["findings"][1] == {"code": "c.d", "severity": "warning", "message": "hmm", "hint": "do x",
-                                  "details": {"k": 1}}
+    assert doc["findings"][1] == {
+        "code": "c.d",
+        "severity": "warning",
+        "message": "hmm",
+        "hint": "do x",
+        "details": {"k": 1},
+    }
 
 
 @pytest.mark.parametrize("as_json", [False, True])
@@ -422,7 +483,13 @@ def test_bad_prefix_is_an_error_line_not_a_traceback(tmp_path: Path, kind: str, 
     prefix = tmp_path / "nope"
     if kind == "empty":
         prefix.mkdir()
-    r = cli("doctor", "-p", str(prefix), *(["--json"] if as_json else []), env=base_env(tmp_path, PYTHONPATH=os.pathsep.join(sys.path)))
+    r = cli(
+        "doctor",
+        "-p",
+        str(prefix),
+        *(["--json"] if as_json else []),
+        env=base_env(tmp_path, PYTHONPATH=os.pathsep.join(sys.path)),
+    )
     assert r.returncode == 1
     assert "Traceback" not in r.stdout + r.stderr
     if as_json:
@@ -434,11 +501,18 @@ def test_bad_prefix_is_an_error_line_not_a_traceback(tmp_path: Path, kind: str, 
 
 def test_doctor_never_imports_rattler_or_conda_lock(tmp_path: Path, cudart_stub: Path) -> None:
     p = make_prefix(tmp_path, cudart_stub)
-    code = ("import sys, json\nfrom envlock.cli import run\n"
-            f"rc = run(['doctor', '-p', {str(p)!r}, '--json', '--python-exe', sys.executable])\n"
-            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('rattler', 'conda_lock', 'torch', 'requests'))\n"
-            "print('HEAVY=' + json.dumps(heavy))\n")
-    r = subprocess.run([sys.executable, "-c", code], env=base_env(tmp_path, PYTHONPATH=os.pathsep.join(sys.path)),
-                       capture_output=True, text=True, timeout=300)
-    heavy = json.loads(next(ln for ln in r.stdout.splitlines() if ln.startswith("HEAVY="))[len("HEAVY="):])
+    code = (
+        "import sys, json\nfrom envlock.cli import run\n"
+        f"rc = run(['doctor', '-p', {str(p)!r}, '--json', '--python-exe', sys.executable])\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('rattler', 'conda_lock', 'torch', 'requests'))\n"
+        "print('HEAVY=' + json.dumps(heavy))\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        env=base_env(tmp_path, PYTHONPATH=os.pathsep.join(sys.path)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    heavy = json.loads(next(ln for ln in r.stdout.splitlines() if ln.startswith("HEAVY="))[len("HEAVY=") :])
     assert heavy == []

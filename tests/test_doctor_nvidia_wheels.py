@@ -23,8 +23,10 @@ from typing import Any
 
 import pytest
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("g++") is None, reason="needs gcc/g++")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("g++") is None, reason="needs gcc/g++"),
+]
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 CLEAN_PATH = "/usr/bin:/bin"  # no /usr/local/bin (this machine's system nvcc), no /usr/local/cuda
 
@@ -37,7 +39,9 @@ def channel() -> Path:
         path, took = nvidia_wheels.build_channel()
     except RuntimeError as exc:  # no index reachable, or pip refused
         pytest.skip(f"NVIDIA wheels unavailable: {exc}")
-    print(f"nvidia wheels channel {path}: download {took['download_s']:.1f} s, repackage+index {took['build_s']:.1f} s")
+    print(
+        f"nvidia wheels channel {path}: download {took['download_s']:.1f} s, repackage+index {took['build_s']:.1f} s"
+    )
     return path
 
 
@@ -47,13 +51,21 @@ def _env() -> dict[str, str]:
 
 
 def _envlock(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "envlock", *args], env=_env(), cwd=cwd, capture_output=True,
-                          text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "envlock", *args],
+        env=_env(),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def _doctor(prefix: Path) -> tuple[int, dict[str, Any]]:
     """`envlock run -p PREFIX -- envlock doctor --compile --json` (the env's activation, no conda)."""
-    r = _envlock("run", "-p", str(prefix), "--", sys.executable, "-m", "envlock", "doctor", "--compile", "--json")
+    r = _envlock(
+        "run", "-p", str(prefix), "--", sys.executable, "-m", "envlock", "doctor", "--compile", "--json"
+    )
     return r.returncode, json.loads(r.stdout)
 
 
@@ -62,8 +74,21 @@ def env(channel: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, 
     """(prefix, lock) created by envlock from the wheel channel."""
     project = tmp_path_factory.mktemp("project")
     prefix = tmp_path_factory.mktemp("envs") / "cuda13"
-    r = _envlock("resolve", "--torch", "2.14.1", "--channel", channel.as_uri(), "--platform", "linux-64",
-                 "--python", PY, "--project-dir", str(project), "--name", "nv")
+    r = _envlock(
+        "resolve",
+        "--torch",
+        "2.14.1",
+        "--channel",
+        channel.as_uri(),
+        "--platform",
+        "linux-64",
+        "--python",
+        PY,
+        "--project-dir",
+        str(project),
+        "--name",
+        "nv",
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     lock = project / "locks" / "nv" / "conda-lock.yml"
     r = _envlock("create", "--lock", str(lock), "-p", str(prefix), "-q")
@@ -75,13 +100,21 @@ def test_env_from_nvidia_wheels_is_green_and_compiles(env: tuple[Path, Path]) ->
     prefix, _ = env
     rc, doc = _doctor(prefix)
     by = {f["code"]: f for f in doc["findings"]}
-    assert rc == 0 and doc["summary"]["error"] == 0, [f["message"] for f in doc["findings"] if f["severity"] == "error"]
-    assert {f["code"] for f in doc["findings"] if f["severity"] == "warning"} <= {"driver.present"}  # no GPU here
+    assert rc == 0 and doc["summary"]["error"] == 0, [
+        f["message"] for f in doc["findings"] if f["severity"] == "error"
+    ]
+    assert {f["code"] for f in doc["findings"] if f["severity"] == "warning"} <= {
+        "driver.present"
+    }  # no GPU here
     assert by["env.target"]["details"]["envlock_env"] and by["env.target"]["details"]["active"]
     assert by["nvcc.found"]["details"]["path"] == str(prefix / "bin" / "nvcc")
-    assert by["nvcc.found"]["details"]["top"] == str(prefix)  # nvcc's own nvcc.profile root: the env, not /usr/local
+    assert by["nvcc.found"]["details"]["top"] == str(
+        prefix
+    )  # nvcc's own nvcc.profile root: the env, not /usr/local
     assert by["cuda_home.consistent"]["details"]["CUDA_HOME"] == str(prefix)
-    assert by["header.cusparse.h"]["details"]["path"] == str(prefix / "targets/x86_64-linux/include/cusparse.h")
+    assert by["header.cusparse.h"]["details"]["path"] == str(
+        prefix / "targets/x86_64-linux/include/cusparse.h"
+    )
     compiled = by["compile.nvcc"]
     assert compiled["severity"] == "ok" and "cusparse_header=" in compiled["details"]["run_output"]
     assert compiled["details"]["command"][0] == str(prefix / "bin" / "nvcc")
@@ -103,7 +136,10 @@ def test_removed_cusparse_is_named_and_the_printed_fix_works(env: tuple[Path, Pa
     rc, doc = _doctor(prefix)
     by = {f["code"]: f for f in doc["findings"]}
     assert rc == 1
-    assert {f["code"] for f in doc["findings"] if f["severity"] == "error"} == {"header.cusparse.h", "compile.nvcc"}
+    assert {f["code"] for f in doc["findings"] if f["severity"] == "error"} == {
+        "header.cusparse.h",
+        "compile.nvcc",
+    }
     assert "cusparse.h not found" in by["header.cusparse.h"]["message"]
     assert "cusparse.h: No such file or directory" in by["compile.nvcc"]["message"]
     fix = by["header.cusparse.h"]["hint"].split("   (")[0]

@@ -22,12 +22,21 @@ from envlock.doctor import HEADERS, ccbin_probe
 
 def _system_toolkit() -> Path | None:
     """The toolkit the system nvcc really runs from (nvcc's own TOP; /usr/local/bin/nvcc may be a wrapper)."""
-    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+    nvcc = shutil.which("nvcc") or (
+        "/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None
+    )
     if nvcc is None:
         return None
-    proc = subprocess.run([nvcc, "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull],
-                          capture_output=True, text=True, timeout=60)
-    top = next((ln.split("=", 1)[1] for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("#$ TOP=")), None)
+    proc = subprocess.run(
+        [nvcc, "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    top = next(
+        (ln.split("=", 1)[1] for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("#$ TOP=")),
+        None,
+    )
     return Path(os.path.normpath(top)) if top else None
 
 
@@ -41,8 +50,13 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> dict:
     assert TOOLKIT is not None
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CONDA", "CUDA", "CPATH", "NVCC_"))}
     env.update(CUDA_HOME=str(TOOLKIT), PYTHONPATH=os.pathsep.join(sys.path))
-    proc = subprocess.run([sys.executable, "-m", "envlock", "doctor", "--compile", "--json", "--python-exe", sys.executable],
-                          env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "envlock", "doctor", "--compile", "--json", "--python-exe", sys.executable],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     doc = json.loads(proc.stdout)
     doc["_rc"] = proc.returncode
     if (TOOLKIT / "include" / "cusparse.h").exists():
@@ -95,8 +109,18 @@ def test_ccbin_clash_is_what_this_nvcc_really_does() -> None:
 def test_ccbin_is_no_clash_without_torch() -> None:
     """Only torch's builder adds -ccbin $CC: with no torch importable the doctor does not cry wolf."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CONDA", "CUDA", "CPATH", "NVCC_"))}
-    env.update(CUDA_HOME=str(TOOLKIT), NVCC_PREPEND_FLAGS="-ccbin=g++", CC="gcc", PYTHONPATH=os.pathsep.join(sys.path))
-    proc = subprocess.run([sys.executable, "-m", "envlock", "doctor", "--json", "--python-exe", sys.executable],
-                          env=env, capture_output=True, text=True, timeout=300)
+    env.update(
+        CUDA_HOME=str(TOOLKIT),
+        NVCC_PREPEND_FLAGS="-ccbin=g++",
+        CC="gcc",
+        PYTHONPATH=os.pathsep.join(sys.path),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "envlock", "doctor", "--json", "--python-exe", sys.executable],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     f = next(f for f in json.loads(proc.stdout)["findings"] if f["code"] == "host_compiler.ccbin")
     assert f["severity"] == "ok" and "only torch's builder" in f["message"]

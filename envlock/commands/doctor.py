@@ -34,10 +34,22 @@ def render_human(findings: list[Finding], *, colour: bool) -> str:
 
 
 def doctor(
-    prefix: Optional[Path] = typer.Option(None, "-p", "--prefix", help="Environment to check (default: $CONDA_PREFIX, else the system CUDA)."),
-    compile_: bool = typer.Option(False, "--compile", help="Also compile+link a .cu with nvcc, and build (and run on a GPU) a torch extension."),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON object (doctor_result_version, findings) for CI."),
-    python_exe: Optional[str] = typer.Option(None, "--python-exe", help="The python whose torch to check (default: PREFIX/bin/python, else python3 on PATH)."),
+    prefix: Optional[Path] = typer.Option(
+        None, "-p", "--prefix", help="Environment to check (default: $CONDA_PREFIX, else the system CUDA)."
+    ),
+    compile_: bool = typer.Option(
+        False,
+        "--compile",
+        help="Also compile+link a .cu with nvcc, and build (and run on a GPU) a torch extension.",
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print a JSON object (doctor_result_version, findings) for CI."
+    ),
+    python_exe: Optional[str] = typer.Option(
+        None,
+        "--python-exe",
+        help="The python whose torch to check (default: PREFIX/bin/python, else python3 on PATH).",
+    ),
 ) -> int:
     """Can this environment JIT-compile a CUDA extension? One line per check; exit 1 on any error."""
     from envlock.doctor import DoctorOptions, exit_code, result_json, run_doctor
