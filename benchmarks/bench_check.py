@@ -8,6 +8,7 @@ interleaved, each as a fresh process; the table shows median and min–max wall 
     python benchmarks/bench_check.py [--runs 11] [--keep DIR]
 
 Targets: `envlock check` ≤ 0.3 s, `envlock --help` ≤ 0.25 s (whole process, on the machine at hand).
+Exit 0: targets met; 1: a target missed; 2: a command did not exit as expected.
 """
 
 from __future__ import annotations
@@ -70,6 +71,10 @@ def envlock_cmd() -> list[str]:
     return [str(exe)] if exe.is_file() else [sys.executable, "-m", "envlock"]
 
 
+class BenchError(Exception):
+    """A command under test did not exit as expected (the benchmark exits 2)."""
+
+
 def time_rounds(cmds: list[tuple[list[str], int]], runs: int) -> list[list[float]]:
     """Wall time of `runs` fresh processes per command, interleaved round by round (load hits all alike).
 
@@ -82,7 +87,7 @@ def time_rounds(cmds: list[tuple[list[str], int]], runs: int) -> list[list[float
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
             elapsed = time.perf_counter() - start
             if proc.returncode != expect:
-                raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}")
+                raise BenchError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}")
             if i:
                 out[j].append(elapsed)
     return out
@@ -142,6 +147,9 @@ def main() -> int:
             ok &= target is None or med <= target
             print(f"{label:<48} {med:>7.3f}s {min(times):>6.3f}–{max(times):.3f}s {verdict:>8}")
         return 0 if ok else 1
+    except BenchError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)

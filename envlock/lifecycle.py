@@ -236,7 +236,8 @@ def discover(project_dir: Path) -> dict[str, tuple[Path | None, Path | None]]:
     found: dict[str, tuple[Path | None, Path | None]] = {}
     env_dir = project_dir / "environments"
     lock_root = project_dir / "locks"
-    specs = sorted([*env_dir.glob("*.yml"), *env_dir.glob("*.yaml")]) if env_dir.is_dir() else []
+    # Only *.yml: that is what envlock writes (a *.yaml spec would get a .yml twin on `envlock lock`).
+    specs = sorted(env_dir.glob("*.yml")) if env_dir.is_dir() else []
     for spec in specs:
         found.setdefault(spec.stem, (spec, None))
     if lock_root.is_dir():
@@ -603,9 +604,10 @@ def status_of(project_dir: Path, name_or_lock_path: str | Path) -> EnvStatus:
             project_dir = lock_dir.parent.parent
     else:
         name = str(name_or_lock_path)
-    env_dir = project_dir / "environments"
-    spec = next((p for p in (env_dir / f"{name}.yml", env_dir / f"{name}.yaml") if p.is_file()), None)
-    return env_status(project_dir, name, spec, project_dir / "locks" / name / LOCK_NAME)
+    spec = project_dir / "environments" / f"{name}.yml"
+    return env_status(
+        project_dir, name, spec if spec.is_file() else None, project_dir / "locks" / name / LOCK_NAME
+    )
 
 
 def changes_for(status: EnvStatus, platform: str | None) -> list[Change]:
