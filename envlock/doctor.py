@@ -32,7 +32,7 @@ import yaml
 
 from envlock.doctor_probe import CUDA_LIB_PREFIXES, bundled_nvidia_libs
 from envlock.errors import SpecError
-from envlock.models import Finding, Severity
+from envlock.models import Finding
 from envlock.tables import cuda_tables
 
 DOCTOR_RESULT_VERSION = 1
@@ -1158,14 +1158,24 @@ def check_ld_library_path(ctx: Context) -> Finding:
 
 
 def _compile_hint(ctx: Context, log: str) -> str:
-    """The fix for a failed probe build: the missing header's package, a file missing from the toolkit, or the rest."""
+    """The fix for a failed probe build: the header's package (or CPATH when only nvcc's dirs have it), a file
+    missing from the toolkit, or the other findings."""
     missing = re.search(r"([\w./+-]+): No such file or directory", log)
     if missing and missing.group(1).endswith(".h"):
         name = os.path.basename(missing.group(1))
+        hidden = next((d for d in _other_dirs(ctx) if (d / name).is_file()), None)
+        if (
+            hidden is not None
+        ):  # the conda-forge trap: in targets/<arch>/include, not on the host compiler's path
+            return (
+                (_activation_hint(ctx) + " — it puts targets/<arch>/include on CPATH")
+                if ctx.prefix
+                else f'export CPATH="{hidden}${{CPATH:+:$CPATH}}"'
+            )
         return _package_hint(ctx, HEADERS.get(name, "the package that ships it"), name)
     if missing and ctx.root is not None and missing.group(1).startswith(str(ctx.root)):
         return _package_hint(ctx, "cuda-nvcc", f"{missing.group(1)} (the toolkit is incomplete)")
-    return "see the host_compiler.* and header.* findings"
+    return "see the findings above (host_compiler.*, header.*); rerun the build verbosely for the full log"
 
 
 def check_compile_nvcc(ctx: Context) -> Finding:
@@ -1263,18 +1273,7 @@ def check_compile_torch(ctx: Context) -> Finding:
             details=details,
         )
     text = doc.get("error") or doc.get("probe_error") or "unknown failure"
-    missing = re.search(r"([\w./]+\.h): No such file or directory", text)
-    hint = (
-        _package_hint(ctx, HEADERS.get(missing.group(1), "the missing header's package"), missing.group(1))
-        if missing
-        else "see the findings above; rerun the build with verbose=True for the full log"
-    )
-    if missing and ctx.root is not None and any((d / missing.group(1)).is_file() for d in _other_dirs(ctx)):
-        hint = (
-            (_activation_hint(ctx) + " — it puts targets/<arch>/include on CPATH")
-            if ctx.prefix
-            else f"export CPATH=<the dir holding {missing.group(1)}> (see header.{missing.group(1)})"
-        )
+    hint = _compile_hint(ctx, text)
     took = f" after {doc['seconds']} s" if doc.get("seconds") is not None else ""
     return Finding(
         "compile.torch_extension",
@@ -1338,6 +1337,3 @@ def result_json(findings: Sequence[Finding]) -> dict[str, Any]:
             for f in findings
         ],
     }
-
-
-SEVERITIES: tuple[Severity, ...] = ("ok", "warning", "error")
