@@ -1,4 +1,4 @@
-"""Locks that live in a repo: freshness (`check`), re-lock (`lock`), `update PKG…` and `diff`.
+"""Locks that live in a repo: freshness (`check`), re-lock (`lock`), `update PKG…` (diff: envlock.lockdiff).
 
 `check` never solves and never reaches the network: it reads the specs and only the metadata part of
 each conda-lock.yml (the YAML before `package:`), re-plans with the pure rules and compares content
@@ -7,12 +7,14 @@ hashes. Importing this module must not import rattler, conda_lock or requests (a
 
 The anchor a freshness check uses (and that `lock` re-plans from):
 
-* re-derived offline from envlock's own data when the spec allows it: a `cuda:` override, a `+cuXYZ`
-  label, or a torch version in envlock's torch table. A changed table therefore makes a lock stale.
-* otherwise the anchor recorded in the lock (`envlock.anchor`) when the spec's torch inputs still match
-  it: anchors from the package index (`pypi`), an `installed` torch or conda-forge's builds cannot be
-  re-derived without the network or a process, and re-asking would make `check` flaky.
-* when neither applies, the spec's torch inputs changed, so the lock is stale whatever the anchor is.
+* the anchor recorded in the lock (`envlock.anchor`) when it came from the package index (`pypi`), an
+  `installed` torch or conda-forge's builds and the spec's torch inputs still match it: those cannot be
+  re-derived without the network or a process (and an installed torch is not in the spec at all), and
+  re-asking would make `check` flaky;
+* otherwise re-derived offline from envlock's own data when the spec allows it: a `cuda:` override, a
+  `+cuXYZ` label, or a torch version in envlock's torch table, so a changed table makes a lock stale;
+* when neither applies, the spec's torch inputs changed, so the lock is stale whatever the anchor is
+  (`lock` then asks the network, as `resolve` does).
 """
 
 from __future__ import annotations
@@ -313,7 +315,7 @@ def spec_anchor(
 ) -> Anchor:
     """The anchor `check` compares against and `lock` re-plans from (see the module docstring)."""
     reuse = reusable_anchor(spec, recorded)
-    if reuse is not None and not offline_derivable(spec):
+    if reuse is not None:
         return reuse
     from envlock.resolve import find_anchor
 
@@ -559,7 +561,7 @@ def compare(spec: EnvSpec, lock: LockMeta) -> list[Change]:
 def _check_anchor(spec: EnvSpec, recorded: Anchor | None) -> Anchor | None:
     """Offline anchor for `check`; None when only the network could say (the inputs changed)."""
     reuse = reusable_anchor(spec, recorded)
-    if not offline_derivable(spec):
+    if reuse is not None or not offline_derivable(spec):
         return reuse
     from envlock.resolve import find_anchor
 

@@ -402,3 +402,34 @@ def test_bench_check_runs_and_prints_its_table(tmp_path) -> None:
     assert proc.returncode in (0, 1), proc.stderr  # 1: a target missed on this machine; 2: check misbehaved
     assert "envlock check (10 envs × 3 platforms)" in proc.stdout and "envlock --help" in proc.stdout
     assert len(list((tmp_path / "b" / "project" / "locks").glob("*/conda-lock.yml"))) == 10
+
+
+def test_anchor_of_an_installed_torch_is_kept(tmp_path, capsys, test_channel, monkeypatch) -> None:
+    """`--torch installed` found CUDA 12.4 (not the table's 12.1): check and lock keep that anchor."""
+    from envlock import resolve as resolve_mod
+    from envlock.models import Anchor
+
+    installed = Anchor("2.3.0", "12.4", "9.1.0.70", "installed", "torch.version.cuda of torch 2.3.0+cu124")
+    monkeypatch.setattr(resolve_mod, "find_anchor", lambda *a, **k: installed)
+    project = make_project(tmp_path / "p", test_channel, platforms=("linux-64",), name=NAME)
+    monkeypatch.undo()
+    assert cli(capsys, "check", "--project-dir", str(project))[0] == 0
+    before = snapshot(project)
+    assert (
+        cli(
+            capsys,
+            "lock",
+            "--all",
+            "--project-dir",
+            str(project),
+            "--mirror",
+            f"conda-forge={test_channel.as_uri()}",
+        )[0]
+        == 0
+    )
+    assert snapshot(project) == before  # re-solved from the recorded CUDA 12.4 anchor: the same bytes
+    edit(
+        spec_file(project), "torch: 2.3.0", "torch: 2.4.0"
+    )  # another torch: the recorded anchor no longer applies
+    changes = stale_changes(capsys, project)
+    assert {c["kind"] for c in changes} >= {"spec", "anchor"}, changes
