@@ -253,6 +253,24 @@ def _installed_dists(prefix: Path) -> set[str]:
     return {p.stem for p in meta.glob("*.json")}
 
 
+def damaged_records(prefix: Path) -> list[Path]:
+    """conda-meta records of packages with a file missing from the prefix (deleted by hand, say).
+
+    rattler decides what to link from these records alone, so a damaged package looks installed;
+    dropping its record makes the next link put its files back.
+    """
+    damaged = []
+    for record in sorted((prefix / "conda-meta").glob("*.json")):
+        try:
+            files = json.loads(record.read_text(encoding="utf-8")).get("files") or []
+        except (OSError, ValueError):
+            damaged.append(record)
+            continue
+        if any(not os.path.lexists(prefix / f) for f in files):
+            damaged.append(record)
+    return damaged
+
+
 def _env_meta(lock: LockFile, req: CreateRequest, digest: str, state: str, has_cudnn: bool) -> dict[str, Any]:
     meta = lock.envlock_meta(req.platform)
     anchor = meta.get("anchor") or {}
@@ -595,6 +613,8 @@ def create_env(req: CreateRequest, progress: Progress | None = None) -> CreateRe
     if state == "env":
         # Linking may stop half-way: say so in the prefix until it has finished.
         _write_json_atomic(req.prefix / "conda-meta" / ENVLOCK_JSON, {**new_meta, "state": "incomplete"})
+        for record in damaged_records(req.prefix):
+            record.unlink()  # re-link packages whose files went missing
     try:
         link(records, req.prefix, req.platform, cache, progress)
     except BaseException as exc:
@@ -619,7 +639,7 @@ def _is_unchanged(prefix: Path, new_meta: Mapping[str, Any], packages: Sequence[
     if not same or old.get("state") != "complete":
         return False
     hooks_there = all((prefix / rel).is_file() for rel in hook_files(new_meta["platform"], str(prefix)))
-    return hooks_there and {_dist(p) for p in packages} <= _installed_dists(prefix)
+    return hooks_there and {_dist(p) for p in packages} <= _installed_dists(prefix) and not damaged_records(prefix)
 
 
 def _after_failed_link(prefix: Path, state: str) -> None:

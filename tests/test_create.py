@@ -190,6 +190,18 @@ def test_second_create_is_a_no_op_that_says_so(project: Path, tmp_path: Path, mi
     assert tree(prefix) == before
 
 
+def test_create_repairs_files_deleted_by_hand(project: Path, tmp_path: Path, mirror: dict[str, str]) -> None:
+    prefix = tmp_path / "env"
+    create_env(req(lock_of(project), prefix, tmp_path, mirror))
+    header = next(prefix.glob("targets/*/include/cusparse.h"))
+    original = header.read_bytes()
+    header.unlink()
+    again = create_env(req(lock_of(project), prefix, tmp_path, mirror))
+    assert again.action == "updated"
+    assert header.read_bytes() == original
+    assert create_env(req(lock_of(project), prefix, tmp_path, mirror)).action == "unchanged"
+
+
 def test_envlock_json_has_the_keys_doctor_reads(project: Path, tmp_path: Path, mirror: dict[str, str]) -> None:
     prefix = tmp_path / "env"
     create_env(req(lock_of(project), prefix, tmp_path, mirror))
