@@ -265,9 +265,12 @@ def _torch_parts(torch: str) -> tuple[str, str | None]:
     return public, (local or None)
 
 
-def recorded_anchor(lock: LockMeta | None) -> Anchor | None:
-    """The anchor a lock was made from (custom_metadata `envlock.anchor`), if readable."""
-    data = lock.meta_json("anchor") if lock else None
+def recorded_anchor(custom_metadata: Mapping[str, str] | None) -> Anchor | None:
+    """The anchor a lock was made from (its custom_metadata `envlock.anchor`), if readable."""
+    try:
+        data = json.loads((custom_metadata or {}).get(f"{META_PREFIX}anchor") or "null")
+    except ValueError:
+        return None
     if not isinstance(data, dict):
         return None
     try:
@@ -519,7 +522,7 @@ def compare(spec: EnvSpec, lock: LockMeta) -> list[Change]:
     for p in lock.platforms:
         if p not in spec.platforms:
             changes.append(Change("spec", f"the lock has platform {p}, which the spec no longer lists", p))
-    recorded = recorded_anchor(lock)
+    recorded = recorded_anchor(lock.custom_metadata)
     try:
         anchor = _check_anchor(spec, recorded)
     except EnvlockError as exc:
@@ -537,9 +540,8 @@ def compare(spec: EnvSpec, lock: LockMeta) -> list[Change]:
     try:
         plan, inputs = current_inputs(spec, anchor)
     except EnvlockError as exc:
-        return changes + [
-            Change("rules", f"envlock can no longer plan this spec: {exc.message} ({exc.hint})")
-        ]
+        # Almost always an edit (a --cuda minor with no toolchain …); the hint says what to change.
+        return changes + [Change("spec", f"the spec cannot be planned: {exc.message} ({exc.hint})")]
     for platform in spec.platforms:
         if platform not in lock.platforms:
             continue
@@ -742,7 +744,10 @@ def lock(
             read_lock_meta(status.lock_path) if status.lock_path and status.lock_path.is_file() else None
         )
         anchor = spec_anchor(
-            spec, recorded_anchor(lock_meta), offline=settings.offline, lookup=_lookup_for(spec, settings)
+            spec,
+            recorded_anchor(lock_meta.custom_metadata if lock_meta else None),
+            offline=settings.offline,
+            lookup=_lookup_for(spec, settings),
         )
         result = lock_spec(
             spec,
@@ -808,8 +813,8 @@ def update(
 ) -> list[UpdateOutcome]:
     """`envlock update PKG…`: re-solve with every other package held at its locked version (per platform)."""
     from envlock.lockdiff import diff_entries
-    from envlock.lockfile import read_lock, write_all_atomic
-    from envlock.resolve import plan_for, project_lock, render_files, solve_options
+    from envlock.lockfile import read_lock
+    from envlock.resolve import plan_for, render_files, solve_options
     from envlock.solver import RattlerSolver
 
     settings = settings or SolveSettings()
@@ -843,13 +848,13 @@ def update(
             hint="update moves packages a lock already has; "
             "add new ones to the spec's dependencies and run `envlock lock`",
         )
-    out: list[UpdateOutcome] = []
+    solved: list[tuple[EnvSpec, LockDiff, list[tuple[Path, str]]]] = []
     for status, old in jobs:
         assert status.spec_path is not None
         spec = read_spec(status.spec_path)
         anchor = spec_anchor(
             spec,
-            _recorded_from(old.custom_metadata),
+            recorded_anchor(old.custom_metadata),
             offline=settings.offline,
             lookup=_lookup_for(spec, settings),
         )
@@ -861,16 +866,25 @@ def update(
             _entries_of(old.packages), _entries_of(p for r in results for p in r.packages),
             str(status.lock_path), "updated",
         )  # fmt: skip
-        written: list[Path] = []
-        if not dry_run:
-            files = render_files(project_dir, spec, plan, extras, results)
-            with project_lock(project_dir, spec.name):
-                written = write_all_atomic(files)
-        out.append(UpdateOutcome(status.name, diff, tuple(written), dry_run))
+        solved.append((spec, diff, render_files(project_dir, spec, plan, extras, results)))
+    # Every environment is solved before the first write: a failed solve leaves every lock as it was.
+    out: list[UpdateOutcome] = []
+    for spec, diff, files in solved:
+        written = () if dry_run else write_files(project_dir, spec.name, files)
+        out.append(UpdateOutcome(spec.name, diff, tuple(written), dry_run))
     return out
 
 
-def _recorded_from(custom: Mapping[str, str]) -> Anchor | None:
-    raw = custom.get(f"{META_PREFIX}anchor")
-    lock = LockMeta(Path("."), (), {}, {f"{META_PREFIX}anchor": raw} if raw else {}, None)
-    return recorded_anchor(lock)
+def write_files(project_dir: Path, name: str, files: Sequence[tuple[Path, str]]) -> list[Path]:
+    """Write one environment's files atomically under its file lock; SpecError when it cannot."""
+    from envlock.lockfile import write_all_atomic
+    from envlock.resolve import project_lock
+
+    try:
+        with project_lock(project_dir, name):
+            return write_all_atomic(files)
+    except OSError as exc:
+        raise SpecError(
+            f"cannot write {exc.filename or project_dir}: {exc.strerror or exc}",
+            hint="check that environments/ and locks/ are writable directories, or pass --project-dir DIR",
+        ) from None

@@ -115,6 +115,12 @@ def test_each_spec_field_makes_the_lock_stale_and_is_named(project, capsys, fiel
     ), err
 
 
+def test_a_spec_the_rules_cannot_plan_is_named(project, capsys) -> None:
+    edit(spec_file(project), "cuda: null", "cuda: '12.7'")
+    (change,) = stale_changes(capsys, project)
+    assert change["kind"] == "spec" and "CUDA 12.7 was never released" in change["message"], change
+
+
 def test_a_platform_added_to_the_spec_is_named(tmp_path, capsys, test_channel) -> None:
     project = make_project(tmp_path / "p", test_channel, platforms=("linux-64",))
     edit(spec_file(project), "platforms:\n  - linux-64\n", "platforms:\n  - linux-64\n  - win-64\n")

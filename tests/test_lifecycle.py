@@ -419,3 +419,14 @@ def test_create_locked_checks_only_the_platform_it_installs(project, capsys, cf,
     code, out, err = cli(capsys, *base, "--platform", "win-64", "-p", str(tmp_path / "win"))
     assert code == 1 and "packages were edited by hand" in err and "[win-64]" in err
     assert not (tmp_path / "win").exists()
+
+
+def test_update_that_cannot_reach_the_channel_writes_nothing(locked_with_demos, capsys, tmp_path) -> None:
+    project = locked_with_demos
+    before = snapshot(project)
+    gone = (tmp_path / "no-such-channel").as_uri()
+    code, out, err = cli(
+        capsys, "update", "demo-a", "--project-dir", str(project), "--mirror", f"conda-forge={gone}"
+    )
+    assert code != 0 and err.count("error:") == 1 and "hint:" in err and "Traceback" not in err, err
+    assert snapshot(project) == before
