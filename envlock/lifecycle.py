@@ -126,9 +126,10 @@ class CheckReport:
             return LockfileError(
                 what, hint="fix the spec named above (or restore it from git), then `envlock lock`"
             )
-        if kinds == {"missing-spec"}:
+        if "missing-spec" in kinds:  # `envlock lock` refuses an orphaned lock: say what to do first
             return LockfileError(
-                what, hint="restore the spec from git, or delete the orphaned locks/<name>/ dir"
+                what,
+                hint="restore the missing spec from git (or delete its locks/<name>/ dir), then `envlock lock`",
             )
         return LockfileError(what, hint=RELOCK_HINT)
 

@@ -157,7 +157,7 @@ def test_lock_without_spec_is_named(project, capsys) -> None:
     assert code == 1
     (env,) = doc["environments"]
     assert env["spec"] is None and env["changes"][0]["kind"] == "missing-spec"
-    assert "restore the spec from git" in doc["hint"]
+    assert doc["hint"].startswith("restore the missing spec from git")
 
 
 def test_hand_edited_package_version_is_caught_per_platform(project, capsys) -> None:
