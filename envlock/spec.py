@@ -59,6 +59,12 @@ def validate_name(name: str) -> str:
     return name
 
 
+def _strip_credentials(url: str) -> str:
+    from envlock.lockfile import strip_credentials
+
+    return strip_credentials(url)
+
+
 def _q(value: str) -> str:
     """A YAML scalar that round-trips as the same string."""
     dumped = yaml.safe_dump(value, default_style=None, width=4096).strip()
@@ -84,7 +90,9 @@ def render_spec(
         "# envlock spec. Edit the `envlock:` block (or add dependencies), then run `envlock lock`.",
         f"name: {_q(spec.name)}",
         "channels:",
-        *[f"  - {_q(c)}" for c in spec.channels],
+        # A spec is committed: credentials of a channel URL are used for this run, never written
+        # (re-locking reads them from rattler's auth storage, as `envlock lock` documents).
+        *[f"  - {_q(_strip_credentials(c))}" for c in spec.channels],
         "dependencies:",
     ]
     for s in order:

@@ -1862,8 +1862,9 @@ class ChannelServer:
     `.add_fault(pattern, action, times=None)` injects a fault (see `Fault`); `faults=` takes {pattern: action}.
     """
 
-    def __init__(self, root: Path, *, faults: Mapping[str, str] | None = None) -> None:
+    def __init__(self, root: Path, *, faults: Mapping[str, str] | None = None, host: str = "127.0.0.1") -> None:
         self.root = Path(root)
+        self.host = host  # e.g. a non-loopback address, for the plain-http refusal tests
         self.requests: list[RequestRecord] = []
         self.faults: list[Fault] = [Fault(p, a) for p, a in (faults or {}).items()]
         self._lock = threading.Lock()
@@ -1880,7 +1881,7 @@ class ChannelServer:
         def handler(*args: Any, **kwargs: Any) -> _Handler:
             return _Handler(*args, directory=root, **kwargs)
 
-        self._server = _ThreadingServer(("127.0.0.1", 0), handler)
+        self._server = _ThreadingServer((self.host, 0), handler)
         self._server.owner = self
         self._thread = threading.Thread(
             target=self._server.serve_forever,
@@ -1916,7 +1917,7 @@ class ChannelServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def channel_url(self, name: str = "conda-forge") -> str:
         return f"{self.url}/{name.strip('/')}"
