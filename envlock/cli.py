@@ -74,14 +74,11 @@ def run(argv: list[str] | None = None) -> int:
     except typer.Abort:
         return report_error(Interrupted("aborted", hint="run the command again"), as_json=as_json)
     except Exception as exc:  # click usage errors and anything unforeseen
-        import click
-
-        if isinstance(exc, click.exceptions.UsageError):
-            exc.show()
-            return 2
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            return exc.exit_code
+        # typer >= 0.29 raises its vendored click's exceptions, older typer plain click's: match by name.
+        kinds = {cls.__name__ for cls in type(exc).__mro__}
+        if "ClickException" in kinds:
+            exc.show()  # type: ignore[attr-defined]
+            return 2 if "UsageError" in kinds else int(exc.exit_code)  # type: ignore[attr-defined]
         if os.environ.get("ENVLOCK_DEBUG"):
             raise
         err = EnvlockError(

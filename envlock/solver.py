@@ -104,8 +104,13 @@ class RattlerSolver:
     def _channel(self, name: str) -> tuple[Channel, str, str]:
         fetch = _fetch_url(name, self.options.mirrors)
         check_channel_security(fetch, allow_insecure=self.options.allow_insecure)
+        channel = Channel(fetch)
+        # rattler normalises the URL (file:///a/../b -> file:///b): records carry its form, so the
+        # mirror-to-canonical rewrite must match on that, not on what the user typed.
+        base = str(channel.base_url)
         self._per_channel.setdefault(fetch, _source_config(fetch, self.options.offline))
-        return Channel(fetch), fetch, canonical_channel_url(name)
+        self._per_channel.setdefault(base, _source_config(base, self.options.offline))
+        return channel, base, canonical_channel_url(name)
 
     def _gateway_for(self) -> rattler.Gateway:
         if self._gateway is None:
