@@ -217,6 +217,14 @@ def plan_for(spec: EnvSpec, anchor: Anchor) -> tuple[Plan, tuple[str, ...]]:
     return make_plan(anchor, options), extras
 
 
+def ignored_toolchain_lines(spec: EnvSpec, plan: Plan) -> tuple[str, ...]:
+    """Spec dependencies on toolchain names that the plan replaces (hand edits envlock overrides)."""
+    generated = {s.strip() for pp in plan.platforms for c in pp.candidates for s in c.specs}
+    return tuple(
+        d for d in spec.dependencies if _spec_name(d) in PLAN_NAMES and d.strip() not in generated
+    )
+
+
 def _spec_name(spec: str) -> str:
     name = spec.strip().split()[0] if spec.strip() else ""
     for ch in "=<>!~[":
@@ -470,7 +478,11 @@ def lock_spec(
     """Plan, solve and write one spec (also used by `envlock lock`)."""
     spec = replace(spec, anchor={"cuda": anchor.cuda, "cudnn": anchor.cudnn, "source": anchor.source})
     plan, extras = plan_for(spec, anchor)
-    warnings = anchor_warnings(spec, anchor)
+    warnings = anchor_warnings(spec, anchor) + tuple(
+        f"spec line {line!r} is replaced by the plan: toolchain packages follow the `envlock:` block "
+        "(torch, cuda, python, cudnn), so edit that instead"
+        for line in ignored_toolchain_lines(spec, plan)
+    )
     if dry_run:
         return ResolveResult(anchor=anchor, plan=plan, spec=spec, dry_run=True, warnings=warnings)
     project_dir = _writable_project(project_dir)

@@ -95,3 +95,14 @@ def test_the_projects_own_example_spec_reads(shared_dir: Path) -> None:
     repo = Path(__file__).resolve().parent.parent
     spec = read_spec(repo / "environments" / "torch2.7.1-cu126.yml")
     assert spec.torch == "2.7.1" and spec.platforms == ("linux-64",)
+
+
+def test_hand_edited_toolchain_lines_are_reported_not_silently_dropped(tmp_path: Path) -> None:
+    from envlock.resolve import lock_spec
+
+    text = rendered().replace("  - cuda-nvcc\n", "  - cuda-nvcc 12.8.61\n")
+    spec = parse_spec(text)
+    result = lock_spec(spec, ANCHOR, project_dir=tmp_path, dry_run=True)
+    assert any("'cuda-nvcc 12.8.61'" in w and "envlock:" in w for w in result.warnings)
+    clean = lock_spec(parse_spec(rendered()), ANCHOR, project_dir=tmp_path, dry_run=True)
+    assert clean.warnings == ()
