@@ -285,7 +285,10 @@ def parse_conda_lock(text: str, p: Path | None = None) -> LockFile:
     meta = doc.get("metadata")
     if not isinstance(meta, dict):
         raise _bad(p, "missing `metadata`")
-    custom = {str(k): str(v) for k, v in (meta.get("custom_metadata") or {}).items()}
+    raw_custom = meta.get("custom_metadata") or {}
+    if not isinstance(raw_custom, dict):  # found by tests/reliability/test_fuzz.py
+        raise _bad(p, "`custom_metadata` is not a mapping")
+    custom = {str(k): str(v) for k, v in raw_custom.items()}
     fmt = custom.get(f"{META_PREFIX}lock_format")
     if fmt is not None and (not fmt.isdigit() or int(fmt) > LOCK_FORMAT):
         raise LockfileError(
@@ -296,6 +299,7 @@ def parse_conda_lock(text: str, p: Path | None = None) -> LockFile:
         platforms = tuple(str(x) for x in meta["platforms"])
         channels = tuple(str(c["url"] if isinstance(c, dict) else c) for c in meta.get("channels") or ())
         hashes = {str(k): str(v) for k, v in (meta.get("content_hash") or {}).items()}
+        sources = tuple(str(x) for x in meta.get("sources") or ())
         packages: list[LockedPackage] = []
         others = 0
         for entry in doc.get("package") or ():
@@ -310,7 +314,7 @@ def parse_conda_lock(text: str, p: Path | None = None) -> LockFile:
         platforms=platforms,
         channels=channels,
         content_hash=hashes,
-        sources=tuple(str(s) for s in meta.get("sources") or ()),
+        sources=sources,
         custom_metadata=custom,
         packages=tuple(packages),
         other_managers=others,
@@ -396,7 +400,7 @@ def parse_explicit(text: str, p: Path | None = None) -> LockFile:
                 url=url,
                 md5=md5.removeprefix("md5:"),
                 sha256=sha.get(filename),
-                subdir=url.rsplit("/", 2)[-2],
+                subdir=url.rsplit("/", 2)[-2] if url.count("/") >= 2 else "",  # fuzz: a bare file name
             )
         )
     return LockFile(
@@ -414,6 +418,20 @@ def parse_explicit(text: str, p: Path | None = None) -> LockFile:
 # --------------------------------------------------------------------------- write
 
 
+def _file_mode(fd: int, path: Path) -> None:
+    """Give a temp file the mode the final file should have (mkstemp makes it 0600).
+
+    An existing file keeps its mode; a new one gets 0666 minus the umask, like open() would.
+    """
+    try:
+        mode = path.stat().st_mode & 0o777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    os.fchmod(fd, mode)
+
+
 def write_atomic(path: Path, text: str) -> bool:
     """Write text via a temp file + os.replace; returns False (and touches nothing) if unchanged."""
     data = text.encode("utf-8")
@@ -424,6 +442,7 @@ def write_atomic(path: Path, text: str) -> bool:
         pass
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    _file_mode(fd, path)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -483,6 +502,7 @@ def write_all_atomic(files: Iterable[tuple[Path, str]]) -> list[Path]:
                 pass
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            _file_mode(fd, path)
             staged.append((tmp, path))
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)

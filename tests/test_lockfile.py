@@ -205,3 +205,16 @@ def test_write_all_atomic_leaves_no_temp_files_on_failure(tmp_path: Path) -> Non
         write_all_atomic([(tmp_path / "a", "new"), (tmp_path / "b", Boom("x"))])
     assert (tmp_path / "a").read_text() == "old"  # nothing renamed before every file was staged
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a"]
+
+
+def test_written_files_get_normal_permissions_not_mkstemps_0600(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        write_all_atomic([(tmp_path / "new.yml", "x\n")])
+        assert (tmp_path / "new.yml").stat().st_mode & 0o777 == 0o644
+        (tmp_path / "kept.yml").write_text("a")
+        (tmp_path / "kept.yml").chmod(0o640)
+        write_atomic(tmp_path / "kept.yml", "b")
+        assert (tmp_path / "kept.yml").stat().st_mode & 0o777 == 0o640
+    finally:
+        os.umask(old)
