@@ -128,9 +128,11 @@ def test_run_py_small_mode_prints_every_section(shared_dir: Path, tmp_path: Path
                            str(tmp_path / "cache"), "--json", str(out_json)], capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    for section in ("[resolve --torch 2.7.1, 3 platforms]", "[start-up]", "[scaling (warm, sharded)]", "[lifecycle]", "[create]"):
+    for section in ("[resolve --torch 2.7.1, 3 platforms]", "[start-up]", "[scaling (warm, sharded)]", "[lifecycle]",
+                    "[create (warm package cache)]"):
         assert section in proc.stdout
     rows = {r["label"]: r for r in json.loads(out_json.read_text())["rows"]}
+    assert "FAILED" not in rows, [r["note"] for r in rows.values() if r["label"] == "FAILED"]
     for label in ("cold, sharded", "warm, sharded", "cold, plain", "warm, plain", "envlock --help"):
         assert len(rows[label]["values"]) >= 1 and rows[label]["baseline"]
     assert 0 < rows["sharded cold bytes / plain cold bytes"]["median"] < 100
