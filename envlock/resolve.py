@@ -24,6 +24,7 @@ from envlock.lockfile import (
     packages_fingerprint,
     render_conda_lock,
     render_explicit,
+    render_package_section,
     strip_credentials,
     write_all_atomic,
 )
@@ -337,21 +338,19 @@ def render_files(
         )
     files.extend(_activation_files(ldir, spec, results))
     meta = custom_metadata(spec, plan, results)
-
-    def render_lock() -> str:
-        return render_conda_lock(
-            packages=packages,
-            platforms=spec.platforms,
-            channels=_lock_channels(results, spec),
-            content_hashes=hashes,
-            sources=[f"environments/{spec.name}.yml"],
-            custom_metadata=meta,
-            timestamp=timestamp,
-        )
-
-    # The package section does not depend on the metadata: render once to digest it, then record it.
-    meta[f"{META_PREFIX}packages_digest"] = package_section_digest(render_lock()) or ""
-    lock_text = render_lock()
+    # The package section does not depend on the metadata: render it once, digest it, record the digest.
+    section = render_package_section(packages, spec.platforms)
+    meta[f"{META_PREFIX}packages_digest"] = package_section_digest(section) or ""
+    lock_text = render_conda_lock(
+        packages=packages,
+        platforms=spec.platforms,
+        channels=_lock_channels(results, spec),
+        content_hashes=hashes,
+        sources=[f"environments/{spec.name}.yml"],
+        custom_metadata=meta,
+        timestamp=timestamp,
+        package_section=section,
+    )
     files.append((ldir / "conda-lock.yml", lock_text))
     per_platform = {pp.platform: pp.candidates[0].specs for pp in plan.platforms}
     toolchain = {p: [s for s in specs if s not in extras] for p, specs in per_platform.items()}
