@@ -40,6 +40,7 @@ from envlock.activation import hook_files
 from envlock.errors import ChannelError, EnvCreateError, Interrupted, LockfileError, SpecError
 from envlock.lockfile import LockFile, read_lock
 from envlock.models import LockedPackage
+from envlock.pkgcheck import check_extracted
 
 #: conda-meta/envlock: JSON without a .json suffix, like pixi's conda-meta/pixi and conda's
 #: conda-meta/state. conda, micromamba and rattler parse every conda-meta/*.json as a package
@@ -380,7 +381,7 @@ def _download(url: str, dest: Path, pkg: LockedPackage, cancel: threading.Event,
         if attempt:
             time.sleep(0.2 * attempt)
         try:
-            with session.get(url, stream=True, timeout=(10, 60)) as resp:
+            with session.get(url, stream=True, timeout=(10, _read_timeout())) as resp:
                 if resp.status_code >= 500:
                     last = f"HTTP {resp.status_code}"
                     continue
@@ -403,6 +404,14 @@ def _download(url: str, dest: Path, pkg: LockedPackage, cancel: threading.Event,
             last = _net_reason(exc)
     raise ChannelError(f"cannot download {pkg.filename} from {host} ({last}, {_RETRIES} attempts)",
                        hint="check the network or proxy settings; --offline uses only the package cache")
+
+
+def _read_timeout() -> float:
+    """Seconds without a byte before a download is retried ($ENVLOCK_HTTP_TIMEOUT, else 60)."""
+    try:
+        return float(os.environ.get("ENVLOCK_HTTP_TIMEOUT") or 60)
+    except ValueError:
+        return 60.0
 
 
 def _net_reason(exc: BaseException) -> str:
@@ -454,6 +463,9 @@ def _fetch_one(pkg: LockedPackage, cache: Path, work: Path, req: CreateRequest, 
     finally:
         if scheme != "file":
             archive.unlink(missing_ok=True)
+    # ../ or absolute paths and symlinks out of the prefix: refused before anything is linked (rattler
+    # would link some, create some, and panic on others; envlock/pkgcheck.py).
+    check_extracted(staging, pkg.filename)
     shutil.rmtree(target, ignore_errors=True)
     try:
         os.rename(staging, target)
@@ -545,6 +557,24 @@ class _LinkReporter:
 
     def on_link_complete(self, index: int) -> None:
         self.progress.advance("link", self.names.pop(index, ""))
+        _test_pause_in_link()
+
+
+_PAUSED: list[bool] = []
+
+
+def _test_pause_in_link() -> None:
+    """Test hook: ENVLOCK_TEST_PAUSE_IN_LINK=SECONDS sleeps after the first linked package.
+
+    It holds the prefix half-linked so tests/reliability/test_create_faults.py can SIGKILL a create
+    there; unset, it costs one dict lookup.
+    """
+    pause = os.environ.get("ENVLOCK_TEST_PAUSE_IN_LINK")
+    if pause and not _PAUSED:
+        _PAUSED.append(True)  # once per process
+        sys.stderr.write("envlock-test: pausing while linking\n")
+        sys.stderr.flush()
+        time.sleep(float(pause))
 
 
 def _records(fetched: Sequence[_Fetched], cache: Path) -> list[Any]:
@@ -597,6 +627,23 @@ def create_env(req: CreateRequest, progress: Progress | None = None) -> CreateRe
                             hint="re-lock with `envlock resolve`")
     if req.freshness_check is not None:
         req.freshness_check(lock, req.platform)
+    # Two creates of one prefix at once: the second waits, naming the holder (envlock/filelock.py).
+    with prefix_lock(req.prefix):
+        return _install(req, lock, packages, progress, started)
+
+
+def prefix_lock(prefix: Path) -> Any:
+    """The file lock of one prefix (kept in the cache dir, keyed by the prefix's absolute path)."""
+    from envlock.filelock import FileLock
+
+    key = hashlib.sha256(str(prefix.absolute()).encode()).hexdigest()[:24]
+    base = package_cache_dir().parent
+    return FileLock(base / "file-locks" / f"prefix-{prefix.name[:40]}-{key}.lock", f"the environment {prefix}")
+
+
+def _install(req: CreateRequest, lock: LockFile, packages: Sequence[LockedPackage], progress: Progress,
+             started: float) -> CreateResult:
+    """create_env once the prefix is ours: fetch + verify, link, hooks, conda-meta/envlock."""
     state = prefix_state(req.prefix)
     check_writable(req.prefix)
     digest = packages_digest(packages)
@@ -610,9 +657,10 @@ def create_env(req: CreateRequest, progress: Progress | None = None) -> CreateRe
     fetched = fetch_all(packages, req, cache, progress)
     records = _records(fetched, cache)
 
+    # Linking may stop half-way (even SIGKILL): say so in the prefix until it has finished, for a new
+    # prefix too, so doctor and the next create recognise a half-built one.
+    _write_json_atomic(req.prefix / "conda-meta" / ENVLOCK_JSON, {**new_meta, "state": "incomplete"})
     if state == "env":
-        # Linking may stop half-way: say so in the prefix until it has finished.
-        _write_json_atomic(req.prefix / "conda-meta" / ENVLOCK_JSON, {**new_meta, "state": "incomplete"})
         for record in damaged_records(req.prefix):
             record.unlink()  # re-link packages whose files went missing
     try:

@@ -426,6 +426,15 @@ def check_target(ctx: Context) -> Finding:
             f"{ctx.prefix} has no conda-meta/: not a conda environment; checked as a CUDA toolkit folder",
             details=details,
         )
+    if ctx.meta is not None and ctx.meta.get("state") == "incomplete":
+        # create marks the prefix before linking and clears the mark after (a killed create leaves it).
+        return Finding(
+            "env.target",
+            "error",
+            f"{ctx.prefix}: an `envlock create` stopped before it finished; the environment is incomplete",
+            hint=f"run `envlock create -p {ctx.prefix}` again to repair it",
+            details=details,
+        )
     kind = "envlock environment" if ctx.meta is not None else "conda environment (not made by envlock)"
     return Finding("env.target", "ok", f"{ctx.prefix}: {kind}, {how}", details=details)
 
