@@ -76,6 +76,28 @@ def check_channel_security(url: str, *, allow_insecure: bool) -> None:
         )
 
 
+def check_channel_url(url: str) -> None:
+    """Only http(s):// URLs with a host and file:// URLs reach rattler (which panics on e.g. `s3:///0`).
+
+    create installs from those schemes only, so a lock made from any other could not be installed.
+    """
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError:
+        parts, host = None, None
+    scheme = parts.scheme.lower() if parts else ""
+    if scheme == "file" or (scheme in ("http", "https") and host):
+        return
+    raise SpecError(
+        f"channel URL {strip_credentials_in_text(url)!r} is not an http(s):// URL with a host or a file:// URL",
+        hint="pass a channel name (conda-forge) or a URL like https://host/conda-forge",
+    )
+
+
 def _source_config(url: str, offline: bool) -> SourceConfig:
     cache_action = "force-cache-only" if offline else "cache-or-fetch"
     if url.startswith("file://"):
@@ -103,6 +125,7 @@ class RattlerSolver:
 
     def _channel(self, name: str) -> tuple[Channel, str, str]:
         fetch = _fetch_url(name, self.options.mirrors)
+        check_channel_url(fetch)
         check_channel_security(fetch, allow_insecure=self.options.allow_insecure)
         channel = Channel(fetch)
         # rattler normalises the URL (file:///a/../b -> file:///b): records carry its form, so the

@@ -84,7 +84,14 @@ CREATE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("faults,code,says", [c[1:] for c in CREATE_CASES], ids=[c[0] for c in CREATE_CASES])
+SLOW_CREATE = {"404", "reset once, then served", "closed mid-body on every try",
+               "stall past the timeout once, then served"}
+
+
+@pytest.mark.parametrize(
+    "faults,code,says",
+    [pytest.param(*c[1:], id=c[0], marks=[pytest.mark.slow] if c[0] in SLOW_CREATE else []) for c in CREATE_CASES],
+)
 def test_create_under_fault_new_and_existing_prefix(faults, code: int, says: str, lock: Path, small_root: Path,
                                                     make_channel_server, tmp_path: Path,
                                                     env: dict[str, str]) -> None:
@@ -162,7 +169,10 @@ EVIL = {
 }
 
 
-@pytest.mark.parametrize("kind", list(EVIL))
+@pytest.mark.parametrize(
+    "kind", [pytest.param(k, marks=[] if k in ("absolute path", "relative symlink out") else [pytest.mark.slow])
+             for k in EVIL]
+)
 def test_hostile_archive_is_refused_before_anything_is_linked(kind: str, tmp_path: Path, env: dict[str, str],
                                                               capsys: pytest.CaptureFixture[str],
                                                               monkeypatch: pytest.MonkeyPatch) -> None:

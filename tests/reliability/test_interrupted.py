@@ -75,7 +75,10 @@ def new_files(small_root: Path, tmp_path: Path, env: dict[str, str]) -> dict[str
 KILL_POINTS = ["conda-linux-64.lock", "deactivate.sh", "conda-lock.yml", f"{ENV}.yml"]
 
 
-@pytest.mark.parametrize("at", KILL_POINTS)
+@pytest.mark.parametrize(
+    "at", [pytest.param(a, marks=[] if a in ("conda-linux-64.lock", "conda-lock.yml") else [pytest.mark.slow])
+           for a in KILL_POINTS]
+)
 def test_sigkill_while_writing_leaves_each_file_whole_and_the_next_run_completes(
     at: str, project: Path, small_root: Path, env: dict[str, str], new_files: dict[str, bytes]
 ) -> None:
