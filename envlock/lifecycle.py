@@ -35,6 +35,7 @@ from envlock.lockfile import (
     package_section_digest,
     packages_fingerprint,
     parse_conda_lock,
+    read_text,
 )
 from envlock.models import Anchor, LockedPackage, Plan
 from envlock.spec import EnvSpec, read_spec
@@ -182,12 +183,7 @@ def _rel(path: Path | None, base: Path) -> str | None:
 
 def read_lock_meta(path: Path) -> LockMeta:
     """Parse only the part of a conda-lock.yml before `package:`; LockfileError when unreadable or too new."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise LockfileError(f"no lock at {path}", hint="run `envlock lock` to make it") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LockfileError(f"cannot read {path}: {exc}", hint="check the file and its permissions") from None
+    text = read_text(path, missing="no lock", missing_hint="run `envlock lock` to make it")
     cut = text.find("\npackage:")
     head = text if cut < 0 else text[: cut + 1]
     bad = LockfileError(

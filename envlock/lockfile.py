@@ -19,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 import yaml
 
 from envlock import __version__
-from envlock.errors import LockfileError
+from envlock.errors import EnvlockError, LockfileError
 from envlock.models import LockedPackage
 
 #: Version of what envlock writes into `custom_metadata` (refuse newer ones on read).
@@ -253,15 +253,22 @@ def render_explicit(*, packages: Sequence[LockedPackage], platform: str, content
 # --------------------------------------------------------------------------- read
 
 
+def read_text(
+    path: Path, *, missing: str, missing_hint: str, error: type[EnvlockError] = LockfileError
+) -> str:
+    """A text file's content, or one EnvlockError (missing: LockfileError; unreadable: `error`)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise LockfileError(f"{missing} at {path}", hint=missing_hint) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"cannot read {path}: {exc}", hint="check the path and its permissions") from None
+
+
 def read_lock(path: str | os.PathLike[str]) -> LockFile:
     """Read a conda-lock v1 file (or an @EXPLICIT file, detected by its marker)."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise LockfileError(f"no lock at {p}", hint="run `envlock resolve --torch VERSION` to make one") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LockfileError(f"cannot read {p}: {exc}", hint="check the path and its permissions") from None
+    text = read_text(p, missing="no lock", missing_hint="run `envlock resolve --torch VERSION` to make one")
     if "@EXPLICIT" in text and not text.lstrip().startswith(("version:", "{")) and "\npackage:" not in text:
         return parse_explicit(text, p)
     return parse_conda_lock(text, p)

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from envlock.errors import LockfileError, SpecError
+from envlock.lockfile import read_text
 
 SPEC_VERSION = 1
 SELECTORS = {"linux-64": "linux64", "linux-aarch64": "aarch64", "win-64": "win64"}
@@ -117,13 +118,8 @@ def render_spec(
 
 def read_spec(path: Path) -> EnvSpec:
     """Parse and validate a spec file; SpecError/LockfileError with hints otherwise."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise LockfileError(f"no spec at {path}", hint="run `envlock resolve --torch VERSION` to make one") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"cannot read {path}: {exc}", hint="check the file and its permissions") from None
-    return parse_spec(text, path)
+    hint = "run `envlock resolve --torch VERSION` to make one"
+    return parse_spec(read_text(path, missing="no spec", missing_hint=hint, error=SpecError), path)
 
 
 def parse_spec(text: str, path: Path | None = None) -> EnvSpec:
