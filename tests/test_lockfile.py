@@ -218,3 +218,26 @@ def test_written_files_get_normal_permissions_not_mkstemps_0600(tmp_path: Path) 
         assert (tmp_path / "kept.yml").stat().st_mode & 0o777 == 0o640
     finally:
         os.umask(old)
+
+
+def test_conda_lock_render_explicit_renders_our_lock(tmp_path: Path) -> None:
+    """`conda-lock render --kind explicit` (conda-lock's own CLI) accepts what envlock writes."""
+    import shutil
+    import subprocess
+    import sys
+
+    exe = Path(sys.executable).parent / "conda-lock"
+    if not exe.exists():
+        exe = Path(shutil.which("conda-lock") or "conda-lock")
+    lock = tmp_path / "conda-lock.yml"
+    lock.write_text(render())
+    proc = subprocess.run(
+        [str(exe), "render", "--kind", "explicit", "--platform", "linux-64", str(lock),
+         "--filename-template", str(tmp_path / "out-{platform}.txt")],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out = (tmp_path / "out-linux-64.txt").read_text()
+    assert "@EXPLICIT" in out
+    urls = [ln for ln in out.splitlines() if ln.startswith("https://")]
+    assert {u.split("#")[0] for u in urls} == {p.url for p in PACKAGES if p.platform == "linux-64"}
