@@ -92,8 +92,8 @@ def content_hash(inputs: Mapping[str, Any]) -> str:
 
 def strip_credentials(url: str) -> str:
     """Remove user:password@ and conda `/t/<token>/` segments from a URL."""
-    if "://" not in url:
-        return url
+    if "://" not in url or ("@" not in url and "/t/" not in url):
+        return url  # nothing to strip (the common case: hundreds of package URLs per lock)
     parts = urlsplit(url)
     netloc = parts.netloc.rsplit("@", 1)[-1]
     segs = parts.path.split("/")
