@@ -241,3 +241,40 @@ def test_conda_lock_render_explicit_renders_our_lock(tmp_path: Path) -> None:
     assert "@EXPLICIT" in out
     urls = [ln for ln in out.splitlines() if ln.startswith("https://")]
     assert {u.split("#")[0] for u in urls} == {p.url for p in PACKAGES if p.platform == "linux-64"}
+
+
+def _pyyaml_section(packages: list[LockedPackage], platforms: list[str]) -> str:
+    """What PyYAML (the dumper envlock used before its own emitter) writes for the section."""
+    from envlock.lockfile import _dump, package_entries
+
+    return _dump({"package": package_entries(packages, platforms)})
+
+
+def test_package_section_emitter_equals_pyyaml_on_real_locks(shared_dir: Path) -> None:
+    from envlock.lockfile import render_package_section
+
+    checked = 0
+    for path in sorted((shared_dir / "real-locks").glob("*.conda-lock.yml")):
+        lock = read_lock(path)
+        platforms = list(lock.platforms)
+        assert render_package_section(list(lock.packages), platforms) == _pyyaml_section(list(lock.packages), platforms)
+        checked += len(lock.packages)
+    assert checked > 1000
+
+
+def test_package_section_emitter_equals_pyyaml_on_odd_strings() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from envlock.lockfile import render_package_section
+
+    text = st.text(min_size=1, max_size=20)
+
+    @settings(max_examples=1000, deadline=None)
+    @given(name=text, version=text, dep=text.filter(str.strip), spec=st.text(max_size=20), url=text, md5=text)
+    def check(name: str, version: str, dep: str, spec: str, url: str, md5: str) -> None:
+        p = LockedPackage(name, version, "0", "linux-64", url, md5, None, depends=(f"{dep} {spec}".strip(),))
+        assert render_package_section([p], ["linux-64"]) == _pyyaml_section([p], ["linux-64"])
+
+    check()
+    assert render_package_section([], ["linux-64"]) == _pyyaml_section([], ["linux-64"])
