@@ -78,7 +78,7 @@ def bench(root: Path, runs: int, scenario: str, files: int) -> float:
     """One scenario: print its table, return the median ratio."""
     from rattler import Subdir, install
 
-    from envlock.create import CreateRequest, _records, create_env, fetch_all
+    from envlock.create import CreateRequest, _NoProgress, _records, create_env, fetch_all
     from envlock.lockfile import read_lock
 
     root.mkdir(parents=True, exist_ok=True)
@@ -92,7 +92,7 @@ def bench(root: Path, runs: int, scenario: str, files: int) -> float:
     envlock_once(root / "warmup")  # fills the package cache (downloads + verifies once)
     req = CreateRequest(lock_path, root / "unused", "linux-64", cache_dir=cache, mirrors=mirrors)
     packages = read_lock(lock_path).packages_for("linux-64")
-    records = _records(fetch_all(packages, req, cache, _Silent()), cache)
+    records = _records(fetch_all(packages, req, cache, _NoProgress()), cache)
 
     def bare_once(prefix: Path) -> None:
         asyncio.run(install(records, target_prefix=prefix, cache_dir=cache, platform=Subdir("linux-64"),
@@ -119,17 +119,6 @@ def bench(root: Path, runs: int, scenario: str, files: int) -> float:
     verdict = "ok" if ratio <= 1.2 else "over target"
     print(f"{'ratio (median)':24} {ratio:9.2f}×   (+{overhead_ms:.0f} ms)   target ≤ 1.2× → {verdict}")
     return ratio
-
-
-class _Silent:
-    def start(self, phase: str, total: int) -> None:
-        pass
-
-    def advance(self, phase: str, item: str) -> None:
-        pass
-
-    def finish(self, phase: str) -> None:
-        pass
 
 
 if __name__ == "__main__":

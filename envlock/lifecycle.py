@@ -29,8 +29,8 @@ import yaml
 
 from envlock.errors import EnvlockError, LockfileError, SpecError
 from envlock.lockfile import (
-    LOCK_FORMAT,
     META_PREFIX,
+    check_lock_header,
     content_hash,
     package_section_digest,
     packages_fingerprint,
@@ -194,25 +194,9 @@ def read_lock_meta(path: Path) -> LockMeta:
         doc = yaml.load(head, Loader=_LOADER)  # a safe loader (C or pure)
     except yaml.YAMLError:
         raise bad from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("metadata"), dict):
+    if not isinstance(doc, dict):
         raise bad
-    version = doc.get("version")
-    if version != 1:
-        if isinstance(version, int) and version > 1:
-            raise LockfileError(
-                f"{path} is conda-lock format version {version}; envlock reads version 1",
-                hint="re-create it with `envlock lock`",
-            )
-        raise bad
-    meta = doc["metadata"]
-    custom = {str(k): str(v) for k, v in (meta.get("custom_metadata") or {}).items()}
-    fmt = custom.get(f"{META_PREFIX}lock_format")
-    if fmt is not None and (not fmt.isdigit() or int(fmt) > LOCK_FORMAT):
-        raise LockfileError(
-            f"{path} was written by a newer envlock "
-            f"({custom.get(META_PREFIX + 'version', '?')}, lock format {fmt})",
-            hint="upgrade envlock (`pip install -U envlock`) to read it",
-        )
+    meta, custom = check_lock_header(doc, path)
     try:
         platforms = tuple(str(p) for p in meta.get("platforms") or ())
         hashes = {str(k): str(v) for k, v in (meta.get("content_hash") or {}).items()}

@@ -352,16 +352,8 @@ def _bad(p: Path | None, what: str) -> LockfileError:
     )
 
 
-def parse_conda_lock(text: str, p: Path | None = None) -> LockFile:
-    """Parse conda-lock v1 YAML text."""
-    try:
-        doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml: ~8x faster
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise _bad(p, f"YAML error{where}") from None
-    if not isinstance(doc, dict):
-        raise _bad(p, "top level is not a mapping")
+def check_lock_header(doc: dict[str, Any], p: Path | None) -> tuple[dict[str, Any], dict[str, str]]:
+    """Validate a parsed lock's version, metadata and envlock lock format; return (metadata, custom)."""
     version = doc.get("version")
     if version != 1:
         if isinstance(version, int) and version > 1:
@@ -383,6 +375,20 @@ def parse_conda_lock(text: str, p: Path | None = None) -> LockFile:
             f"{p} was written by a newer envlock ({custom.get(META_PREFIX + 'version', '?')}, lock format {fmt})",
             hint="upgrade envlock (`pip install -U envlock`) to read it",
         )
+    return meta, custom
+
+
+def parse_conda_lock(text: str, p: Path | None = None) -> LockFile:
+    """Parse conda-lock v1 YAML text."""
+    try:
+        doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml: ~8x faster
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise _bad(p, f"YAML error{where}") from None
+    if not isinstance(doc, dict):
+        raise _bad(p, "top level is not a mapping")
+    meta, custom = check_lock_header(doc, p)
     try:
         platforms = tuple(str(x) for x in meta["platforms"])
         channels = tuple(str(c["url"] if isinstance(c, dict) else c) for c in meta.get("channels") or ())

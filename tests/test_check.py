@@ -439,3 +439,17 @@ def test_anchor_of_an_installed_torch_is_kept(tmp_path, capsys, test_channel, mo
     )  # another torch: the recorded anchor no longer applies
     changes = stale_changes(capsys, project)
     assert {c["kind"] for c in changes} >= {"spec", "anchor"}, changes
+
+
+def test_read_lock_meta_refuses_a_non_mapping_custom_metadata(tmp_path) -> None:
+    """The fast metadata reader shares the full reader's header checks (no AttributeError)."""
+    import pytest
+
+    from envlock.errors import LockfileError
+    from envlock.lifecycle import read_lock_meta
+
+    path = tmp_path / "conda-lock.yml"
+    path.write_text("version: 1\nmetadata:\n  platforms: [linux-64]\n  custom_metadata: [a, b]\npackage: []\n")
+    with pytest.raises(LockfileError) as err:
+        read_lock_meta(path)
+    assert "custom_metadata" in err.value.message and err.value.hint
