@@ -22,7 +22,6 @@ import concurrent.futures
 import hashlib
 import json
 import os
-import platform as _platform
 import shutil
 import struct
 import sys
@@ -37,9 +36,10 @@ from urllib.parse import urlsplit
 
 from envlock import __version__
 from envlock.activation import hook_files
+from envlock.activation.conda import host_platform
 from envlock.errors import ChannelError, EnvCreateError, Interrupted, LockfileError, SpecError
 from envlock.lockfile import LockFile, read_lock
-from envlock.models import LockedPackage
+from envlock.models import CUDNN_NAMES, LockedPackage
 from envlock.pkgcheck import check_extracted
 
 #: conda-meta/envlock: JSON without a .json suffix, like pixi's conda-meta/pixi and conda's
@@ -48,7 +48,6 @@ from envlock.pkgcheck import check_extracted
 #: installed packages" (measured) and conda's PrefixData choke.
 ENVLOCK_JSON = "envlock"
 ENVLOCK_JSON_VERSION = 1
-CUDNN_NAMES = frozenset({"cudnn", "libcudnn", "libcudnn-dev"})
 _CHUNK = 1 << 20
 _RETRIES = 3
 
@@ -122,19 +121,6 @@ class CreateResult:
 
 
 # --------------------------------------------------------------------------- locations
-
-
-def host_platform() -> str:
-    """The conda subdir of this machine (without importing rattler)."""
-    machine = _platform.machine().lower()
-    if sys.platform.startswith("linux"):
-        return {"x86_64": "linux-64", "amd64": "linux-64", "aarch64": "linux-aarch64", "arm64": "linux-aarch64",
-                "ppc64le": "linux-ppc64le"}.get(machine, f"linux-{machine}")
-    if sys.platform == "win32":
-        return "win-64"
-    if sys.platform == "darwin":
-        return "osx-arm64" if machine == "arm64" else "osx-64"
-    return f"{sys.platform}-{machine}"
 
 
 def envs_dir() -> Path:
@@ -292,9 +278,29 @@ def _env_meta(lock: LockFile, req: CreateRequest, digest: str, state: str, has_c
     }
 
 
+def _shared_mode() -> int:
+    """0666 minus the umask: the mode open() gives a new file (0644 under the usual 022)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def share_records(prefix: Path) -> None:
+    """Give conda-meta's records the usual file mode (rattler writes them 0600).
+
+    A shared env (a cluster's) must be readable by its other users: conda, `conda list` and envlock's
+    doctor read conda-meta/*.json and conda-meta/envlock.
+    """
+    mode = _shared_mode()
+    for path in (prefix / "conda-meta").iterdir():
+        if path.is_file() and not path.is_symlink() and path.stat().st_mode & 0o777 != mode:
+            path.chmod(mode)
+
+
 def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, _shared_mode())  # mkstemp makes 0600: other users' doctor must read it
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(data, fh, indent=2, sort_keys=True)
         fh.write("\n")
@@ -651,6 +657,7 @@ def _install(req: CreateRequest, lock: LockFile, packages: Sequence[LockedPackag
     new_meta = _env_meta(lock, req, digest, "complete", has_cudnn)
 
     if state == "env" and _is_unchanged(req.prefix, new_meta, packages):
+        share_records(req.prefix)  # an env of an older envlock has 0600 records
         return _result("unchanged", req, lock, packages, 0, len(packages), started)
 
     cache = req.cache_dir or package_cache_dir()
@@ -676,6 +683,7 @@ def _install(req: CreateRequest, lock: LockFile, packages: Sequence[LockedPackag
         raise
     hooks = install_hooks(req.prefix, req.platform, new_meta["activation"]["torch_source"], has_cudnn)
     _write_json_atomic(req.prefix / "conda-meta" / ENVLOCK_JSON, new_meta)
+    share_records(req.prefix)
     downloaded = sum(1 for f in fetched if f.downloaded)
     action: Action = "updated" if state == "env" else "created"
     return _result(action, req, lock, packages, downloaded, len(fetched) - downloaded, started, hooks)
@@ -686,8 +694,18 @@ def _is_unchanged(prefix: Path, new_meta: Mapping[str, Any], packages: Sequence[
     same = all(old.get(k) == new_meta[k] for k in ("lock_path", "content_hash", "packages_digest", "platform"))
     if not same or old.get("state") != "complete":
         return False
-    hooks_there = all((prefix / rel).is_file() for rel in hook_files(new_meta["platform"], str(prefix)))
-    return hooks_there and {_dist(p) for p in packages} <= _installed_dists(prefix) and not damaged_records(prefix)
+    act = new_meta["activation"]
+    wanted = hook_files(new_meta["platform"], str(prefix), act["torch_source"], act["has_cudnn"])
+    # Hooks of an older envlock are rewritten: their text is part of what `create` promises.
+    hooks_current = all(_read_bytes(prefix / rel) == text.encode("utf-8") for rel, text in wanted.items())
+    return hooks_current and {_dist(p) for p in packages} <= _installed_dists(prefix) and not damaged_records(prefix)
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 def _after_failed_link(prefix: Path, state: str) -> None:
@@ -754,19 +772,3 @@ def _result(action: Action, req: CreateRequest, lock: LockFile, packages: Sequen
         hooks=hooks,
         seconds=time.perf_counter() - started,
     )
-
-
-# --------------------------------------------------------------------------- activation of an existing prefix
-
-
-def prefix_activation(prefix: Path) -> tuple[str, str, bool]:
-    """(platform, torch_source, has_cudnn) of a prefix: from conda-meta/envlock, else guessed from its files."""
-    meta = read_env_meta(prefix)
-    act = meta.get("activation") or {}
-    platform = meta.get("platform") or host_platform()
-    torch_source = act.get("torch_source") or (meta.get("anchor") or {}).get("torch_source") or "pip"
-    if "has_cudnn" in act:
-        return platform, torch_source, bool(act["has_cudnn"])
-    dists = _installed_dists(prefix) if (prefix / "conda-meta").is_dir() else set()
-    has_cudnn = any(d.rsplit("-", 2)[0] in CUDNN_NAMES for d in dists)
-    return platform, torch_source, has_cudnn

@@ -20,6 +20,9 @@ TorchSource = Literal["pip", "conda-forge"]
 Skew = Literal["exact", "minor-1", "minor+1"]
 Severity = Literal["ok", "warning", "error"]
 
+#: The conda-forge packages that ship cuDNN (its headers and libraries).
+CUDNN_NAMES = frozenset({"cudnn", "libcudnn", "libcudnn-dev"})
+
 
 @dataclass(frozen=True, slots=True)
 class Anchor:

@@ -873,6 +873,7 @@ def cuda_minor_packages(cm: CudaMinor, subdir: str) -> list[PackageSpec]:
     if not win:
         nvcc_plat_deps = ["__glibc >=2.17,<3.0.a0", *nvcc_plat_deps, f"sysroot_{plat} >=2.17,<3.0a0"]
         nvcc_plat_files["etc/conda/activate.d/~cuda-nvcc_activate.sh"] = _nvcc_activate_sh(subdir)
+        nvcc_plat_files["etc/conda/deactivate.d/~cuda-nvcc_deactivate.sh"] = _nvcc_deactivate_sh()
     add(
         PackageSpec(
             f"cuda-nvcc_{plat}", cm.nvcc, subdir=subdir, depends=nvcc_plat_deps, files=nvcc_plat_files
@@ -890,14 +891,52 @@ def _bump(major_minor: str) -> str:
 
 
 def _nvcc_activate_sh(subdir: str) -> str:
-    """A cut-down copy of conda-forge cuda-nvcc's activation (sets NVCC_PREPEND_FLAGS, never CUDA_HOME)."""
-    t = target_of(subdir)
+    """conda-forge cuda-nvcc's recipe/activate.sh outside conda-build (bash/zsh: it uses [[ ]]), cut to linux.
+
+    Appends -I/-L of targets/<t> to CFLAGS/CPPFLAGS/CXXFLAGS/LDFLAGS, and `-ccbin=${CXX}` to
+    NVCC_PREPEND_FLAGS with its backup (UNSET when it was unset); never CUDA_HOME.
+    """
+    t = f"targets/{target_of(subdir)}"
     return (
-        "# envlock test channel: shaped like conda-forge cuda-nvcc's activate script (no CUDA_HOME).\n"
-        'if [ -n "${CONDA_PREFIX:-}" ]; then\n'
-        f'  export CFLAGS="${{CFLAGS:-}} -isystem ${{CONDA_PREFIX}}/targets/{t}/include"\n'
-        f'  export CXXFLAGS="${{CXXFLAGS:-}} -isystem ${{CONDA_PREFIX}}/targets/{t}/include"\n'
-        '  export NVCC_PREPEND_FLAGS="${NVCC_PREPEND_FLAGS:-} -ccbin=${CXX:-g++}"\n'
+        "#!/bin/bash\n"
+        "# envlock test channel: conda-forge cuda-nvcc's activate.sh (no CUDA_HOME), outside conda-build.\n"
+        "ERROR=false\n"
+        f'CUDA_CFLAGS=" -I${{CONDA_PREFIX}}/{t}/include"\n'
+        f'CUDA_LDFLAGS=" -L${{CONDA_PREFIX}}/{t}/lib -L${{CONDA_PREFIX}}/{t}/lib/stubs"\n'
+        'export CFLAGS="${CFLAGS} ${CUDA_CFLAGS}"\n'
+        'export CPPFLAGS="${CPPFLAGS} ${CUDA_CFLAGS}"\n'
+        'export CXXFLAGS="${CXXFLAGS} ${CUDA_CFLAGS}"\n'
+        'export LDFLAGS="${LDFLAGS} ${CUDA_LDFLAGS}"\n'
+        'if [ -z "${CXX+x}" ]; then\n'
+        "    echo 'cuda-nvcc: Please add the `compiler(\"c\")` and `compiler(\"cxx\")` packages to the environment.'\n"
+        "    ERROR=true\n"
+        "else\n"
+        '    if [[ ! -z "${NVCC_PREPEND_FLAGS+x}" ]]; then\n'
+        '        export NVCC_PREPEND_FLAGS_BACKUP="${NVCC_PREPEND_FLAGS}"\n'
+        "    else\n"
+        '        export NVCC_PREPEND_FLAGS_BACKUP="UNSET"\n'
+        "    fi\n"
+        '    NVCC_PREPEND_FLAGS="${NVCC_PREPEND_FLAGS} -ccbin=${CXX}"\n'
+        "    export NVCC_PREPEND_FLAGS\n"
+        "fi\n"
+        "! $ERROR\n"
+    )
+
+
+def _nvcc_deactivate_sh() -> str:
+    """conda-forge cuda-nvcc's recipe/deactivate.sh (NVCC_PREPEND_FLAGS back from its backup)."""
+    return (
+        "#!/bin/bash\n"
+        "# envlock test channel: conda-forge cuda-nvcc's deactivate.sh.\n"
+        'if [[ ! -z "${NVCC_PREPEND_FLAGS_BACKUP+x}" ]]\n'
+        "then\n"
+        '  if [[ "${NVCC_PREPEND_FLAGS_BACKUP}" == "UNSET" ]]\n'
+        "  then\n"
+        "    unset NVCC_PREPEND_FLAGS\n"
+        "  else\n"
+        '    export NVCC_PREPEND_FLAGS="${NVCC_PREPEND_FLAGS_BACKUP}"\n'
+        "  fi\n"
+        "  unset NVCC_PREPEND_FLAGS_BACKUP\n"
         "fi\n"
     )
 
@@ -1043,25 +1082,34 @@ def compiler_packages(subdir: str) -> list[PackageSpec]:
 
 
 def _gcc_activate_sh(triplet: str, var: str, tool: str) -> str:
-    """Shaped like conda-forge's activate-gcc.sh: exports the compiler and reads ${CONDA_PREFIX} unguarded.
+    """conda-forge's activate-gcc.sh/activate-g++.sh in their `_tc_activation` shape, cut to the compiler.
 
-    The real script fails under `set -u` when CONDA_PREFIX is unset; this one keeps that property on purpose.
+    Like the real one: reads ${CONDA_PREFIX} unguarded (so it fails under `set -u` without it), keeps the
+    old value in CONDA_BACKUP_<VAR> only when there was one (else unsets the backup), and exports HOST
+    and CONDA_BUILD_SYSROOT the same way.
     """
-    return (
-        "# envlock test channel: shaped like conda-forge ctng-compiler-activation (breaks under set -u without CONDA_PREFIX).\n"
-        f'export CONDA_BACKUP_{var}="${{{var}:-}}"\n'
-        f'export {var}="${{CONDA_PREFIX}}/bin/{triplet}-{tool}"\n'
-        f'export HOST="{triplet}"\n'
-        f'export CONDA_BUILD_SYSROOT="${{CONDA_PREFIX}}/{triplet}/sysroot"\n'
-    )
+    pairs = [(var, f"${{CONDA_PREFIX}}/bin/{triplet}-{tool}"), ("HOST", triplet),
+             ("CONDA_BUILD_SYSROOT", f"${{CONDA_PREFIX}}/{triplet}/sysroot")]
+    lines = ["#!/bin/bash", "# envlock test channel: conda-forge ctng-compiler-activation's _tc_activation, cut down."]
+    for name, value in pairs:
+        lines += [
+            f'oldval="${{{name}}}"',
+            f'if [ -n "${{oldval}}" ]; then export CONDA_BACKUP_{name}="${{oldval}}"; else unset CONDA_BACKUP_{name}; fi',
+            f'export {name}="{value}"',
+        ]
+    return "\n".join(lines) + "\n"
 
 
 def _gcc_deactivate_sh(var: str) -> str:
-    return (
-        "# envlock test channel: restores what activate saved.\n"
-        f'if [ -n "${{CONDA_BACKUP_{var}:-}}" ]; then export {var}="${{CONDA_BACKUP_{var}}}"; else unset {var}; fi\n'
-        f"unset CONDA_BACKUP_{var}\n"
-    )
+    """The matching deactivate-*.sh: each variable back from CONDA_BACKUP_<VAR>, else unset."""
+    lines = ["#!/bin/bash", "# envlock test channel: conda-forge ctng-compiler-activation's deactivation, cut down."]
+    for name in (var, "HOST", "CONDA_BUILD_SYSROOT"):
+        lines += [
+            f'oldval="${{CONDA_BACKUP_{name}}}"',
+            f'if [ -n "${{oldval}}" ]; then export {name}="${{oldval}}"; else unset {name}; fi',
+            f"unset CONDA_BACKUP_{name}",
+        ]
+    return "\n".join(lines) + "\n"
 
 
 def _win_runtime_packages() -> list[PackageSpec]:

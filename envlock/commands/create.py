@@ -74,9 +74,18 @@ def _render_create(result: CreateResult) -> None:
     sys.stderr.write(
         f"{result.action} {result.prefix} from {result.lock_path} ({result.platform}): {result.packages} packages, "
         f"{result.downloaded} downloaded, {result.cached} from the package cache, every hash verified\n"
+    )
+    if result.platform.startswith("win-"):
+        sys.stderr.write(
+            f"activate: conda activate {result.prefix}   (runs the Visual Studio compiler activation too)\n"
+            f"run one command: envlock run -p {result.prefix} -- CMD   (CUDA variables only: no .bat scripts)\n"
+        )
+        return
+    sys.stderr.write(
         f"activate: conda activate {quoted}\n"
-        f"      or: envlock run -p {quoted} -- CMD\n"
-        f'      or: eval "$(envlock shell-hook -p {quoted})"\n'
+        f'      or, without conda: eval "$(envlock shell-hook -p {quoted})"\n'
+        f"run one command: envlock run -p {quoted} -- CMD\n"
+        "(all three run the env's activation scripts: the same CUDA_HOME, PATH, CC, CXX and NVCC_PREPEND_FLAGS)\n"
     )
 
 
@@ -137,9 +146,8 @@ def run_cmd(
     prefix: Optional[str] = typer.Option(None, "-p", "--prefix", help="Environment path."),
     env_name: Optional[str] = typer.Option(None, "-n", "--name", help="Environment name (under the envs dir)."),
 ) -> int:
-    """Run a command with the environment's CUDA activation applied (no conda needed): run -p P -- CMD…"""
-    from envlock.activation import activate_environ
-    from envlock.create import host_platform, prefix_activation
+    """Run a command in the environment as `conda activate` sets it up (no conda needed): run -p P -- CMD…"""
+    from envlock.activation.conda import activated_environ, host_platform, prefix_activation
 
     command = list(ctx.args)
     if command and command[0] == "--":
@@ -147,11 +155,13 @@ def run_cmd(
     if not command:
         raise SpecError("no command given", hint="envlock run -p PREFIX -- CMD [ARGS…]")
     path = _target_prefix(prefix, env_name)
-    platform, torch_source, has_cudnn = prefix_activation(path)
+    platform = prefix_activation(path)[0]
     if platform != host_platform():
         raise SpecError(f"{path} is a {platform} environment; this machine is {host_platform()}",
                         hint="run it on a matching machine (or create one for this platform)")
-    env = activate_environ(os.environ, str(path), platform, torch_source=torch_source, has_cudnn=has_cudnn)
+    env, _, error = activated_environ(os.environ, path)
+    if error is not None:
+        sys.stderr.write(f"envlock: warning: {error}; running with conda's variables and envlock's own activation\n")
     sys.stdout.flush()
     sys.stderr.flush()
     if os.name != "posix":
@@ -172,23 +182,36 @@ def shell_hook_cmd(
     shell: Optional[str] = typer.Option(
         None, "--shell", help="bash, zsh, sh, fish, powershell or cmd (default: from $SHELL, else bash)."
     ),
+    deactivate: bool = typer.Option(
+        False, "--deactivate", help="Print the deactivation of the active env instead (like `conda deactivate`)."
+    ),
 ) -> int:
-    """Print the activation script: eval "$(envlock shell-hook -p PREFIX)"."""
+    """Print what `conda activate` would run: eval "$(envlock shell-hook -p PREFIX)"."""
     from envlock.activation import shell_hook
-    from envlock.create import prefix_activation
+    from envlock.activation.conda import deactivation_step, prefix_activation, prefix_step, render_step
 
     chosen = shell or Path(os.environ.get("SHELL", "bash")).name
     if chosen not in _SHELL_CHOICES:
         if shell:
             raise SpecError(f"unknown shell {shell!r}", hint=f"one of: {', '.join(_SHELL_CHOICES)}")
         chosen = "bash"
+    windows_shell = chosen in ("powershell", "cmd")
+    if deactivate and not windows_shell:
+        if prefix or env_name:
+            raise SpecError("--deactivate takes no -p/-n: it deactivates the active env ($CONDA_PREFIX)",
+                            hint='eval "$(envlock shell-hook --deactivate)"')
+        sys.stdout.write(render_step(deactivation_step(os.environ, chosen), chosen))
+        return 0
     path = _target_prefix(prefix, env_name)
     platform, torch_source, has_cudnn = prefix_activation(path)
     try:
-        text = shell_hook(chosen, platform, str(path), torch_source, has_cudnn)
+        # PowerShell and cmd get envlock's own hook only (conda's activation is replicated for sh and fish).
+        text = shell_hook(chosen, platform, str(path), torch_source, has_cudnn, deactivate=deactivate)
     except ValueError:
         raise SpecError(f"no {chosen} hook for a {platform} environment",
                         hint="sh/bash/zsh/fish for linux envs, powershell/cmd for win-64 envs") from None
+    if not windows_shell:
+        text = render_step(prefix_step(os.environ, path, chosen), chosen)
     sys.stdout.write(text)
     return 0
 
