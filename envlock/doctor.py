@@ -1,9 +1,10 @@
 """`envlock doctor`: can this environment JIT-compile a CUDA extension? Checks → list[Finding]; no printing.
 
 What is diagnosed (the "toolkit under test"):
-  * `-p PREFIX`, else `$CONDA_PREFIX`: that prefix. When it is not the active env, its
-    `etc/conda/activate.d/*.sh` scripts are sourced in bash first, so the checks see the variables
-    `conda activate` / `envlock run` would set (CUDA_HOME, CPATH, NVCC_PREPEND_FLAGS, ...).
+  * `-p PREFIX`, else `$CONDA_PREFIX`: that prefix. When it is not the active env, it is activated as
+    `conda activate` and `envlock run` do it (envlock.activation.conda: conda's variables, then its
+    activate.d scripts in conda's order), so the checks see the same CUDA_HOME, CPATH, CC, CXX,
+    NVCC_PREPEND_FLAGS, ... and give the same verdict as `envlock run -p PREFIX -- envlock doctor`.
   * otherwise the system CUDA that torch's `_find_cuda_home()` would pick (CUDA_HOME, CUDA_PATH,
     dirname(dirname(which nvcc)), /usr/local/cuda).
 Programs of the environment (nvcc, the host compilers, the env's python, nvidia-smi) run in subprocesses
@@ -99,6 +100,7 @@ class Context:
     scripts: tuple[str, ...]
     activation_error: str | None
     meta: dict[str, Any] | None
+    meta_problem: str | None  # an envlock env whose record cannot be read: why
     torch_home: Path | None  # what torch's _find_cuda_home() picks
     torch_home_source: str
     root: Path | None  # the toolkit under test
@@ -194,35 +196,39 @@ def driver_table() -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------ target
 
 
-def _read_meta(prefix: Path) -> dict[str, Any] | None:
-    """What `envlock create` recorded (conda-meta/envlock, or an older envlock.json); None when absent or odd."""
+def _read_meta(prefix: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """What `envlock create` recorded, and why an envlock env's record could not be read.
+
+    An envlock env is recognised by its content: its record conda-meta/envlock (or an older
+    envlock.json), else envlock's activation hook in etc/conda/activate.d. (None, reason) when it is
+    one whose record is unreadable (a 0600 record of another user) or gone; (None, None) when not one.
+    """
+    reason = None
     for name in ("envlock", "envlock.json"):
+        path = prefix / "conda-meta" / name
         try:
-            doc = json.loads((prefix / "conda-meta" / name).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            reason = f"its record {path} cannot be read ({exc.strerror or exc})"
+            continue
+        except ValueError:
+            reason = f"its record {path} is not valid JSON"
             continue
         if isinstance(doc, dict):
-            return doc
-    return None
+            return doc, None
+    if reason is None and any((prefix / "etc" / "conda" / "activate.d").glob("envlock-cuda.*")):
+        reason = "it has envlock's activation hook but no record conda-meta/envlock"
+    return None, reason
 
 
 def _activate(prefix: Path, base: Mapping[str, str]) -> tuple[dict[str, str], tuple[str, ...], str | None]:
-    """The environment after sourcing PREFIX's activate.d scripts (as conda activate would)."""
-    env = dict(base)
-    env["CONDA_PREFIX"] = str(prefix)
-    env["PATH"] = os.pathsep.join([str(prefix / "bin"), base.get("PATH", "")])
-    scripts = tuple(str(p) for p in sorted((prefix / "etc" / "conda" / "activate.d").glob("*.sh")))
-    if not scripts:
-        return env, scripts, None
-    # Scripts' own output goes to stderr so that stdout carries only the NUL-separated environment.
-    body = "".join(f". {shlex.quote(s)} 1>&2\n" for s in scripts) + "env -0\n"
-    rc, out, err = _run(["bash", "--noprofile", "--norc", "-c", body], env, timeout=60)
-    if rc != 0:
-        return env, scripts, (err.strip().splitlines() or [f"exit {rc}"])[-1]
-    activated = dict(item.split("=", 1) for item in out.split("\0") if "=" in item)
-    for noise in ("_", "SHLVL", "PWD", "OLDPWD"):
-        activated.pop(noise, None)
-    return activated, scripts, None
+    """The environment `conda activate PREFIX` gives (for an envlock env also `envlock run`'s): conda's
+    variables, then the env's activate.d scripts in conda's order (envlock.activation.conda)."""
+    from envlock.activation.conda import activated_environ
+
+    return activated_environ(base, prefix, own_hook=False)
 
 
 def find_cuda_home(env: Mapping[str, str]) -> tuple[Path | None, str]:
@@ -317,6 +323,7 @@ def gather(options: DoctorOptions) -> Context:
         _real(base.get("CONDA_PREFIX")),
     )
     env, scripts, act_err = (base, (), None) if prefix is None or active else _activate(prefix, base)
+    meta, meta_problem = _read_meta(prefix) if prefix is not None else (None, None)
     torch_home, source = find_cuda_home(env)
     root = prefix if prefix is not None else torch_home
     path_nvcc = _which("nvcc", env)
@@ -332,7 +339,8 @@ def gather(options: DoctorOptions) -> Context:
         active=active,
         scripts=scripts,
         activation_error=act_err,
-        meta=_read_meta(prefix) if prefix is not None else None,
+        meta=meta,
+        meta_problem=meta_problem,
         torch_home=torch_home,
         torch_home_source=source,
         root=root,
@@ -393,7 +401,7 @@ def check_target(ctx: Context) -> Finding:
         "prefix": str(ctx.prefix) if ctx.prefix else None,
         "active": ctx.active,
         "activation_scripts": list(ctx.scripts),
-        "envlock_env": ctx.meta is not None,
+        "envlock_env": ctx.meta is not None or ctx.meta_problem is not None,
     }
     if ctx.meta is not None:
         details["envlock"] = {
@@ -433,6 +441,15 @@ def check_target(ctx: Context) -> Finding:
             "error",
             f"{ctx.prefix}: an `envlock create` stopped before it finished; the environment is incomplete",
             hint=f"run `envlock create -p {ctx.prefix}` again to repair it",
+            details=details,
+        )
+    if ctx.meta_problem is not None:
+        return Finding(
+            "env.target",
+            "warning",
+            f"{ctx.prefix}: envlock environment, but {ctx.meta_problem}: its lock's anchor is unknown here, "
+            "so the skew check compares with torch only",
+            hint=f"let every user read it: chmod a+r {ctx.prefix}/conda-meta/* (or run `envlock create` again)",
             details=details,
         )
     kind = "envlock environment" if ctx.meta is not None else "conda environment (not made by envlock)"

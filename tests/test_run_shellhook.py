@@ -81,30 +81,68 @@ def test_run_on_a_prefix_envlock_did_not_create(prefixes: dict[str, Path], tmp_p
     copy = tmp_path / "foreign"
     shutil.copytree(prefixes["linux-64"], copy, symlinks=True)
     (copy / "conda-meta" / ENVLOCK_JSON).unlink()
+    for hook in copy.glob("etc/conda/*.d/envlock-cuda.*"):
+        hook.unlink()  # no envlock hook: run applies envlock's own activation in its place
     proc = envlock("run", "-p", str(copy), "--", "sh", "-c", 'echo "$CUDNN_HOME|$LD_LIBRARY_PATH"')
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"{copy}|{copy}/lib"
 
 
-@pytest.mark.parametrize("shell", ["bash", "zsh"])
-def test_shell_hook_eval_equals_the_installed_hook(prefixes: dict[str, Path], tmp_path: Path, shell: str) -> None:
+def _run_env(prefix: Path, env: dict[str, str]) -> dict[str, str]:
+    dump = envlock("run", "-p", str(prefix), "--", "/usr/bin/env", "-0", env=env)
+    assert dump.returncode == 0, dump.stderr
+    # Python's C-locale coercion (PEP 538) adds LC_CTYPE to its own environment, which run passes on.
+    return {k: v for k, v in (i.split("=", 1) for i in dump.stdout.split("\0") if i) if k not in ("_", "LC_CTYPE")}
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_shell_hook_eval_equals_envlock_run(prefixes: dict[str, Path], tmp_path: Path, shell: str) -> None:
+    """Two doors, one environment: `eval "$(envlock shell-hook)"` in bash, zsh and fish = `envlock run`.
+
+    Both run the env's own activate.d scripts in conda's order, so the compilers' CC/CXX and cuda-nvcc's
+    NVCC_PREPEND_FLAGS are there too (fish: through the hook's bash bridge).
+    """
     exe = shutil.which(shell)
     if exe is None:
         pytest.skip(f"{shell} is not installed here")
     prefix = prefixes["linux-64"]
-    envlock_cmd = " ".join(f"'{a}'" for a in ENVLOCK)
-    hook = prefix / "etc/conda/activate.d/envlock-cuda.sh"
-    via_eval, via_hook = (
-        snapshots(exe, [f"eval \"$({envlock_cmd} shell-hook -p '{prefix}' --shell {shell})\""], BASE, tmp_path)[0],
-        snapshots(exe, [f". '{hook}'"], BASE, tmp_path)[0],
-    )
-    assert via_eval == via_hook and via_eval["CUDA_HOME"] == str(prefix)
+    cmd = " ".join(f"'{a}'" for a in ENVLOCK) + f" shell-hook -p '{prefix}' --shell {shell}"
+    step = f"{cmd} | source" if shell == "fish" else f'eval "$({cmd})"'
+    env = {**BASE, "CUDA_HOME": "/usr/local/cuda-11.8", "CC": "/usr/bin/gcc"}
+    (via_hook,) = snapshots(exe, [step], env, tmp_path)
+    via_run = _run_env(prefix, env)
+    shell_own = {"LOGNAME", "USER"}  # zsh and fish export these by themselves
+    assert {k: v for k, v in via_hook.items() if k not in shell_own} == via_run
+    assert via_run["CUDA_HOME"] == str(prefix) and via_run["CONDA_PREFIX"] == str(prefix)
+    assert via_run["CC"] == f"{prefix}/bin/x86_64-conda-linux-gnu-gcc"
+    assert via_run["NVCC_PREPEND_FLAGS"].strip() == f"-ccbin={prefix}/bin/x86_64-conda-linux-gnu-g++"
+    assert via_run["PATH"].split(":")[0] == f"{prefix}/bin"
+
+
+@pytest.mark.parametrize("shell", ["bash", "fish"])
+def test_shell_hook_deactivate_undoes_it(prefixes: dict[str, Path], tmp_path: Path, shell: str) -> None:
+    """`shell-hook --deactivate` runs the deactivate.d scripts (as `conda deactivate`): CC back, CUDA_HOME back."""
+    exe = shutil.which(shell)
+    if exe is None:
+        pytest.skip(f"{shell} is not installed here")
+    prefix = prefixes["linux-64"]
+    cmd = " ".join(f"'{a}'" for a in ENVLOCK) + f" shell-hook --shell {shell}"
+    on, off = (f"{cmd} -p '{prefix}' | source", f"{cmd} --deactivate | source") if shell == "fish" else (
+        f"eval \"$({cmd} -p '{prefix}')\"", f"eval \"$({cmd} --deactivate)\"")
+    add = "set -gx PATH /x/bin $PATH" if shell == "fish" else "export PATH=/x/bin:$PATH"
+    env = {**BASE, "CUDA_HOME": "/usr/local/cuda-11.8", "CC": "/usr/bin/gcc"}
+    base, active, after = snapshots(exe, ["true", on + "; " + add, off], env, tmp_path)
+    assert active["CC"] != "/usr/bin/gcc" and active["CUDA_HOME"] == str(prefix)
+    assert after["CC"] == "/usr/bin/gcc" and after["CUDA_HOME"] == "/usr/local/cuda-11.8"
+    assert after["PATH"] == "/x/bin:" + base["PATH"]  # the user's entry stays, the env's bin/ goes
+    assert "NVCC_PREPEND_FLAGS" not in after and not any(k.startswith("_ENVLOCK") for k in after)
 
 
 def test_shell_hook_text_per_shell(prefixes: dict[str, Path]) -> None:
     linux, win = prefixes["linux-64"], prefixes["win-64"]
     fish = envlock("shell-hook", "-p", str(linux), "--shell", "fish")
-    assert fish.stdout == (linux / "etc/conda/activate.d/envlock-cuda.fish").read_text()
+    assert f"set -gx CONDA_PREFIX '{linux}'" in fish.stdout
+    assert f"source '{linux}/etc/conda/activate.d/envlock-cuda.fish'" in fish.stdout
     ps1 = envlock("shell-hook", "-p", str(win), "--shell", "powershell")
     assert ps1.stdout.replace("\r\n", "\n") == (win / "etc/conda/activate.d/envlock-cuda.ps1").read_bytes().decode(
     ).replace("\r\n", "\n")
@@ -116,9 +154,27 @@ def test_shell_hook_text_per_shell(prefixes: dict[str, Path]) -> None:
         (["--shell", "cmd", "-p", str(linux)], "no cmd hook for a linux-64 environment"),
         (["--shell", "tcsh", "-p", str(linux)], "unknown shell 'tcsh'"),
         (["--shell", "bash", "-p", str(win)], "no bash hook for a win-64 environment"),
+        (["--shell", "bash", "--deactivate", "-p", str(linux)], "--deactivate takes no -p/-n"),
     ):
         proc = envlock("shell-hook", *args)
         assert proc.returncode == 1 and proc.stderr.startswith("error: ") and needle in proc.stderr, proc.stderr
+
+
+def test_doctor_gives_the_same_verdict_inside_run_as_with_p(prefixes: dict[str, Path]) -> None:
+    """`envlock run -p P -- envlock doctor` and `envlock doctor -p P` see the same env: same findings.
+
+    The system gcc is on PATH and CC is set to it, as on a machine whose gcc is too new for the env's
+    nvcc: both must judge the env's own compiler (the gxx activation's CXX, cuda-nvcc's -ccbin).
+    """
+    prefix = prefixes["linux-64"]
+    env = {**BASE, "CC": "/usr/bin/gcc", "CXX": "/usr/bin/g++"}
+    outside = envlock("doctor", "-p", str(prefix), "--json", env=env)
+    inside = envlock("run", "-p", str(prefix), "--", *ENVLOCK, "doctor", "--json", env=env)
+    a, b = (json.loads(p.stdout)["findings"] for p in (outside, inside))
+    verdict = lambda fs: {f["code"]: f["severity"] for f in fs}  # noqa: E731
+    assert verdict(a) == verdict(b) and outside.returncode == inside.returncode
+    host = {f["code"]: f for f in a}["host_compiler.version"]
+    assert str(prefix) in json.dumps(host) and host == {f["code"]: f for f in b}["host_compiler.version"]
 
 
 def test_envlock_json_of_a_win_prefix_drives_run_and_hooks(prefixes: dict[str, Path]) -> None:

@@ -342,17 +342,19 @@ def deactivation_step(environ: Mapping[str, str], shell: str) -> Step:
     return deactivate_step(environ, _EXT.get(shell, ".sh"), hooks)
 
 
-def activated_environ(environ: Mapping[str, str], prefix: Path) -> tuple[dict[str, str], tuple[str, ...], str | None]:
+def activated_environ(environ: Mapping[str, str], prefix: Path, *, own_hook: bool = True,
+                      ) -> tuple[dict[str, str], tuple[str, ...], str | None]:
     """The environment `conda activate PREFIX` gives in bash (cmd on Windows): (env, scripts run, error).
 
-    What `envlock run` executes in and what `envlock doctor -p` checks. With a failing script (or no
-    bash) the env still gets conda's variables and envlock's own activation, and the error is returned.
+    What `envlock run` executes in and what `envlock doctor -p` checks. own_hook=False: a prefix without
+    envlock's hook gets none (what conda alone gives it; doctor). With a failing script (or no bash) the
+    env still gets conda's variables and envlock's own activation, and the error is returned.
     """
     platform, torch_source, has_cudnn = prefix_activation(prefix)
     shell = "cmd" if is_windows(platform) else "bash"
-    step = activate_step(environ, str(prefix), _EXT.get(shell, ".sh"), own_hooks(shell, prefix))
+    step = activate_step(environ, str(prefix), _EXT.get(shell, ".sh"), own_hooks(shell, prefix) if own_hook else None)
     env, error = run_environ(environ, step, platform=platform, torch_source=torch_source, has_cudnn=has_cudnn)
-    if error is not None:
+    if error is not None and own_hook:
         env = activate_environ(deactivate_environ(env), str(prefix), platform, torch_source=torch_source,
                                has_cudnn=has_cudnn)
     ran = tuple(s.path for s in step.deactivate_scripts + step.activate_scripts)

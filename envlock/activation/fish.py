@@ -9,7 +9,8 @@ activation runs *.fish scripts only, and conda-forge's compiler and cuda-nvcc pa
 so without the bridge fish would get no CC, CXX or NVCC_PREPEND_FLAGS while bash, zsh and `envlock run`
 do. The bridge sources those scripts in bash in conda's order (sorted by name; deactivate.d in reverse)
 and takes over every exported variable they changed; a script with a *.fish sibling of the same name
-is left to fish. Without bash it says so on stderr and the rest of the activation still applies.
+is left to fish. It runs only while CONDA_PREFIX is the hook's prefix (inside `conda activate` or
+`envlock shell-hook`), as those scripts read $CONDA_PREFIX. Without bash it says so on stderr and the rest of the activation still applies.
 """
 
 from __future__ import annotations
@@ -149,7 +150,9 @@ done""".replace("HOOK", HOOK_NAME)
 def bridge_lines(kind: str) -> list[str]:
     """Source the prefix's `kind`.d/*.sh scripts in bash and apply their changes (see the module docstring)."""
     return [
-        "if command -q bash",
+        # Only inside conda's activation of this prefix (or envlock shell-hook's): the scripts read $CONDA_PREFIX.
+        'if test "$CONDA_PREFIX" != "$_envlock_p"',
+        "else if command -q bash",
         f"    bash --noprofile --norc -c {fish_quote(_BRIDGE)} envlock-bridge \"$_envlock_p/etc/conda/{kind}.d\" "
         f"{kind} | source",
         "else",

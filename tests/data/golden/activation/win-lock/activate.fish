@@ -3,6 +3,9 @@
 # Prefix: the first argument (source activate.fish PREFIX), else $ENVLOCK_PREFIX, else $CONDA_PREFIX.
 # torch from pip: the env's lib dirs are APPENDED to LD_LIBRARY_PATH and LIBRARY_PATH, so torch's own
 # bundled CUDA libraries keep winning (an older libnvJitLink first breaks `import torch`).
+# Changes only what differs and records it; deactivation restores a variable only if it still holds
+# the value set here, and removes exactly the list entries added here (conda's own <prefix>/bin stays
+# conda's; entries you add meanwhile stay yours).
 set -l _envlock_p
 if set -q argv[1]; set _envlock_p $argv[1]
 else if set -q ENVLOCK_PREFIX; set _envlock_p $ENVLOCK_PREFIX
@@ -14,64 +17,154 @@ if test -z "$_envlock_p"; or not test -d "$_envlock_p/conda-meta"
 end
 if test "$_ENVLOCK_PREFIX" != "$_envlock_p"
     if set -q _ENVLOCK_PREFIX
-        set -l _envlock_vars (string split " " -- "$_ENVLOCK_VARS")
-        if contains -- CUDA_HOME $_envlock_vars
-            if set -q _ENVLOCK_OLD_CUDA_HOME; set -gx CUDA_HOME $_ENVLOCK_OLD_CUDA_HOME; set -e _ENVLOCK_OLD_CUDA_HOME; else; set -e CUDA_HOME; end
+        set -l _envlock_created (string split " " -- "$_ENVLOCK_CREATED")
+        if set -q _ENVLOCK_SET_CUDA_HOME; and set -q CUDA_HOME; and test "$CUDA_HOME" = "$_ENVLOCK_SET_CUDA_HOME"
+            if set -q _ENVLOCK_OLD_CUDA_HOME; set -gx CUDA_HOME $_ENVLOCK_OLD_CUDA_HOME; else; set -e CUDA_HOME; end
         end
-        if contains -- CUDA_PATH $_envlock_vars
-            if set -q _ENVLOCK_OLD_CUDA_PATH; set -gx CUDA_PATH $_ENVLOCK_OLD_CUDA_PATH; set -e _ENVLOCK_OLD_CUDA_PATH; else; set -e CUDA_PATH; end
+        if set -q _ENVLOCK_SET_CUDA_PATH; and set -q CUDA_PATH; and test "$CUDA_PATH" = "$_ENVLOCK_SET_CUDA_PATH"
+            if set -q _ENVLOCK_OLD_CUDA_PATH; set -gx CUDA_PATH $_ENVLOCK_OLD_CUDA_PATH; else; set -e CUDA_PATH; end
         end
-        if contains -- PATH $_envlock_vars
-            if set -q _ENVLOCK_OLD_PATH; set -gx PATH $_ENVLOCK_OLD_PATH; set -e _ENVLOCK_OLD_PATH; else; set -e PATH; end
+        if set -q _ENVLOCK_PREPENDED_PATH; and set -q PATH
+            for _envlock_e in $_ENVLOCK_PREPENDED_PATH
+                set -l _envlock_i (contains -i -- $_envlock_e $PATH)
+                if test -n "$_envlock_i"; set -e PATH[$_envlock_i]; end
+            end
+            if contains -- PATH $_envlock_created; and test -z "$PATH"; set -e PATH; end
         end
-        if contains -- CUDA_INC_PATH $_envlock_vars
-            if set -q _ENVLOCK_OLD_CUDA_INC_PATH; set -gx CUDA_INC_PATH $_ENVLOCK_OLD_CUDA_INC_PATH; set -e _ENVLOCK_OLD_CUDA_INC_PATH; else; set -e CUDA_INC_PATH; end
+        if set -q _ENVLOCK_SET_CUDA_INC_PATH; and set -q CUDA_INC_PATH; and test "$CUDA_INC_PATH" = "$_ENVLOCK_SET_CUDA_INC_PATH"
+            if set -q _ENVLOCK_OLD_CUDA_INC_PATH; set -gx CUDA_INC_PATH $_ENVLOCK_OLD_CUDA_INC_PATH; else; set -e CUDA_INC_PATH; end
         end
-        if contains -- CPATH $_envlock_vars
-            if set -q _ENVLOCK_OLD_CPATH; set -gx CPATH $_ENVLOCK_OLD_CPATH; set -e _ENVLOCK_OLD_CPATH; else; set -e CPATH; end
+        if set -q _ENVLOCK_PREPENDED_CPATH; and set -q CPATH
+            for _envlock_e in $_ENVLOCK_PREPENDED_CPATH
+                set -l _envlock_i (contains -i -- $_envlock_e $CPATH)
+                if test -n "$_envlock_i"; set -e CPATH[$_envlock_i]; end
+            end
+            if contains -- CPATH $_envlock_created; and test -z "$CPATH"; set -e CPATH; end
         end
-        if contains -- LIBRARY_PATH $_envlock_vars
-            if set -q _ENVLOCK_OLD_LIBRARY_PATH; set -gx LIBRARY_PATH $_ENVLOCK_OLD_LIBRARY_PATH; set -e _ENVLOCK_OLD_LIBRARY_PATH; else; set -e LIBRARY_PATH; end
+        if set -q _ENVLOCK_APPENDED_LIBRARY_PATH; and set -q LIBRARY_PATH
+            for _envlock_e in $_ENVLOCK_APPENDED_LIBRARY_PATH
+                set -l _envlock_i
+                for _envlock_j in (seq (count $LIBRARY_PATH))
+                    if test "$LIBRARY_PATH[$_envlock_j]" = "$_envlock_e"; set _envlock_i $_envlock_j; end
+                end
+                if test -n "$_envlock_i"; set -e LIBRARY_PATH[$_envlock_i]; end
+            end
+            if contains -- LIBRARY_PATH $_envlock_created; and test -z "$LIBRARY_PATH"; set -e LIBRARY_PATH; end
         end
-        if contains -- LD_LIBRARY_PATH $_envlock_vars
-            if set -q _ENVLOCK_OLD_LD_LIBRARY_PATH; set -gx LD_LIBRARY_PATH $_ENVLOCK_OLD_LD_LIBRARY_PATH; set -e _ENVLOCK_OLD_LD_LIBRARY_PATH; else; set -e LD_LIBRARY_PATH; end
+        if set -q _ENVLOCK_PREPENDED_LIBRARY_PATH; and set -q LIBRARY_PATH
+            for _envlock_e in $_ENVLOCK_PREPENDED_LIBRARY_PATH
+                set -l _envlock_i (contains -i -- $_envlock_e $LIBRARY_PATH)
+                if test -n "$_envlock_i"; set -e LIBRARY_PATH[$_envlock_i]; end
+            end
+            if contains -- LIBRARY_PATH $_envlock_created; and test -z "$LIBRARY_PATH"; set -e LIBRARY_PATH; end
         end
-        if contains -- CUDNN_HOME $_envlock_vars
-            if set -q _ENVLOCK_OLD_CUDNN_HOME; set -gx CUDNN_HOME $_ENVLOCK_OLD_CUDNN_HOME; set -e _ENVLOCK_OLD_CUDNN_HOME; else; set -e CUDNN_HOME; end
+        if set -q _ENVLOCK_APPENDED_LD_LIBRARY_PATH; and set -q LD_LIBRARY_PATH
+            for _envlock_e in $_ENVLOCK_APPENDED_LD_LIBRARY_PATH
+                set -l _envlock_i
+                for _envlock_j in (seq (count $LD_LIBRARY_PATH))
+                    if test "$LD_LIBRARY_PATH[$_envlock_j]" = "$_envlock_e"; set _envlock_i $_envlock_j; end
+                end
+                if test -n "$_envlock_i"; set -e LD_LIBRARY_PATH[$_envlock_i]; end
+            end
+            if contains -- LD_LIBRARY_PATH $_envlock_created; and test -z "$LD_LIBRARY_PATH"; set -e LD_LIBRARY_PATH; end
         end
+        if set -q _ENVLOCK_PREPENDED_LD_LIBRARY_PATH; and set -q LD_LIBRARY_PATH
+            for _envlock_e in $_ENVLOCK_PREPENDED_LD_LIBRARY_PATH
+                set -l _envlock_i (contains -i -- $_envlock_e $LD_LIBRARY_PATH)
+                if test -n "$_envlock_i"; set -e LD_LIBRARY_PATH[$_envlock_i]; end
+            end
+            if contains -- LD_LIBRARY_PATH $_envlock_created; and test -z "$LD_LIBRARY_PATH"; set -e LD_LIBRARY_PATH; end
+        end
+        if set -q _ENVLOCK_SET_CUDNN_HOME; and set -q CUDNN_HOME; and test "$CUDNN_HOME" = "$_ENVLOCK_SET_CUDNN_HOME"
+            if set -q _ENVLOCK_OLD_CUDNN_HOME; set -gx CUDNN_HOME $_ENVLOCK_OLD_CUDNN_HOME; else; set -e CUDNN_HOME; end
+        end
+        set -e _ENVLOCK_APPENDED_LD_LIBRARY_PATH
+        set -e _ENVLOCK_APPENDED_LIBRARY_PATH
+        set -e _ENVLOCK_PREPENDED_CPATH
+        set -e _ENVLOCK_PREPENDED_LD_LIBRARY_PATH
+        set -e _ENVLOCK_PREPENDED_LIBRARY_PATH
+        set -e _ENVLOCK_PREPENDED_PATH
+        set -e _ENVLOCK_SET_CUDA_HOME
+        set -e _ENVLOCK_SET_CUDA_INC_PATH
+        set -e _ENVLOCK_SET_CUDA_PATH
+        set -e _ENVLOCK_SET_CUDNN_HOME
+        set -e _ENVLOCK_OLD_CUDA_HOME
+        set -e _ENVLOCK_OLD_CUDA_INC_PATH
+        set -e _ENVLOCK_OLD_CUDA_PATH
+        set -e _ENVLOCK_OLD_CUDNN_HOME
         set -e _ENVLOCK_VARS
+        set -e _ENVLOCK_CREATED
         set -e _ENVLOCK_PREFIX
-        set -e _envlock_vars
     end
-    if set -q CUDA_HOME; set -gx _ENVLOCK_OLD_CUDA_HOME $CUDA_HOME; else; set -e _ENVLOCK_OLD_CUDA_HOME; end
-    if set -q CUDA_PATH; set -gx _ENVLOCK_OLD_CUDA_PATH $CUDA_PATH; else; set -e _ENVLOCK_OLD_CUDA_PATH; end
-    if set -q PATH; set -gx _ENVLOCK_OLD_PATH $PATH; else; set -e _ENVLOCK_OLD_PATH; end
-    if set -q CUDA_INC_PATH; set -gx _ENVLOCK_OLD_CUDA_INC_PATH $CUDA_INC_PATH; else; set -e _ENVLOCK_OLD_CUDA_INC_PATH; end
-    if set -q CPATH; set -gx _ENVLOCK_OLD_CPATH $CPATH; else; set -e _ENVLOCK_OLD_CPATH; end
-    if set -q LIBRARY_PATH; set -gx _ENVLOCK_OLD_LIBRARY_PATH $LIBRARY_PATH; else; set -e _ENVLOCK_OLD_LIBRARY_PATH; end
-    if set -q LD_LIBRARY_PATH; set -gx _ENVLOCK_OLD_LD_LIBRARY_PATH $LD_LIBRARY_PATH; else; set -e _ENVLOCK_OLD_LD_LIBRARY_PATH; end
-    set -gx _ENVLOCK_VARS 'CUDA_HOME CUDA_PATH PATH CUDA_INC_PATH CPATH LIBRARY_PATH LD_LIBRARY_PATH'
-    set -gx CUDA_HOME "$_envlock_p"
-    set -gx CUDA_PATH "$_envlock_p"
+    set -e _ENVLOCK_APPENDED_LD_LIBRARY_PATH
+    set -e _ENVLOCK_APPENDED_LIBRARY_PATH
+    set -e _ENVLOCK_PREPENDED_CPATH
+    set -e _ENVLOCK_PREPENDED_LD_LIBRARY_PATH
+    set -e _ENVLOCK_PREPENDED_LIBRARY_PATH
+    set -e _ENVLOCK_PREPENDED_PATH
+    set -e _ENVLOCK_SET_CUDA_HOME
+    set -e _ENVLOCK_SET_CUDA_INC_PATH
+    set -e _ENVLOCK_SET_CUDA_PATH
+    set -e _ENVLOCK_SET_CUDNN_HOME
+    set -e _ENVLOCK_OLD_CUDA_HOME
+    set -e _ENVLOCK_OLD_CUDA_INC_PATH
+    set -e _ENVLOCK_OLD_CUDA_PATH
+    set -e _ENVLOCK_OLD_CUDNN_HOME
+    set -e _ENVLOCK_VARS
+    set -e _ENVLOCK_CREATED
+    set -l _envlock_c
+    if test "$CUDA_HOME" != "$_envlock_p"
+        if set -q CUDA_HOME; set -gx _ENVLOCK_OLD_CUDA_HOME $CUDA_HOME; else; set -e _ENVLOCK_OLD_CUDA_HOME; end
+        set -gx _ENVLOCK_SET_CUDA_HOME "$_envlock_p"; set -gx CUDA_HOME "$_envlock_p"
+    end
+    if test "$CUDA_PATH" != "$_envlock_p"
+        if set -q CUDA_PATH; set -gx _ENVLOCK_OLD_CUDA_PATH $CUDA_PATH; else; set -e _ENVLOCK_OLD_CUDA_PATH; end
+        set -gx _ENVLOCK_SET_CUDA_PATH "$_envlock_p"; set -gx CUDA_PATH "$_envlock_p"
+    end
     if not contains -- "$_envlock_p/bin" $PATH
+        if not set -q PATH; set -a _envlock_c PATH; end
         if test -n "$PATH"; set -gx PATH "$_envlock_p/bin" $PATH; else; set -gx PATH "$_envlock_p/bin"; end
+        set -gx _ENVLOCK_PREPENDED_PATH $_ENVLOCK_PREPENDED_PATH "$_envlock_p/bin"
     end
-    set -gx CUDA_INC_PATH "$_envlock_p/targets/x86_64-linux/include"
+    if test "$CUDA_INC_PATH" != "$_envlock_p/targets/x86_64-linux/include"
+        if set -q CUDA_INC_PATH; set -gx _ENVLOCK_OLD_CUDA_INC_PATH $CUDA_INC_PATH; else; set -e _ENVLOCK_OLD_CUDA_INC_PATH; end
+        set -gx _ENVLOCK_SET_CUDA_INC_PATH "$_envlock_p/targets/x86_64-linux/include"; set -gx CUDA_INC_PATH "$_envlock_p/targets/x86_64-linux/include"
+    end
     if not contains -- "$_envlock_p/targets/x86_64-linux/include" $CPATH
+        if not set -q CPATH; set -a _envlock_c CPATH; end
         if test -n "$CPATH"; set -gx CPATH "$_envlock_p/targets/x86_64-linux/include" $CPATH; else; set -gx CPATH "$_envlock_p/targets/x86_64-linux/include"; end
+        set -gx _ENVLOCK_PREPENDED_CPATH $_ENVLOCK_PREPENDED_CPATH "$_envlock_p/targets/x86_64-linux/include"
     end
     if not contains -- "$_envlock_p/lib" $LIBRARY_PATH
+        if not set -q LIBRARY_PATH; set -a _envlock_c LIBRARY_PATH; end
         if test -n "$LIBRARY_PATH"; set -gx LIBRARY_PATH $LIBRARY_PATH "$_envlock_p/lib"; else; set -gx LIBRARY_PATH "$_envlock_p/lib"; end
+        set -gx _ENVLOCK_APPENDED_LIBRARY_PATH $_ENVLOCK_APPENDED_LIBRARY_PATH "$_envlock_p/lib"
     end
     if not contains -- "$_envlock_p/targets/x86_64-linux/lib" $LIBRARY_PATH
+        if not set -q LIBRARY_PATH; set -a _envlock_c LIBRARY_PATH; end
         if test -n "$LIBRARY_PATH"; set -gx LIBRARY_PATH $LIBRARY_PATH "$_envlock_p/targets/x86_64-linux/lib"; else; set -gx LIBRARY_PATH "$_envlock_p/targets/x86_64-linux/lib"; end
+        set -gx _ENVLOCK_APPENDED_LIBRARY_PATH $_ENVLOCK_APPENDED_LIBRARY_PATH "$_envlock_p/targets/x86_64-linux/lib"
     end
     if not contains -- "$_envlock_p/targets/x86_64-linux/lib/stubs" $LIBRARY_PATH
+        if not set -q LIBRARY_PATH; set -a _envlock_c LIBRARY_PATH; end
         if test -n "$LIBRARY_PATH"; set -gx LIBRARY_PATH $LIBRARY_PATH "$_envlock_p/targets/x86_64-linux/lib/stubs"; else; set -gx LIBRARY_PATH "$_envlock_p/targets/x86_64-linux/lib/stubs"; end
+        set -gx _ENVLOCK_APPENDED_LIBRARY_PATH $_ENVLOCK_APPENDED_LIBRARY_PATH "$_envlock_p/targets/x86_64-linux/lib/stubs"
     end
     if not contains -- "$_envlock_p/lib" $LD_LIBRARY_PATH
+        if not set -q LD_LIBRARY_PATH; set -a _envlock_c LD_LIBRARY_PATH; end
         if test -n "$LD_LIBRARY_PATH"; set -gx LD_LIBRARY_PATH $LD_LIBRARY_PATH "$_envlock_p/lib"; else; set -gx LD_LIBRARY_PATH "$_envlock_p/lib"; end
+        set -gx _ENVLOCK_APPENDED_LD_LIBRARY_PATH $_ENVLOCK_APPENDED_LD_LIBRARY_PATH "$_envlock_p/lib"
     end
+    set -l _envlock_v
+    if set -q _ENVLOCK_SET_CUDA_HOME; or set -q _ENVLOCK_PREPENDED_CUDA_HOME; or set -q _ENVLOCK_APPENDED_CUDA_HOME; set -a _envlock_v CUDA_HOME; end
+    if set -q _ENVLOCK_SET_CUDA_PATH; or set -q _ENVLOCK_PREPENDED_CUDA_PATH; or set -q _ENVLOCK_APPENDED_CUDA_PATH; set -a _envlock_v CUDA_PATH; end
+    if set -q _ENVLOCK_SET_PATH; or set -q _ENVLOCK_PREPENDED_PATH; or set -q _ENVLOCK_APPENDED_PATH; set -a _envlock_v PATH; end
+    if set -q _ENVLOCK_SET_CUDA_INC_PATH; or set -q _ENVLOCK_PREPENDED_CUDA_INC_PATH; or set -q _ENVLOCK_APPENDED_CUDA_INC_PATH; set -a _envlock_v CUDA_INC_PATH; end
+    if set -q _ENVLOCK_SET_CPATH; or set -q _ENVLOCK_PREPENDED_CPATH; or set -q _ENVLOCK_APPENDED_CPATH; set -a _envlock_v CPATH; end
+    if set -q _ENVLOCK_SET_LIBRARY_PATH; or set -q _ENVLOCK_PREPENDED_LIBRARY_PATH; or set -q _ENVLOCK_APPENDED_LIBRARY_PATH; set -a _envlock_v LIBRARY_PATH; end
+    if set -q _ENVLOCK_SET_LD_LIBRARY_PATH; or set -q _ENVLOCK_PREPENDED_LD_LIBRARY_PATH; or set -q _ENVLOCK_APPENDED_LD_LIBRARY_PATH; set -a _envlock_v LD_LIBRARY_PATH; end
+    if set -q _envlock_v[1]; set -gx _ENVLOCK_VARS "$_envlock_v"; end
+    if set -q _envlock_c[1]; set -gx _ENVLOCK_CREATED "$_envlock_c"; end
     set -gx _ENVLOCK_PREFIX "$_envlock_p"
 end
 set -e _envlock_p
