@@ -538,7 +538,26 @@ def compare(spec: EnvSpec, lock: LockMeta) -> list[Change]:
         changes.extend(
             describe_changes(old, new, platform, rules) or [Change("rules", "content hash differs", platform)]
         )
-    return changes
+    return changes + solved_spec_changes(spec, lock)
+
+
+def solved_spec_changes(spec: EnvSpec, lock: LockMeta) -> list[Change]:
+    """The spec's toolchain lines against what the lock solved (a spec must ask for what its lock holds)."""
+    from envlock.resolve import PLAN_NAMES, _spec_name
+
+    out = []
+    for platform in spec.platforms:
+        plan = lock.meta_json(f"plan.{platform}")
+        if platform not in spec.selected or not isinstance(plan, dict) or not isinstance(plan.get("specs"), list):
+            continue
+        wrote = sorted(d for d in spec.selected[platform] if _spec_name(d) in PLAN_NAMES)
+        solved = sorted(str(d) for d in plan["specs"] if _spec_name(str(d)) in PLAN_NAMES)
+        if wrote != solved:
+            extra, missing = sorted(set(wrote) - set(solved)), sorted(set(solved) - set(wrote))
+            what = "; ".join(x for x in (f"the spec asks for {', '.join(extra)}" if extra else "",
+                                         f"the lock solved {', '.join(missing)}" if missing else "") if x)
+            out.append(Change("spec", f"the spec's toolchain lines are not what the lock solved: {what}", platform))
+    return out
 
 
 def _check_anchor(spec: EnvSpec, recorded: Anchor | None) -> Anchor | None:

@@ -346,16 +346,34 @@ def render_files(
         platforms=spec.platforms,
         channels=_lock_channels(results, spec),
         content_hashes=hashes,
-        sources=[f"environments/{spec.name}.yml"],
+        # Relative to the lock file's folder, as conda-lock writes it (its install finds the spec from there).
+        sources=[f"../../environments/{spec.name}.yml"],
         custom_metadata=meta,
         timestamp=timestamp,
         package_section=section,
     )
     files.append((ldir / "conda-lock.yml", lock_text))
-    per_platform = {pp.platform: pp.candidates[0].specs for pp in plan.platforms}
+    # The spec written is the spec solved: each platform's chosen candidate (a widened or dropped cuDNN,
+    # a moved CUDA minor), so conda and conda-lock reading it ask for what the lock holds.
+    per_platform = {res.platform: res.chosen.specs for res in results}
     toolchain = {p: [s for s in specs if s not in extras] for p, specs in per_platform.items()}
-    files.append((spec_path(project_dir, spec.name), render_spec(spec, toolchain, extras)))
+    files.append((spec_path(project_dir, spec.name), render_spec(spec, toolchain, extras, solved_notes(plan, results))))
     return files
+
+
+def solved_notes(plan: Plan, results: Sequence[PlatformResult]) -> list[str]:
+    """Why a platform's spec lines differ from the plan's first choice (comments in the spec)."""
+    first = {pp.platform: pp.candidates[0] for pp in plan.platforms}
+    out = []
+    for res in results:
+        planned, chosen = first[res.platform], res.chosen
+        if chosen.specs == planned.specs:
+            continue
+        why = [n for n in chosen.notes if n not in planned.notes]
+        if chosen.cuda != planned.cuda:
+            why.insert(0, f"CUDA {planned.cuda} did not solve: {chosen.cuda} ({chosen.skew}) was")
+        out.append(f"{res.platform}: written as solved, not as first planned: " + "; ".join(why or ["see the lock"]))
+    return out
 
 
 def _lock_channels(results: Sequence[PlatformResult], spec: EnvSpec) -> list[str]:

@@ -38,6 +38,7 @@ class EnvSpec:
     cudnn: bool = True
     dependencies: tuple[str, ...] = ()  # as written (toolchain + extras)
     anchor: dict[str, Any] = field(default_factory=dict)  # recorded anchor (cuda, cudnn, source)
+    selected: dict[str, tuple[str, ...]] = field(default_factory=dict)  # dependencies per platform (selectors)
 
     def inputs(self) -> dict[str, Any]:
         """The anchor inputs, normalised (what the content hash sees of the envlock block)."""
@@ -76,8 +77,9 @@ def render_spec(
     spec: EnvSpec,
     per_platform_specs: dict[str, Sequence[str]],
     extras: Sequence[str] = (),
+    notes: Sequence[str] = (),
 ) -> str:
-    """Render the spec file deterministically (selectors where platforms differ)."""
+    """Render the spec file deterministically (selectors where platforms differ; `notes` as comments)."""
     platforms = list(spec.platforms)
     order: list[str] = []
     where: dict[str, list[str]] = {}
@@ -95,6 +97,7 @@ def render_spec(
         # (re-locking reads them from rattler's auth storage, as `envlock lock` documents).
         *[f"  - {_q(_strip_credentials(c))}" for c in spec.channels],
         "dependencies:",
+        *[f"  # {line}" for note in notes for line in _wrap(note)],
     ]
     for s in order:
         sel = ""
@@ -116,10 +119,53 @@ def render_spec(
     return "\n".join(lines) + "\n"
 
 
+def _wrap(note: str, width: int = 100) -> list[str]:
+    words, lines, line = note.split(), [], ""
+    for word in words:
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = "  " + word
+        else:
+            line = f"{line} {word}" if line else word
+    return [*lines, line] if line else lines
+
+
+_DEP_LINE = re.compile(r"^\s+-\s+(?P<value>.+?)\s*(?:#\s*\[(?P<sel>[^\]]*)\])?\s*$")
+
+
+def dependencies_by_platform(text: str, dependencies: Sequence[str], platforms: Sequence[str],
+                             ) -> dict[str, tuple[str, ...]]:
+    """The spec's dependencies per platform, honouring conda-lock's `# [linux64 or win64]` selectors.
+
+    The values are YAML's; a selector comes from a block-style `- value  # [sel]` line (flow style has none).
+    """
+    names = {v: k for k, v in SELECTORS.items()}
+    selected: dict[str, list[str]] = {}
+    for raw in text.splitlines():
+        m = _DEP_LINE.match(raw)
+        if m is None or not m.group("sel"):
+            continue
+        try:
+            value = yaml.safe_load(m.group("value"))
+        except yaml.YAMLError:
+            continue
+        if isinstance(value, (str, int, float)):
+            selected[str(value)] = [names.get(t.strip(), t.strip()) for t in m.group("sel").split(" or ")]
+    return {p: tuple(d for d in dependencies if p in selected.get(d, platforms)) for p in platforms}
+
+
 def read_spec(path: Path) -> EnvSpec:
     """Parse and validate a spec file; SpecError/LockfileError with hints otherwise."""
     hint = "run `envlock resolve --torch VERSION` to make one"
-    return parse_spec(read_text(path, missing="no spec", missing_hint=hint, error=SpecError), path)
+    text = read_text(path, missing="no spec", missing_hint=hint, error=SpecError)
+    spec = parse_spec(text, path)
+    return _with_selected(spec, text)
+
+
+def _with_selected(spec: EnvSpec, text: str) -> EnvSpec:
+    from dataclasses import replace
+
+    return replace(spec, selected=dependencies_by_platform(text, spec.dependencies, spec.platforms))
 
 
 def parse_spec(text: str, path: Path | None = None) -> EnvSpec:

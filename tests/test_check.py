@@ -134,13 +134,30 @@ def test_a_platform_added_to_the_spec_is_named(tmp_path, capsys, test_channel) -
 
 def test_layout_only_edits_of_the_spec_keep_it_fresh(project, capsys) -> None:
     spec = spec_file(project)
-    doc = yaml.safe_load(spec.read_text())
-    doc["dependencies"] = list(reversed(doc["dependencies"]))
+    text = spec.read_text()
+    doc = yaml.safe_load(text)
+    # The dependency lines keep their conda-lock selectors (`# [win64]`: a flow-style list could not carry
+    # them, and without them the spec would ask every platform for the Windows compilers).
+    block = text.split("dependencies:\n", 1)[1].split("\nplatforms:", 1)[0]
+    deps = [ln for ln in block.splitlines() if ln.startswith("  - ")]
+    del doc["dependencies"]
     # Flow style, other key order, comments and quoting: the same inputs.
     lines = ["# a comment", "envlock: " + json.dumps(doc.pop("envlock"))]
     lines += [f"{key}: {json.dumps(value)}  # {key}" for key, value in reversed(doc.items())]
+    lines += ["dependencies:  # reordered", *reversed(deps)]
     spec.write_text("\n".join(lines) + "\n\n# trailing comment\n")
     assert cli(capsys, "check", "--project-dir", str(project))[0] == 0
+
+
+def test_a_spec_that_loses_its_selectors_is_stale(project, capsys) -> None:
+    """Flow style drops the `# [win64]` selectors: every platform would ask for vs2019_win-64 now."""
+    spec = spec_file(project)
+    doc = yaml.safe_load(spec.read_text())
+    spec.write_text("\n".join(f"{key}: {json.dumps(value)}" for key, value in doc.items()) + "\n")
+    changes = stale_changes(capsys, project)
+    assert any(c["kind"] == "spec" and "the spec asks for" in c["message"]
+               and "vs2022_win-64" in c["message"] and c["platform"] == "linux-64"
+               for c in changes), changes
 
 
 def test_missing_lock_is_named(project, capsys) -> None:

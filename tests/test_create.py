@@ -160,8 +160,12 @@ def test_installed_hooks_are_safe_under_set_u_and_match_envlock_run(project: Pat
     dump = subprocess.run([*ENVLOCK, "run", "-p", str(prefix), "--", "/usr/bin/env", "-0"],
                           env=base, capture_output=True, check=True).stdout.decode()
     via_run = dict(item.split("=", 1) for item in dump.split("\0") if item)
-    # Python's C-locale coercion (PEP 538) adds LC_CTYPE to its own environment, which run passes on.
-    assert {k: v for k, v in via_run.items() if k not in ("_", "LC_CTYPE")} == active
+    # run = conda's activation: envlock's variables are the hook's, PATH's bin/ is conda's (not recorded),
+    # and the compilers' and cuda-nvcc's scripts ran too.
+    for var in ("CUDA_HOME", "CUDA_PATH", "CPATH", "LIBRARY_PATH", "LD_LIBRARY_PATH", "CUDNN_HOME", "PATH"):
+        assert via_run[var] == active[var], var
+    assert "_ENVLOCK_PREPENDED_PATH" in active and "_ENVLOCK_PREPENDED_PATH" not in via_run
+    assert via_run["CONDA_PREFIX"] == str(prefix) and via_run["CC"].startswith(f"{prefix}/bin/")
 
 
 def test_conda_style_activation_with_conda_forge_hooks(project: Path, tmp_path: Path, mirror: dict[str, str]) -> None:

@@ -126,3 +126,41 @@ def test_conda_lock_parses_our_lock_and_renders_explicit(tmp_path, capsys, mirro
     assert lf.metadata.custom_metadata and "envlock.anchor" in lf.metadata.custom_metadata
     names = {p.name for p in lf.package}
     assert {"cuda-nvcc", "cuda-cudart-dev", "libcusparse-dev", "libcublas-dev", "libcusolver-dev"} <= names
+
+
+def test_the_spec_written_is_the_spec_solved_torch_2_11(tmp_path, capsys, mirror) -> None:
+    """torch 2.11.0: cuDNN 9.19 is not on the snapshot for CUDA 13.0, so the plan drops cuDNN. The spec must
+    say so (a `cudnn 9.19.*` line would make conda and libsolv fail on it), every requirement in it must be
+    met by its lock, `check` must see the two agree, and conda-lock must find the spec from the lock."""
+    import rattler
+    from conda_lock.conda_lock import handle_no_specified_source_files
+
+    from envlock.lockfile import read_lock
+    from envlock.resolve import PLAN_NAMES, _spec_name
+    from envlock.spec import read_spec
+
+    code, doc = resolve_json(tmp_path, capsys, "--torch", "2.11.0", "--platform", "linux-64", "--mirror", mirror)
+    assert code == 0, doc
+    assert doc["platforms"]["linux-64"]["cudnn"] is None
+    spec_path = tmp_path / "environments" / "torch2.11.0-cu130.yml"
+    text = spec_path.read_text()
+    assert "cudnn" not in [_spec_name(d) for d in read_spec(spec_path).dependencies]
+    assert "# linux-64: written as solved" in text and "no cuDNN solves with nvcc 13.0" in text
+    lock_path = tmp_path / "locks" / "torch2.11.0-cu130" / "conda-lock.yml"
+    locked = {p.name: p for p in read_lock(lock_path).packages_for("linux-64")}
+    for dep in read_spec(spec_path).dependencies:
+        match = rattler.MatchSpec(dep)
+        name = match.name.normalized
+        assert name in locked, dep
+        assert match.version is None or rattler.VersionSpec(str(match.version)).matches(
+            rattler.Version(locked[name].version)), (dep, locked[name].version)
+    assert all(_spec_name(d) in PLAN_NAMES for d in read_spec(spec_path).dependencies)
+    assert run(["check", "--project-dir", str(tmp_path)]) == 0
+    # A hand edit back to torch's cuDNN: the spec no longer says what was solved, and check says so.
+    spec_path.write_text(text.replace("  - python 3.11.*", "  - python 3.11.*\n  - cudnn 9.19.*"))
+    assert run(["check", "--project-dir", str(tmp_path)]) == 1
+    assert "the spec asks for cudnn 9.19.*" in capsys.readouterr().out
+    spec_path.write_text(text)
+    # metadata.sources is relative to the lock's folder: conda-lock's own lookup finds the spec.
+    assert handle_no_specified_source_files(lock_path) == [lock_path.parent / "../../environments/torch2.11.0-cu130.yml"]
+    assert (lock_path.parent / "../../environments/torch2.11.0-cu130.yml").resolve() == spec_path.resolve()

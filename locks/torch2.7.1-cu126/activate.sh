@@ -3,6 +3,9 @@
 # Prefix: the first argument (. activate.sh PREFIX in bash and zsh; POSIX sh's `.` takes none), else $ENVLOCK_PREFIX, else $CONDA_PREFIX.
 # torch from pip: the env's lib dirs are APPENDED to LD_LIBRARY_PATH and LIBRARY_PATH, so torch's own
 # bundled CUDA libraries keep winning (an older libnvJitLink first breaks `import torch`).
+# Changes only what differs and records it; deactivation restores a variable only if it still holds
+# the value set here, and removes exactly the list entries added here (conda's own <prefix>/bin stays
+# conda's; entries you add meanwhile stay yours).
 _envlock_p="${1:-${ENVLOCK_PREFIX:-${CONDA_PREFIX:-}}}"
 case "$_envlock_p" in */) _envlock_p="${_envlock_p%/}" ;; esac
 if [ -z "$_envlock_p" ] || [ ! -d "$_envlock_p/conda-meta" ]; then
@@ -13,59 +16,151 @@ fi
 # Already active for this prefix: sourcing again changes nothing.
 if [ "${_ENVLOCK_PREFIX:-}" != "$_envlock_p" ]; then
     if [ -n "${_ENVLOCK_PREFIX+x}" ]; then
-        case " ${_ENVLOCK_VARS:-} " in *" CUDA_HOME "*)
+        if [ -n "${_ENVLOCK_SET_CUDA_HOME+x}" ] && [ -n "${CUDA_HOME+x}" ] && [ "$CUDA_HOME" = "$_ENVLOCK_SET_CUDA_HOME" ]; then
             if [ -n "${_ENVLOCK_OLD_CUDA_HOME+x}" ]; then export CUDA_HOME="$_ENVLOCK_OLD_CUDA_HOME"; else unset CUDA_HOME; fi
-            unset _ENVLOCK_OLD_CUDA_HOME ;;
-        esac
-        case " ${_ENVLOCK_VARS:-} " in *" CUDA_PATH "*)
+        fi
+        if [ -n "${_ENVLOCK_SET_CUDA_PATH+x}" ] && [ -n "${CUDA_PATH+x}" ] && [ "$CUDA_PATH" = "$_ENVLOCK_SET_CUDA_PATH" ]; then
             if [ -n "${_ENVLOCK_OLD_CUDA_PATH+x}" ]; then export CUDA_PATH="$_ENVLOCK_OLD_CUDA_PATH"; else unset CUDA_PATH; fi
-            unset _ENVLOCK_OLD_CUDA_PATH ;;
-        esac
-        case " ${_ENVLOCK_VARS:-} " in *" PATH "*)
-            if [ -n "${_ENVLOCK_OLD_PATH+x}" ]; then export PATH="$_ENVLOCK_OLD_PATH"; else unset PATH; fi
-            unset _ENVLOCK_OLD_PATH ;;
-        esac
-        case " ${_ENVLOCK_VARS:-} " in *" CUDA_INC_PATH "*)
+        fi
+        if [ -n "${_ENVLOCK_PREPENDED_PATH+x}" ] && [ -n "${PATH+x}" ]; then
+            _envlock_r="$_ENVLOCK_PREPENDED_PATH:"
+            while [ -n "$_envlock_r" ]; do
+                _envlock_e="${_envlock_r%%:*}"; _envlock_r="${_envlock_r#*:}"
+                _envlock_l=":$PATH:"
+                case "$_envlock_l" in *":$_envlock_e:"*)
+                    _envlock_l="${_envlock_l%%":$_envlock_e:"*}:${_envlock_l#*":$_envlock_e:"}"
+                    _envlock_l="${_envlock_l#:}"; export PATH="${_envlock_l%:}" ;;
+                esac
+            done
+            case " ${_ENVLOCK_CREATED-} " in *" PATH "*) if [ -z "$PATH" ]; then unset PATH; fi ;; esac
+        fi
+        if [ -n "${_ENVLOCK_SET_CUDA_INC_PATH+x}" ] && [ -n "${CUDA_INC_PATH+x}" ] && [ "$CUDA_INC_PATH" = "$_ENVLOCK_SET_CUDA_INC_PATH" ]; then
             if [ -n "${_ENVLOCK_OLD_CUDA_INC_PATH+x}" ]; then export CUDA_INC_PATH="$_ENVLOCK_OLD_CUDA_INC_PATH"; else unset CUDA_INC_PATH; fi
-            unset _ENVLOCK_OLD_CUDA_INC_PATH ;;
-        esac
-        case " ${_ENVLOCK_VARS:-} " in *" CPATH "*)
-            if [ -n "${_ENVLOCK_OLD_CPATH+x}" ]; then export CPATH="$_ENVLOCK_OLD_CPATH"; else unset CPATH; fi
-            unset _ENVLOCK_OLD_CPATH ;;
-        esac
-        case " ${_ENVLOCK_VARS:-} " in *" LIBRARY_PATH "*)
-            if [ -n "${_ENVLOCK_OLD_LIBRARY_PATH+x}" ]; then export LIBRARY_PATH="$_ENVLOCK_OLD_LIBRARY_PATH"; else unset LIBRARY_PATH; fi
-            unset _ENVLOCK_OLD_LIBRARY_PATH ;;
-        esac
-        case " ${_ENVLOCK_VARS:-} " in *" LD_LIBRARY_PATH "*)
-            if [ -n "${_ENVLOCK_OLD_LD_LIBRARY_PATH+x}" ]; then export LD_LIBRARY_PATH="$_ENVLOCK_OLD_LD_LIBRARY_PATH"; else unset LD_LIBRARY_PATH; fi
-            unset _ENVLOCK_OLD_LD_LIBRARY_PATH ;;
-        esac
-        case " ${_ENVLOCK_VARS:-} " in *" CUDNN_HOME "*)
+        fi
+        if [ -n "${_ENVLOCK_PREPENDED_CPATH+x}" ] && [ -n "${CPATH+x}" ]; then
+            _envlock_r="$_ENVLOCK_PREPENDED_CPATH:"
+            while [ -n "$_envlock_r" ]; do
+                _envlock_e="${_envlock_r%%:*}"; _envlock_r="${_envlock_r#*:}"
+                _envlock_l=":$CPATH:"
+                case "$_envlock_l" in *":$_envlock_e:"*)
+                    _envlock_l="${_envlock_l%%":$_envlock_e:"*}:${_envlock_l#*":$_envlock_e:"}"
+                    _envlock_l="${_envlock_l#:}"; export CPATH="${_envlock_l%:}" ;;
+                esac
+            done
+            case " ${_ENVLOCK_CREATED-} " in *" CPATH "*) if [ -z "$CPATH" ]; then unset CPATH; fi ;; esac
+        fi
+        if [ -n "${_ENVLOCK_APPENDED_LIBRARY_PATH+x}" ] && [ -n "${LIBRARY_PATH+x}" ]; then
+            _envlock_r="$_ENVLOCK_APPENDED_LIBRARY_PATH:"
+            while [ -n "$_envlock_r" ]; do
+                _envlock_e="${_envlock_r%%:*}"; _envlock_r="${_envlock_r#*:}"
+                _envlock_l=":$LIBRARY_PATH:"
+                case "$_envlock_l" in *":$_envlock_e:"*)
+                    _envlock_l="${_envlock_l%":$_envlock_e:"*}:${_envlock_l##*":$_envlock_e:"}"
+                    _envlock_l="${_envlock_l#:}"; export LIBRARY_PATH="${_envlock_l%:}" ;;
+                esac
+            done
+            case " ${_ENVLOCK_CREATED-} " in *" LIBRARY_PATH "*) if [ -z "$LIBRARY_PATH" ]; then unset LIBRARY_PATH; fi ;; esac
+        fi
+        if [ -n "${_ENVLOCK_PREPENDED_LIBRARY_PATH+x}" ] && [ -n "${LIBRARY_PATH+x}" ]; then
+            _envlock_r="$_ENVLOCK_PREPENDED_LIBRARY_PATH:"
+            while [ -n "$_envlock_r" ]; do
+                _envlock_e="${_envlock_r%%:*}"; _envlock_r="${_envlock_r#*:}"
+                _envlock_l=":$LIBRARY_PATH:"
+                case "$_envlock_l" in *":$_envlock_e:"*)
+                    _envlock_l="${_envlock_l%%":$_envlock_e:"*}:${_envlock_l#*":$_envlock_e:"}"
+                    _envlock_l="${_envlock_l#:}"; export LIBRARY_PATH="${_envlock_l%:}" ;;
+                esac
+            done
+            case " ${_ENVLOCK_CREATED-} " in *" LIBRARY_PATH "*) if [ -z "$LIBRARY_PATH" ]; then unset LIBRARY_PATH; fi ;; esac
+        fi
+        if [ -n "${_ENVLOCK_APPENDED_LD_LIBRARY_PATH+x}" ] && [ -n "${LD_LIBRARY_PATH+x}" ]; then
+            _envlock_r="$_ENVLOCK_APPENDED_LD_LIBRARY_PATH:"
+            while [ -n "$_envlock_r" ]; do
+                _envlock_e="${_envlock_r%%:*}"; _envlock_r="${_envlock_r#*:}"
+                _envlock_l=":$LD_LIBRARY_PATH:"
+                case "$_envlock_l" in *":$_envlock_e:"*)
+                    _envlock_l="${_envlock_l%":$_envlock_e:"*}:${_envlock_l##*":$_envlock_e:"}"
+                    _envlock_l="${_envlock_l#:}"; export LD_LIBRARY_PATH="${_envlock_l%:}" ;;
+                esac
+            done
+            case " ${_ENVLOCK_CREATED-} " in *" LD_LIBRARY_PATH "*) if [ -z "$LD_LIBRARY_PATH" ]; then unset LD_LIBRARY_PATH; fi ;; esac
+        fi
+        if [ -n "${_ENVLOCK_PREPENDED_LD_LIBRARY_PATH+x}" ] && [ -n "${LD_LIBRARY_PATH+x}" ]; then
+            _envlock_r="$_ENVLOCK_PREPENDED_LD_LIBRARY_PATH:"
+            while [ -n "$_envlock_r" ]; do
+                _envlock_e="${_envlock_r%%:*}"; _envlock_r="${_envlock_r#*:}"
+                _envlock_l=":$LD_LIBRARY_PATH:"
+                case "$_envlock_l" in *":$_envlock_e:"*)
+                    _envlock_l="${_envlock_l%%":$_envlock_e:"*}:${_envlock_l#*":$_envlock_e:"}"
+                    _envlock_l="${_envlock_l#:}"; export LD_LIBRARY_PATH="${_envlock_l%:}" ;;
+                esac
+            done
+            case " ${_ENVLOCK_CREATED-} " in *" LD_LIBRARY_PATH "*) if [ -z "$LD_LIBRARY_PATH" ]; then unset LD_LIBRARY_PATH; fi ;; esac
+        fi
+        if [ -n "${_ENVLOCK_SET_CUDNN_HOME+x}" ] && [ -n "${CUDNN_HOME+x}" ] && [ "$CUDNN_HOME" = "$_ENVLOCK_SET_CUDNN_HOME" ]; then
             if [ -n "${_ENVLOCK_OLD_CUDNN_HOME+x}" ]; then export CUDNN_HOME="$_ENVLOCK_OLD_CUDNN_HOME"; else unset CUDNN_HOME; fi
-            unset _ENVLOCK_OLD_CUDNN_HOME ;;
-        esac
-        unset _ENVLOCK_VARS _ENVLOCK_PREFIX
+        fi
+        unset _ENVLOCK_APPENDED_LD_LIBRARY_PATH _ENVLOCK_APPENDED_LIBRARY_PATH _ENVLOCK_PREPENDED_CPATH _ENVLOCK_PREPENDED_LD_LIBRARY_PATH _ENVLOCK_PREPENDED_LIBRARY_PATH _ENVLOCK_PREPENDED_PATH _ENVLOCK_SET_CUDA_HOME _ENVLOCK_SET_CUDA_INC_PATH _ENVLOCK_SET_CUDA_PATH _ENVLOCK_SET_CUDNN_HOME
+        unset _ENVLOCK_OLD_CUDA_HOME _ENVLOCK_OLD_CUDA_INC_PATH _ENVLOCK_OLD_CUDA_PATH _ENVLOCK_OLD_CUDNN_HOME
+        unset _ENVLOCK_VARS _ENVLOCK_CREATED
+        unset _ENVLOCK_PREFIX _envlock_r _envlock_e _envlock_l
     fi
-    if [ -n "${CUDA_HOME+x}" ]; then export _ENVLOCK_OLD_CUDA_HOME="$CUDA_HOME"; else unset _ENVLOCK_OLD_CUDA_HOME; fi
-    if [ -n "${CUDA_PATH+x}" ]; then export _ENVLOCK_OLD_CUDA_PATH="$CUDA_PATH"; else unset _ENVLOCK_OLD_CUDA_PATH; fi
-    if [ -n "${PATH+x}" ]; then export _ENVLOCK_OLD_PATH="$PATH"; else unset _ENVLOCK_OLD_PATH; fi
-    if [ -n "${CUDA_INC_PATH+x}" ]; then export _ENVLOCK_OLD_CUDA_INC_PATH="$CUDA_INC_PATH"; else unset _ENVLOCK_OLD_CUDA_INC_PATH; fi
-    if [ -n "${CPATH+x}" ]; then export _ENVLOCK_OLD_CPATH="$CPATH"; else unset _ENVLOCK_OLD_CPATH; fi
-    if [ -n "${LIBRARY_PATH+x}" ]; then export _ENVLOCK_OLD_LIBRARY_PATH="$LIBRARY_PATH"; else unset _ENVLOCK_OLD_LIBRARY_PATH; fi
-    if [ -n "${LD_LIBRARY_PATH+x}" ]; then export _ENVLOCK_OLD_LD_LIBRARY_PATH="$LD_LIBRARY_PATH"; else unset _ENVLOCK_OLD_LD_LIBRARY_PATH; fi
-    if [ -n "${CUDNN_HOME+x}" ]; then export _ENVLOCK_OLD_CUDNN_HOME="$CUDNN_HOME"; else unset _ENVLOCK_OLD_CUDNN_HOME; fi
-    export _ENVLOCK_VARS='CUDA_HOME CUDA_PATH PATH CUDA_INC_PATH CPATH LIBRARY_PATH LD_LIBRARY_PATH CUDNN_HOME'
-    export CUDA_HOME="$_envlock_p"
-    export CUDA_PATH="$_envlock_p"
-    case ":${PATH:-}:" in *:"$_envlock_p/bin":*) ;; *) export PATH="$_envlock_p/bin${PATH:+:$PATH}" ;; esac
-    export CUDA_INC_PATH="$_envlock_p/targets/x86_64-linux/include"
-    case ":${CPATH:-}:" in *:"$_envlock_p/targets/x86_64-linux/include":*) ;; *) export CPATH="$_envlock_p/targets/x86_64-linux/include${CPATH:+:$CPATH}" ;; esac
-    case ":${LIBRARY_PATH:-}:" in *:"$_envlock_p/lib":*) ;; *) export LIBRARY_PATH="${LIBRARY_PATH:+$LIBRARY_PATH:}$_envlock_p/lib" ;; esac
-    case ":${LIBRARY_PATH:-}:" in *:"$_envlock_p/targets/x86_64-linux/lib":*) ;; *) export LIBRARY_PATH="${LIBRARY_PATH:+$LIBRARY_PATH:}$_envlock_p/targets/x86_64-linux/lib" ;; esac
-    case ":${LIBRARY_PATH:-}:" in *:"$_envlock_p/targets/x86_64-linux/lib/stubs":*) ;; *) export LIBRARY_PATH="${LIBRARY_PATH:+$LIBRARY_PATH:}$_envlock_p/targets/x86_64-linux/lib/stubs" ;; esac
-    case ":${LD_LIBRARY_PATH:-}:" in *:"$_envlock_p/lib":*) ;; *) export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$_envlock_p/lib" ;; esac
-    export CUDNN_HOME="$_envlock_p"
+    unset _ENVLOCK_APPENDED_LD_LIBRARY_PATH _ENVLOCK_APPENDED_LIBRARY_PATH _ENVLOCK_PREPENDED_CPATH _ENVLOCK_PREPENDED_LD_LIBRARY_PATH _ENVLOCK_PREPENDED_LIBRARY_PATH _ENVLOCK_PREPENDED_PATH _ENVLOCK_SET_CUDA_HOME _ENVLOCK_SET_CUDA_INC_PATH _ENVLOCK_SET_CUDA_PATH _ENVLOCK_SET_CUDNN_HOME
+    unset _ENVLOCK_OLD_CUDA_HOME _ENVLOCK_OLD_CUDA_INC_PATH _ENVLOCK_OLD_CUDA_PATH _ENVLOCK_OLD_CUDNN_HOME
+    unset _ENVLOCK_VARS _ENVLOCK_CREATED
+    _envlock_c=
+    if [ "${CUDA_HOME-}" != "$_envlock_p" ]; then
+        if [ -n "${CUDA_HOME+x}" ]; then export _ENVLOCK_OLD_CUDA_HOME="$CUDA_HOME"; else unset _ENVLOCK_OLD_CUDA_HOME; fi
+        export _ENVLOCK_SET_CUDA_HOME="$_envlock_p" CUDA_HOME="$_envlock_p"
+    fi
+    if [ "${CUDA_PATH-}" != "$_envlock_p" ]; then
+        if [ -n "${CUDA_PATH+x}" ]; then export _ENVLOCK_OLD_CUDA_PATH="$CUDA_PATH"; else unset _ENVLOCK_OLD_CUDA_PATH; fi
+        export _ENVLOCK_SET_CUDA_PATH="$_envlock_p" CUDA_PATH="$_envlock_p"
+    fi
+    case ":${PATH-}:" in *:"$_envlock_p/bin":*) ;; *)
+        if [ -z "${PATH+x}" ]; then _envlock_c="$_envlock_c PATH"; fi
+        export PATH="$_envlock_p/bin${PATH:+:$PATH}" _ENVLOCK_PREPENDED_PATH="${_ENVLOCK_PREPENDED_PATH:+$_ENVLOCK_PREPENDED_PATH:}$_envlock_p/bin" ;;
+    esac
+    if [ "${CUDA_INC_PATH-}" != "$_envlock_p/targets/x86_64-linux/include" ]; then
+        if [ -n "${CUDA_INC_PATH+x}" ]; then export _ENVLOCK_OLD_CUDA_INC_PATH="$CUDA_INC_PATH"; else unset _ENVLOCK_OLD_CUDA_INC_PATH; fi
+        export _ENVLOCK_SET_CUDA_INC_PATH="$_envlock_p/targets/x86_64-linux/include" CUDA_INC_PATH="$_envlock_p/targets/x86_64-linux/include"
+    fi
+    case ":${CPATH-}:" in *:"$_envlock_p/targets/x86_64-linux/include":*) ;; *)
+        if [ -z "${CPATH+x}" ]; then _envlock_c="$_envlock_c CPATH"; fi
+        export CPATH="$_envlock_p/targets/x86_64-linux/include${CPATH:+:$CPATH}" _ENVLOCK_PREPENDED_CPATH="${_ENVLOCK_PREPENDED_CPATH:+$_ENVLOCK_PREPENDED_CPATH:}$_envlock_p/targets/x86_64-linux/include" ;;
+    esac
+    case ":${LIBRARY_PATH-}:" in *:"$_envlock_p/lib":*) ;; *)
+        if [ -z "${LIBRARY_PATH+x}" ]; then _envlock_c="$_envlock_c LIBRARY_PATH"; fi
+        export LIBRARY_PATH="${LIBRARY_PATH:+$LIBRARY_PATH:}$_envlock_p/lib" _ENVLOCK_APPENDED_LIBRARY_PATH="${_ENVLOCK_APPENDED_LIBRARY_PATH:+$_ENVLOCK_APPENDED_LIBRARY_PATH:}$_envlock_p/lib" ;;
+    esac
+    case ":${LIBRARY_PATH-}:" in *:"$_envlock_p/targets/x86_64-linux/lib":*) ;; *)
+        if [ -z "${LIBRARY_PATH+x}" ]; then _envlock_c="$_envlock_c LIBRARY_PATH"; fi
+        export LIBRARY_PATH="${LIBRARY_PATH:+$LIBRARY_PATH:}$_envlock_p/targets/x86_64-linux/lib" _ENVLOCK_APPENDED_LIBRARY_PATH="${_ENVLOCK_APPENDED_LIBRARY_PATH:+$_ENVLOCK_APPENDED_LIBRARY_PATH:}$_envlock_p/targets/x86_64-linux/lib" ;;
+    esac
+    case ":${LIBRARY_PATH-}:" in *:"$_envlock_p/targets/x86_64-linux/lib/stubs":*) ;; *)
+        if [ -z "${LIBRARY_PATH+x}" ]; then _envlock_c="$_envlock_c LIBRARY_PATH"; fi
+        export LIBRARY_PATH="${LIBRARY_PATH:+$LIBRARY_PATH:}$_envlock_p/targets/x86_64-linux/lib/stubs" _ENVLOCK_APPENDED_LIBRARY_PATH="${_ENVLOCK_APPENDED_LIBRARY_PATH:+$_ENVLOCK_APPENDED_LIBRARY_PATH:}$_envlock_p/targets/x86_64-linux/lib/stubs" ;;
+    esac
+    case ":${LD_LIBRARY_PATH-}:" in *:"$_envlock_p/lib":*) ;; *)
+        if [ -z "${LD_LIBRARY_PATH+x}" ]; then _envlock_c="$_envlock_c LD_LIBRARY_PATH"; fi
+        export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$_envlock_p/lib" _ENVLOCK_APPENDED_LD_LIBRARY_PATH="${_ENVLOCK_APPENDED_LD_LIBRARY_PATH:+$_ENVLOCK_APPENDED_LD_LIBRARY_PATH:}$_envlock_p/lib" ;;
+    esac
+    if [ "${CUDNN_HOME-}" != "$_envlock_p" ]; then
+        if [ -n "${CUDNN_HOME+x}" ]; then export _ENVLOCK_OLD_CUDNN_HOME="$CUDNN_HOME"; else unset _ENVLOCK_OLD_CUDNN_HOME; fi
+        export _ENVLOCK_SET_CUDNN_HOME="$_envlock_p" CUDNN_HOME="$_envlock_p"
+    fi
+    _envlock_v=
+    if [ -n "${_ENVLOCK_SET_CUDA_HOME+x}${_ENVLOCK_PREPENDED_CUDA_HOME+x}${_ENVLOCK_APPENDED_CUDA_HOME+x}" ]; then _envlock_v="$_envlock_v CUDA_HOME"; fi
+    if [ -n "${_ENVLOCK_SET_CUDA_PATH+x}${_ENVLOCK_PREPENDED_CUDA_PATH+x}${_ENVLOCK_APPENDED_CUDA_PATH+x}" ]; then _envlock_v="$_envlock_v CUDA_PATH"; fi
+    if [ -n "${_ENVLOCK_SET_PATH+x}${_ENVLOCK_PREPENDED_PATH+x}${_ENVLOCK_APPENDED_PATH+x}" ]; then _envlock_v="$_envlock_v PATH"; fi
+    if [ -n "${_ENVLOCK_SET_CUDA_INC_PATH+x}${_ENVLOCK_PREPENDED_CUDA_INC_PATH+x}${_ENVLOCK_APPENDED_CUDA_INC_PATH+x}" ]; then _envlock_v="$_envlock_v CUDA_INC_PATH"; fi
+    if [ -n "${_ENVLOCK_SET_CPATH+x}${_ENVLOCK_PREPENDED_CPATH+x}${_ENVLOCK_APPENDED_CPATH+x}" ]; then _envlock_v="$_envlock_v CPATH"; fi
+    if [ -n "${_ENVLOCK_SET_LIBRARY_PATH+x}${_ENVLOCK_PREPENDED_LIBRARY_PATH+x}${_ENVLOCK_APPENDED_LIBRARY_PATH+x}" ]; then _envlock_v="$_envlock_v LIBRARY_PATH"; fi
+    if [ -n "${_ENVLOCK_SET_LD_LIBRARY_PATH+x}${_ENVLOCK_PREPENDED_LD_LIBRARY_PATH+x}${_ENVLOCK_APPENDED_LD_LIBRARY_PATH+x}" ]; then _envlock_v="$_envlock_v LD_LIBRARY_PATH"; fi
+    if [ -n "${_ENVLOCK_SET_CUDNN_HOME+x}${_ENVLOCK_PREPENDED_CUDNN_HOME+x}${_ENVLOCK_APPENDED_CUDNN_HOME+x}" ]; then _envlock_v="$_envlock_v CUDNN_HOME"; fi
+    if [ -n "$_envlock_v" ]; then export _ENVLOCK_VARS="${_envlock_v# }"; fi
+    if [ -n "$_envlock_c" ]; then export _ENVLOCK_CREATED="${_envlock_c# }"; fi
     export _ENVLOCK_PREFIX="$_envlock_p"
+    unset _envlock_v _envlock_c
 fi
 unset _envlock_p
