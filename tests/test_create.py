@@ -486,3 +486,43 @@ def test_cache_entries_are_verified_archives(project: Path, tmp_path: Path, mirr
         archive = test_channel / pkg.subdir / pkg.filename
         assert side["sha256"] == pkg.sha256 == hashlib.sha256(archive.read_bytes()).hexdigest()
         assert (tmp_path / "pkgs" / f"{dist}.lock").read_bytes()[8:].hex() == pkg.sha256
+
+
+def test_conda_meta_records_are_readable_by_other_users(project: Path, tmp_path: Path, mirror: dict[str, str]) -> None:
+    """rattler writes conda-meta/*.json 0600; a shared env needs them (and envlock's record) 0644 under umask 022."""
+    prefix = tmp_path / "shared env"
+    old = os.umask(0o022)
+    try:
+        create_env(req(lock_of(project), prefix, tmp_path, mirror))
+    finally:
+        os.umask(old)
+    records = [*(prefix / "conda-meta").glob("*.json"), prefix / "conda-meta" / ENVLOCK_JSON]
+    assert len(records) > 20
+    assert {oct(p.stat().st_mode & 0o777) for p in records} == {"0o644"}
+    # An env of an older envlock (0600 records) gets them fixed by the next create, which changes nothing else.
+    for p in records:
+        p.chmod(0o600)
+    old = os.umask(0o022)
+    try:
+        assert create_env(req(lock_of(project), prefix, tmp_path, mirror)).action == "unchanged"
+    finally:
+        os.umask(old)
+    assert {oct(p.stat().st_mode & 0o777) for p in records} == {"0o644"}
+
+
+def test_doctor_recognises_an_envlock_env_by_its_content(project: Path, tmp_path: Path, mirror: dict[str, str]) -> None:
+    """No readable record (another user's 0600 file, or removed): envlock's hook still marks the env as envlock's."""
+    from envlock.doctor import _read_meta
+
+    prefix = tmp_path / "env"
+    create_env(req(lock_of(project), prefix, tmp_path, mirror))
+    meta, problem = _read_meta(prefix)
+    assert meta is not None and meta["platform"] == "linux-64" and problem is None
+    (prefix / "conda-meta" / ENVLOCK_JSON).unlink()
+    meta, problem = _read_meta(prefix)
+    assert meta is None and "envlock's activation hook but no record" in (problem or "")
+    proc = subprocess.run([*ENVLOCK, "doctor", "-p", str(prefix), "--json"], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    target = {f["code"]: f for f in json.loads(proc.stdout)["findings"]}["env.target"]
+    assert target["severity"] == "warning" and "envlock environment, but" in target["message"]
+    assert target["details"]["envlock_env"] is True
