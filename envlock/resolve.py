@@ -30,13 +30,13 @@ from envlock.lockfile import (
 )
 from envlock.models import KNOWN_SUBDIRS, Anchor, Candidate, LockedPackage, Plan, PlanOptions, PlatformResult
 from envlock.rules import make_plan
-from envlock.spec import EnvSpec, render_spec, validate_name
+from envlock.spec import EnvSpec, normalise_with, render_spec, validate_name
 
 #: Packages the plan itself asks for; any other dependency in a spec is the user's extra.
 PLAN_NAMES = frozenset(
     {
         "cuda-version", "cuda-nvcc", "cuda-cudart-dev", "cuda-cccl", "libcusparse-dev", "libcublas-dev",
-        "libcusolver-dev", "cudatoolkit-dev", "cudnn", "python", "pytorch", "gcc_linux-64", "gxx_linux-64",
+        "libcusolver-dev", "libcurand-dev", "cudatoolkit-dev", "cudnn", "python", "pytorch", "gcc_linux-64", "gxx_linux-64",
         "gcc_linux-aarch64", "gxx_linux-aarch64", "vs2019_win-64", "vs2022_win-64",
     }
 )  # fmt: skip
@@ -64,6 +64,7 @@ class ResolveRequest:
     glibc: str = "2.28"
     cudnn: bool = True
     extra_specs: tuple[str, ...] = ()
+    with_extras: tuple[str, ...] = ()  # --with NAME (data/extras.yaml)
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,7 @@ class ResolveResult:
                 "candidates": [{"cuda": c.cuda, "skew": c.skew} for c in pp.candidates],
                 "notes": list(cand.notes),
                 "complaints": list(cand.complaints),
+                "extras": [{"with": label, "spec": spec} for label, spec in cand.extras],
                 "files": [_rel(f, project_dir) for f in self.files if pp.platform in f.name],
             }
         return {
@@ -106,6 +108,7 @@ class ResolveResult:
             "dry_run": self.dry_run,
             "anchor": anchor_json(self.anchor),
             "rules_version": self.plan.rules_version,
+            "with": list(self.spec.with_extras),
             "platforms": platforms,
             "files": [_rel(f, project_dir) for f in self.files],
             "warnings": list(self.warnings),
@@ -204,9 +207,26 @@ def default_name(anchor: Anchor) -> str:
 # --------------------------------------------------------------------------- plan
 
 
+def plan_names(spec: EnvSpec) -> frozenset[str]:
+    """Package names the plan makes for this spec: the toolchain's and those of its `with:` extras."""
+    if not spec.with_extras:
+        return PLAN_NAMES
+    from envlock.rules import expand_extras
+    from envlock.tables import extras_tables
+
+    table = extras_tables()
+    try:
+        picked = expand_extras(spec.with_extras, table)
+    except EnvlockError:
+        return PLAN_NAMES  # make_plan reports the unknown name
+    names = {_spec_name(s) for _, e, _ in picked for specs in table.extras[e].packages.values() for s in specs}
+    return PLAN_NAMES | names
+
+
 def plan_for(spec: EnvSpec, anchor: Anchor) -> tuple[Plan, tuple[str, ...]]:
     """The plan for a spec, and the user's extra dependencies (those the plan does not make)."""
-    extras = tuple(d for d in spec.dependencies if _spec_name(d) not in PLAN_NAMES)
+    names = plan_names(spec)
+    extras = tuple(d for d in spec.dependencies if _spec_name(d) not in names)
     options = PlanOptions(
         platforms=spec.platforms,
         python=spec.python,
@@ -214,6 +234,7 @@ def plan_for(spec: EnvSpec, anchor: Anchor) -> tuple[Plan, tuple[str, ...]]:
         glibc=spec.glibc,
         with_cudnn=spec.cudnn,
         extra_specs=extras,
+        with_extras=spec.with_extras,
     )
     return make_plan(anchor, options), extras
 
@@ -221,9 +242,8 @@ def plan_for(spec: EnvSpec, anchor: Anchor) -> tuple[Plan, tuple[str, ...]]:
 def ignored_toolchain_lines(spec: EnvSpec, plan: Plan) -> tuple[str, ...]:
     """Spec dependencies on toolchain names that the plan replaces (hand edits envlock overrides)."""
     generated = {s.strip() for pp in plan.platforms for c in pp.candidates for s in c.specs}
-    return tuple(
-        d for d in spec.dependencies if _spec_name(d) in PLAN_NAMES and d.strip() not in generated
-    )
+    names = plan_names(spec)
+    return tuple(d for d in spec.dependencies if _spec_name(d) in names and d.strip() not in generated)
 
 
 def _spec_name(spec: str) -> str:
@@ -302,6 +322,7 @@ def custom_metadata(spec: EnvSpec, plan: Plan, results: Sequence[PlatformResult]
                 "attempts": [{"cuda": a, "error": e} for a, e in res.attempts],
                 "notes": list(c.notes),
                 "complaints": list(c.complaints),
+                **({"extras": [[label, spec] for label, spec in c.extras]} if c.extras else {}),
                 "packages": len(res.packages),
             },
             sort_keys=True,
@@ -417,6 +438,7 @@ def spec_from_request(req: ResolveRequest, anchor: Anchor) -> EnvSpec:
         glibc=req.glibc,
         cudnn=req.cudnn,
         dependencies=tuple(req.extra_specs),
+        with_extras=normalise_with(req.with_extras),
     )
 
 

@@ -37,12 +37,13 @@ class EnvSpec:
     glibc: str = "2.28"
     cudnn: bool = True
     dependencies: tuple[str, ...] = ()  # as written (toolchain + extras)
+    with_extras: tuple[str, ...] = ()  # `with:` / --with NAME: groups of CUDA headers (data/extras.yaml)
     anchor: dict[str, Any] = field(default_factory=dict)  # recorded anchor (cuda, cudnn, source)
     selected: dict[str, tuple[str, ...]] = field(default_factory=dict)  # dependencies per platform (selectors)
 
     def inputs(self) -> dict[str, Any]:
         """The anchor inputs, normalised (what the content hash sees of the envlock block)."""
-        return {
+        out: dict[str, Any] = {
             "torch": self.torch,
             "torch_source": self.torch_source,
             "cuda": self.cuda,
@@ -50,6 +51,9 @@ class EnvSpec:
             "glibc": self.glibc,
             "cudnn": self.cudnn,
         }
+        if self.with_extras:  # only when used: specs without `with:` keep the hash they had
+            out["with"] = list(self.with_extras)
+        return out
 
 
 def validate_name(name: str) -> str:
@@ -116,6 +120,8 @@ def render_spec(
         f"  glibc: {_q(spec.glibc)}",
         f"  cudnn: {'true' if spec.cudnn else 'false'}",
     ]
+    if spec.with_extras:
+        lines.append("  with: [" + ", ".join(_q(w) for w in spec.with_extras) + "]")
     return "\n".join(lines) + "\n"
 
 
@@ -211,6 +217,9 @@ def parse_spec(text: str, path: Path | None = None) -> EnvSpec:
     source = opt("torch_source") or "pip"
     if source not in ("pip", "conda-forge"):
         raise SpecError(f"{where}: envlock.torch_source is {source!r}", hint="use pip or conda-forge")
+    with_extras = block.get("with") or []
+    if not isinstance(with_extras, list) or not all(isinstance(w, str) and w.strip() for w in with_extras):
+        raise SpecError(f"{where}: envlock.with must be a list of names", hint="e.g. `with: [deepspeed]`")
     name = doc.get("name") or (path.stem if path else "")
     return EnvSpec(
         name=validate_name(str(name)),
@@ -223,4 +232,10 @@ def parse_spec(text: str, path: Path | None = None) -> EnvSpec:
         glibc=opt("glibc") or "2.28",
         cudnn=bool(block.get("cudnn", True)),
         dependencies=strs("dependencies", ()),
+        with_extras=normalise_with(with_extras),
     )
+
+
+def normalise_with(names: Sequence[str]) -> tuple[str, ...]:
+    """`--with`/`with:` names stripped, lower-cased and each kept once, in the order given."""
+    return tuple(dict.fromkeys(n.strip().lower() for n in names if n.strip()))

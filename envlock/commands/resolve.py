@@ -46,6 +46,10 @@ def resolve_cmd(
     timestamp: bool = typer.Option(False, "--timestamp", help="Record the creation time in the lock."),
     python_exe: Optional[str] = typer.Option(None, "--python-exe", help="Python whose torch `installed` means."),
     allow_insecure: bool = typer.Option(False, "--allow-insecure", help="Allow plain-http channels."),
+    with_: list[str] = typer.Option(
+        [], "--with", help="Add a group of CUDA headers (repeatable): curand, profiler-api, cufft, nvrtc, nvtx, "
+        "cufile, nvml, cupti, nvjitlink, npp, nvjpeg, or the bundles deepspeed, all."
+    ),
 ) -> int:
     """Anchor on torch's CUDA, plan the toolchain, solve every platform and write spec + locks."""
     from envlock.resolve import ResolveRequest, resolve
@@ -65,6 +69,7 @@ def resolve_cmd(
         timestamp=timestamp,
         python_exe=python_exe,
         allow_insecure=allow_insecure,
+        with_extras=tuple(with_),
     )
     result = resolve(req)
     if as_json:
