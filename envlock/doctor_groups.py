@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from envlock.doctor import Context
 
 FOR_CHOICES = ("deepspeed",)
+CCCL_DIRS = ("cuda/", "cub/", "thrust/", "nv/")
 
 
 @functools.cache
@@ -118,6 +119,9 @@ def check_deepspeed(ctx: Context, headers: Headers) -> list[Finding]:
         need = list(row["cuda_headers"]) + (list(HEADERS) if row.get("torch_cuda_headers") else [])
         need = list(dict.fromkeys(need))
         absent, hidden = headers.missing(need)
+        # CCCL (cuda/std/…, cub/, thrust/, nv/) is included from device code, which nvcc compiles: its own
+        # -isystem include/cccl is enough (CUDA 13 keeps CCCL there, off the host compiler's path).
+        hidden = [h for h in hidden if not h.startswith(CCCL_DIRS)]
         details: dict[str, Any] = {"headers": need, "missing": absent, "only_nvcc_sees": hidden, "source": about}
         if absent or hidden:
             by_group: dict[str, list[str]] = {}

@@ -50,8 +50,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import zstandard
-
 # 2024-01-01T00:00:00Z in ms: a fixed `timestamp` keeps repodata reproducible (and old enough that
 # `exclude_newer` filters do not hide packages by accident).
 FIXED_TIMESTAMP_MS = 1_704_067_200_000
@@ -359,10 +357,14 @@ def write_package(spec: PackageSpec, outdir: Path) -> Path:
 
 def _conda_zip(spec: PackageSpec, info: Mapping[str, bytes], payload: Mapping[str, bytes]) -> bytes:
     """The `.conda` v2 format: a stored zip of metadata.json + info-*.tar.zst + pkg-*.tar.zst."""
-    cctx = zstandard.ZstdCompressor(level=3)
+    import zstandard  # here, not at the top: the GPU machine's channel builder imports this module too
+
+    pkg = _payload_tar(payload, spec)
+    # Big payloads (a real toolkit's libraries) compress on every core; tiny test packages stay single-threaded.
+    cctx = zstandard.ZstdCompressor(level=3, threads=-1 if len(pkg) > 64 << 20 else 0)
     members = {
         "metadata.json": json.dumps({"conda_pkg_format_version": 2}).encode(),
-        f"pkg-{spec.dist_name}.tar.zst": cctx.compress(_payload_tar(payload, spec)),
+        f"pkg-{spec.dist_name}.tar.zst": cctx.compress(pkg),
         f"info-{spec.dist_name}.tar.zst": cctx.compress(_payload_tar(info, None)),
     }
     buf = io.BytesIO()
