@@ -205,3 +205,18 @@ def test_a_toolkit_dir_made_from_the_wheels_gives_an_env_that_compiles(wheels, t
     ds = {c.split(".", 2)[2]: f["severity"] for c, f in by.items() if c.startswith("deepspeed.op.")}
     assert [op for op, sev in ds.items() if sev == "warning"] == ["gds"]  # cufile.h is not in `--with deepspeed`
     assert (prefix / T / "lib" / "libcurand.so").resolve().stat().st_size > 10_000_000  # the real cuRAND
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not Path("/usr/local/cuda/bin/nvcc").exists(), reason="no system CUDA toolkit here")
+def test_the_gpu_machines_own_toolkit_gives_the_dev_set_and_deepspeeds_extras(tmp_path: Path) -> None:
+    """On the lent GPU machine (a full system CUDA 13.0): the packages the plan and `--with deepspeed` lock."""
+    root = Path(os.path.realpath("/usr/local/cuda"))
+    tk = toolkit_channel.read_toolkit(root, libs="linked")
+    specs = {s.name: s for s in cuda_repack.conda_packages(tk, libs="linked")}
+    for name in ("cuda-nvcc", "cuda-cudart-dev", "libcusparse-dev", "libcublas-dev", "libcusolver-dev", "libcurand-dev", "cuda-profiler-api"):
+        assert name in specs, (name, sorted(specs), tk.source)
+    assert any(p.endswith("/libcurand.so.10") for p in specs["libcurand"].symlinks) or any(
+        "libcurand.so.10" in p for p in specs["libcurand"].files
+    )
+    print(json.dumps({"source": tk.source, "versions": tk.versions, "unclaimed": tk.unclaimed[:50]}))
