@@ -208,7 +208,10 @@ def test_a_toolkit_dir_made_from_the_wheels_gives_an_env_that_compiles(wheels, t
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not Path("/usr/local/cuda/bin/nvcc").exists(), reason="no system CUDA toolkit here")
+@pytest.mark.skipif(
+    not Path("/usr/local/cuda/bin/nvcc").exists() or not Path("/usr/local/cuda/include/cusparse.h").exists(),
+    reason="no full system CUDA toolkit here (the GPU machine has one)",
+)
 def test_the_gpu_machines_own_toolkit_gives_the_dev_set_and_deepspeeds_extras(tmp_path: Path) -> None:
     """On the lent GPU machine (a full system CUDA 13.0): the packages the plan and `--with deepspeed` lock."""
     root = Path(os.path.realpath("/usr/local/cuda"))
