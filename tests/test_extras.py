@@ -168,6 +168,10 @@ def test_with_deepspeed_locks_curand_and_the_profiler_api_and_check_is_fresh(tmp
     assert "  with: [deepspeed]\n" in spec
     assert run(["check", "--project-dir", str(tmp_path)]) == 0
     capsys.readouterr()
+    # a hand-deleted extra line: the spec no longer asks for what the lock solved
+    (tmp_path / "environments/torch2.11.0-cu130.yml").write_text(spec.replace("  - cuda-profiler-api\n", ""))
+    assert run(["check", "--project-dir", str(tmp_path)]) == 1
+    assert "the lock solved cuda-profiler-api" in capsys.readouterr().out
     # dropping the extra from the spec makes the lock stale, and check names what changed
     (tmp_path / "environments/torch2.11.0-cu130.yml").write_text(spec.replace("  with: [deepspeed]\n", ""))
     assert run(["check", "--project-dir", str(tmp_path), "--json"]) == 1
