@@ -32,8 +32,18 @@ DS_FIX_NOTE = "DeepSpeed accepts X.Y and X.Y+PTX only; its ops need no arch-spec
 
 @functools.cache
 def arch_table() -> dict[str, dict[str, Any]]:
+    """data/gpu_arch.yaml, validated: capability X.Y -> {first, last, name}."""
+    from envlock.errors import EnvlockError
+
     doc = yaml.safe_load(resources.files("envlock").joinpath("data", "gpu_arch.yaml").read_text(encoding="utf-8"))
-    return doc["arches"]
+    arches = doc.get("arches") if isinstance(doc, dict) and doc.get("schema_version") == 1 else None
+    ok = isinstance(arches, dict) and all(
+        re.match(r"^\d+\.\d+$", str(k)) and isinstance(v, dict) and re.match(r"^\d+\.\d+$", str(v.get("first")))
+        for k, v in arches.items()
+    )
+    if not ok:
+        raise EnvlockError("envlock's package data is invalid: gpu_arch.yaml", hint="reinstall envlock")
+    return arches
 
 
 def entries(value: str) -> list[str]:

@@ -34,8 +34,14 @@ CCCL_DIRS = ("cuda/", "cub/", "thrust/", "nv/")
 @functools.cache
 def deepspeed_ops() -> dict[str, Any]:
     """data/deepspeed_ops.yaml: {deepspeed: version, ops: {name: {cuda_headers, needs, ...}}}."""
+    from envlock.errors import EnvlockError
+
     text = resources.files("envlock").joinpath("data", "deepspeed_ops.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)
+    doc = yaml.safe_load(text)
+    ops = doc.get("ops") if isinstance(doc, dict) and doc.get("schema_version") == 1 else None
+    if not isinstance(ops, dict) or not all(isinstance(r.get("cuda_headers"), list) for r in ops.values()):
+        raise EnvlockError("envlock's package data is invalid: deepspeed_ops.yaml", hint="reinstall envlock")
+    return doc
 
 
 class Headers:
@@ -71,6 +77,13 @@ def _add_hint(ctx: Context, group: str, package: str) -> str:
     from envlock.doctor import _activation_hint, _anchor
 
     torch = _anchor(ctx).get("torch")
+    meta = ctx.meta or {}
+    if meta.get("env_name") and meta.get("lock_path") and ctx.prefix is not None:
+        # the spec keeps its other `with:` entries: add this one there and re-lock (a fresh resolve would drop them)
+        return (
+            f"add {group} to `with:` in environments/{meta['env_name']}.yml, then: envlock lock && "
+            f"envlock create --lock {meta['lock_path']} -p {ctx.prefix}  (adds {package})"
+        )
     if ctx.meta is not None and torch:
         return f"envlock resolve --torch {torch} --with {group} && envlock create  (adds {package})"
     if ctx.prefix is not None:

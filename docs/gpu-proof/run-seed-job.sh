@@ -49,7 +49,15 @@ export PYTHONPATH="$REPO:$site${PYTHONPATH:+:$PYTHONPATH}"
 exec > >(tee -a "$out/$phase.log") 2>&1
 
 log() { echo "== $(date -u +%T) $*" | tee -a "$work/log.txt"; }
-run() { printf '%s\n' "$*" >> "$work/commands.txt"; "$@"; }  # every command behind the records, recorded
+left() { echo $(( deadline - $(date +%s) )); }
+# run CMD...: every command behind the records is recorded, and none outlives the phase's budget (the records
+# are written at the end, whatever ran or not)
+run() {
+  printf '%s\n' "$*" >> "$work/commands.txt"
+  local l; l=$(left)
+  if [ "$l" -lt 20 ]; then log "skipped, the phase's budget is used up: $*"; return 124; fi
+  timeout --kill-after=10 "$l" "$@"
+}
 envlock() { "$py" -m envlock "$@"; }
 took() { local ms=$(( ($(date +%s%N) - $2) / 1000000 )); printf '%s %d.%03d\n' "$1" $((ms / 1000)) $((ms % 1000)) >> "$work/timings.txt"; }
 # seed_json NAME CMD...: run, keep the helper's SEED_JSON line as $work/NAME.json, time it
@@ -135,9 +143,9 @@ make_env() {
     only=(--python "$pyver")
   fi
   rm -rf "$prefix"
-  timed resolve envlock resolve --torch "${SEED_TORCH:-installed}" --python-exe "$py" "${only[@]}" --with deepspeed \
+  timed resolve "$py" -m envlock resolve --torch "${SEED_TORCH:-installed}" --python-exe "$py" "${only[@]}" --with deepspeed \
     --channel "file://$channel" --project-dir "$proj" --name seed || return 1
-  timed create envlock create --lock "$proj/locks/seed/conda-lock.yml" -p "$prefix" -q || return 1
+  timed create "$py" -m envlock create --lock "$proj/locks/seed/conda-lock.yml" -p "$prefix" -q || return 1
   grep -E '^- name: |^  version: ' "$proj/locks/seed/conda-lock.yml" | paste - - | sed 's/- name: //; s/  version: / /' > "$work/lock-summary.txt"
   touch "$work/env.done"
 }
@@ -194,7 +202,10 @@ case "$phase" in
   env) phase_env || rc=1 ;;
   ops-system) phase_ops_system || rc=1 ;;
   ops-env) phase_ops_env || rc=1 ;;
-  all) phase_env || rc=1; deadline=$(( $(date +%s) + 900 )); phase_ops_system || rc=1; deadline=$(( $(date +%s) + 900 )); phase_ops_env || rc=1 ;;
+  all)  # no per-command limit: each part gets its own budget
+    for part in phase_env phase_ops_system phase_ops_env; do
+      deadline=$(( $(date +%s) + ${SEED_PHASE_BUDGET_S:-900} )); $part || rc=1
+    done ;;
   restore) restore_toolkit ;;
   *) echo "usage: $0 env|ops-system|ops-env|all|restore|merge A B OUT" >&2; exit 2 ;;
 esac
