@@ -6,14 +6,16 @@
 #                                               # machine's toolkit; envlock resolve + create; toolkit moved away;
 #                                               # in the env: doctor --compile, FusedAdam + one step, load_inline;
 #                                               # then the env without libcusparse-dev (the seed failure, predicted)
-#   docs/gpu-proof/run-seed-job.sh ops-system   # ~5 min: every DeepSpeed JIT op against the full system toolkit
+#   docs/gpu-proof/run-seed-job.sh ops-system   # ~6 min: the gpu-marked tests, then every DeepSpeed JIT op
+#                                               # against the full system toolkit
 #   docs/gpu-proof/run-seed-job.sh ops-env      # ~7 min: every op in the envlock env (--with deepspeed), toolkit away
 #   docs/gpu-proof/run-seed-job.sh all          # the three in one go (a machine without a per-command limit)
 #   docs/gpu-proof/run-seed-job.sh restore      # put a toolkit back that a killed phase left moved away
 #   docs/gpu-proof/run-seed-job.sh merge OPS-SYSTEM.json OPS-ENV.json OUT.json   # anywhere: the ops table
 #
 # Records go to ${OUT:-./gpu-proof-out}: <date>-deepspeed-fusedadam.json, <date>-deepspeed-runtime-only.json
-# (env), ops-system.json / ops-env.json (+ <date>-deepspeed-ops.json when both are there), <phase>.log.
+# (env), gpu-tests.txt + ops-system.json / ops-env.json (+ <date>-deepspeed-ops.json when both are there),
+# <phase>.log and <phase>-steps.txt.
 # Carried in .whl/ (no network there): py-rattler 0.28.0, zstandard, platformdirs (envlock and the channel
 # builder), hjson, pydantic, pydantic-core, annotated-types, typing-inspection and the deepspeed-0.19.8 sdist.
 # Every phase sets itself up (a fresh machine is bare); one that finds its work in $SEED_WORK skips it.
@@ -181,6 +183,8 @@ seed_json_doctor() {
 
 phase_ops_system() {
   setup || return 1
+  log "the gpu-marked tests (doctor's GPU-target checks; the channel builder on this toolkit): ~30 s"
+  timed gpu-tests "$py" -m pytest -q -s -p no:cacheprovider -m gpu tests/test_doctor_gpu.py tests/test_toolkit_channel.py > "$out/gpu-tests.txt" 2>&1
   log "every DeepSpeed op against the system toolkit ($toolkit)"
   seed_json sweep-system "$py" "$helper" sweep "$out/ops-system.json" --parallel "${SEED_PARALLEL:-4}" --budget "$(sweep_budget)" ${SEED_OPS:+--ops "$SEED_OPS"}
 }
