@@ -35,6 +35,7 @@ def test_first_error_finds_the_seed_failure_in_the_real_h200_build_log(seed) -> 
     line = seed.first_error(ext["details"]["error"])
     assert "fatal error: cusparse.h: No such file or directory" in line
     assert seed.first_error("all good\nnothing failed") == "nothing failed"
+    assert seed.missing_headers(ext["details"]["error"]) == ["cusparse.h"]
 
 
 def test_the_ops_table_names_what_built_on_the_system_but_not_in_the_env(seed) -> None:

@@ -112,9 +112,14 @@ def fusedadam() -> dict:
         doc.update(ok=moved > 0.05, step_moved_params_by=round(moved, 4), device=torch.cuda.get_device_name(0))
     except Exception as exc:  # noqa: BLE001 - the build error is the result
         text = f"{type(exc).__name__}: {exc}"
-        doc.update(error=first_error(text), error_text=text[-4000:])
+        doc.update(error=first_error(text), missing_headers=missing_headers(text), error_text=text[-4000:])
     doc["seconds"] = round(time.monotonic() - start, 1)
     return doc
+
+
+def missing_headers(text: str) -> list[str]:
+    """Every `fatal error: X: No such file or directory` header of a build log, once each, in order."""
+    return list(dict.fromkeys(re.findall(r"fatal error: ([\w./+-]+): No such file or directory", text)))
 
 
 def build_op(name: str) -> dict:
@@ -127,7 +132,7 @@ def build_op(name: str) -> dict:
         doc["ok"] = True
     except Exception as exc:  # noqa: BLE001
         text = f"{type(exc).__name__}: {exc}"
-        doc.update(error=first_error(text), error_text=text[-2500:])
+        doc.update(error=first_error(text), missing_headers=missing_headers(text), error_text=text[-2500:])
     doc["seconds"] = round(time.monotonic() - start, 1)
     return doc
 
@@ -164,7 +169,7 @@ def sweep(out: Path, parallel: int, budget: float, only: list[str] | None) -> di
     start = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(parallel) as pool:
         for got in pool.map(one, ops):
-            results[got["op"]] = {k: got.get(k) for k in ("ok", "seconds", "error")}
+            results[got["op"]] = {k: got.get(k) for k in ("ok", "seconds", "error", "missing_headers") if k in got}
             doc["wall_seconds"] = round(time.monotonic() - start, 1)
             out.write_text(json.dumps(doc, indent=1))
     return doc
@@ -265,7 +270,9 @@ def record_runtime_only(work: Path) -> dict:
         "build_ok": build.get("ok"),
         "build_seconds": build.get("seconds"),
         "build_error": build.get("error"),
-        "build_fails_on_cusparse_h": "cusparse.h: No such file or directory" in text,
+        "build_missing_headers": build.get("missing_headers"),
+        "build_fails_on_cusparse_h": "cusparse.h" in (build.get("missing_headers") or [])
+        or "cusparse.h: No such file or directory" in text,
         "build_error_text": text[-2500:],
         "system_cuda_hidden": bool(_load(work / "hidden.json").get("hidden")),
         "commands": (work / "commands.txt").read_text().splitlines() if (work / "commands.txt").exists() else [],
