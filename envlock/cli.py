@@ -15,6 +15,7 @@ import typer
 from envlock import __version__
 from envlock.commands import create as _create
 from envlock.commands import doctor as _doctor
+from envlock.commands import export as _export
 from envlock.commands import lifecycle as _lifecycle
 from envlock.commands import resolve as _resolve
 from envlock.errors import EnvlockError, Interrupted
@@ -42,7 +43,7 @@ def _root(
     """envlock: torch → CUDA anchor → skew-ruled toolchain → per-platform locks."""
 
 
-for _module in (_resolve, _create, _doctor, _lifecycle):
+for _module in (_resolve, _create, _doctor, _lifecycle, _export):
     _module.register(app)
 
 

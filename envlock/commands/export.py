@@ -1,0 +1,54 @@
+"""`envlock export dockerfile` (adapter: options → one call in envlock.export.service → render)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+export_app = typer.Typer(help="Export a lock to other tools' formats.", no_args_is_help=True)
+
+
+@export_app.command("dockerfile")
+def dockerfile_cmd(
+    name: Optional[str] = typer.Argument(None, help="Lock name: locks/NAME/conda-lock.yml (default: the only lock)."),
+    lock: Optional[Path] = typer.Option(None, "--lock", help="A conda-lock.yml or @EXPLICIT file."),
+    platform: Optional[str] = typer.Option(
+        None, "--platform", help="linux-64 or linux-aarch64 (default: the lock's only linux platform, else this machine's)."
+    ),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Dockerfile to write (default: ./Dockerfile; - for stdout)."),
+    force: bool = typer.Option(False, "--force", help="Replace existing output files."),
+    base: Optional[str] = typer.Option(None, "--base", help="Build-stage image (python with pip), IMAGE@sha256:DIGEST."),
+    runtime_base: Optional[str] = typer.Option(
+        None, "--runtime-base", help="Final-stage image (glibc, /bin/sh), IMAGE@sha256:DIGEST."
+    ),
+    with_devcontainer: bool = typer.Option(
+        False, "--devcontainer", help="Also write .devcontainer/devcontainer.json beside the Dockerfile."
+    ),
+    project_dir: Path = typer.Option(Path("."), "--project-dir", help="Project directory: holds locks/ and is the build context."),
+) -> int:
+    """A multi-stage Dockerfile that installs the lock into /opt/env, activated by ENV, checked at build time."""
+    from envlock.export.service import STDOUT, ExportRequest, export_dockerfile, warn
+
+    out = STDOUT if output is not None and str(output) == "-" else output
+    result = export_dockerfile(ExportRequest(
+        project_dir=project_dir, name=name, lock=lock, platform=platform, output=out, force=force,
+        base=base, runtime_base=runtime_base, devcontainer=with_devcontainer,
+    ))
+    warn(result.warnings)
+    if not result.written:
+        sys.stdout.write(result.text)
+        return 0
+    for path in result.written:
+        sys.stderr.write(f"wrote {path}\n")
+    sys.stderr.write(f"{result.platform} image of {result.lock}"
+                     f"{' with its PyPI part' if result.requirements else ''}; build it with:\n"
+                     f"  {result.build_command}\n")
+    return 0
+
+
+def register(app: typer.Typer) -> None:
+    """Add `envlock export …` to the app."""
+    app.add_typer(export_app, name="export")
