@@ -343,6 +343,10 @@ def describe_changes(
         before, after = set(old.get("extras") or ()), set(new.get("extras") or ())
         moved = [f"+{d}" for d in sorted(after - before)] + [f"-{d}" for d in sorted(before - after)]
         out.append(Change("spec", "spec dependencies: " + ", ".join(moved), platform))
+    if old.get("pip") != new.get("pip"):
+        before, after = set(old.get("pip") or ()), set(new.get("pip") or ())
+        moved = [f"+{d}" for d in sorted(after - before)] + [f"-{d}" for d in sorted(before - after)]
+        out.append(Change("spec", "spec `- pip:` requirements: " + ", ".join(moved), platform))
     if old.get("anchor") != new.get("anchor"):
         a, b = old.get("anchor") or {}, new.get("anchor") or {}
         why = "" if any(c.kind == "spec" for c in out) else " (envlock's torch table changed)"

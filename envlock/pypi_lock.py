@@ -51,6 +51,7 @@ def compile_request(
         offline=offline,
         preferences=dict(pypi_locked or {}),
         upgrade=tuple(upgrade),
+        exempt=("torch",) if "+" in spec.torch and spec.torch_source == "pip" else (),
     )
     return request, ignored
 

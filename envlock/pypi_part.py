@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from envlock.errors import AnchorError, ChannelError, EnvCreateError, SolveError, SpecError
 from envlock.lockfile import strip_credentials
@@ -61,6 +62,9 @@ class CompileRequest:
     cache_dir: Path | None = None
     preferences: Mapping[str, Sequence[PypiPackage]] = field(default_factory=dict)  # `envlock update`
     upgrade: tuple[str, ...] = ()
+    # Exactly pinned packages the cutoff does not apply to: the PyTorch wheel index serves no upload
+    # dates (PEP 700), and uv drops an undated file whenever a cutoff applies to its package.
+    exempt: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -200,6 +204,8 @@ def _base_args(uv: str, req: CompileRequest, platform: str) -> list[str]:
         args += ["--extra-index-url", extra.url]
     if req.exclude_newer:
         args += ["--exclude-newer", req.exclude_newer]
+        for name in req.exempt:
+            args += ["--exclude-newer-package", f"{name}=false"]
     if req.offline:
         args.append("--offline")
     for name in sorted(set(req.no_emit.get(platform, ()))):
@@ -302,7 +308,7 @@ def _choose_wheels(
         for wheel in e.get("wheels") or ():
             url = str(wheel.get("url") or wheel.get("path") or "")
             sha = (wheel.get("hashes") or {}).get("sha256")
-            rank = _wheel_rank(url.rsplit("/", 1)[-1], ranks)
+            rank = _wheel_rank(unquote(url.rsplit("/", 1)[-1]), ranks)
             if sha and rank is not None and (best is None or (rank, url) < best[0]):
                 best = ((rank, url), url, sha)
         if best is None:

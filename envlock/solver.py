@@ -165,7 +165,10 @@ class RattlerSolver:
         if not names:
             return []
         res = await self._gateway_for().query(chans, [platform, "noarch"], list(names), recursive=False)
-        found = {r.name.normalized for recs in res for r in recs}
+        cutoff = _cutoff(self.options.exclude_newer)
+        found = {
+            r.name.normalized for recs in res for r in recs if cutoff is None or r.timestamp is None or r.timestamp <= cutoff
+        }
         return [n for n in names if n in found]
 
     async def _solve_candidate(
