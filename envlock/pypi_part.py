@@ -370,10 +370,11 @@ def _uv_error(stderr: str, platform: str, req: CompileRequest) -> Exception:
     network = ("Failed to fetch", "error sending request", "Could not connect", "dns error", "Connection refused",
                "Request failed after", "tcp connect error", "timed out", "Failed to read")
     if any(n in text for n in network) and "No solution found" not in text:
-        where = strip_credentials(req.index.canonical)
+        where = ", ".join(strip_credentials(i.canonical) for i in (*req.extra_indexes, req.index))
         return ChannelError(
             f"cannot reach the package index for the PyPI part of {platform}: {first}",
-            hint=f"check the network and the index ({where}, from your pip configuration), or --offline with a warm cache",
+            hint=f"check the network and the indexes ({where}; from your pip configuration and the torch label), "
+            "or --mirror URL=MIRROR, or --offline with a warm cache",
         )
     if "No solution found" in text or cause:
         return SolveError(

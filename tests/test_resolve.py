@@ -31,7 +31,8 @@ def files_under(root: Path) -> list[Path]:
 
 
 def test_three_platforms_exact_minor_files_and_json(tmp_path, capsys, cf) -> None:
-    args = ["--torch", "2.3.0", "--platform", "linux-64", "--platform", "linux-aarch64", "--platform", "win-64", "--mirror", cf]
+    args = ["--torch", "2.3.0", "--platform", "linux-64", "--platform", "linux-aarch64", "--platform", "win-64", "--mirror", cf,
+            "--toolchain-only"]  # win-64's default-index torch is a CPU build: tests/test_pypi_part.py
     code, doc = resolve(tmp_path, capsys, *args)
     assert code == 0, doc
     assert doc["name"] == "torch2.3.0-cu121"
@@ -142,7 +143,8 @@ def test_torch_from_conda_forge_pins_pytorch_built_for_the_cuda(tmp_path, capsys
 
 def test_cuda_11_8_comes_from_the_nvidia_label(tmp_path, capsys, cf, nvidia_label_channel) -> None:
     label = f"nvidia/label/cuda-11.8.0={nvidia_label_channel.as_uri()}"
-    code, doc = resolve(tmp_path, capsys, "--torch", "2.3.0+cu118", "--platform", "linux-64", "--mirror", cf, "--mirror", label)
+    code, doc = resolve(tmp_path, capsys, "--torch", "2.3.0+cu118", "--platform", "linux-64", "--mirror", cf, "--mirror", label,
+                        "--toolchain-only")
     assert code == 0, doc
     assert doc["anchor"]["cuda"] == "11.8" and doc["anchor"]["source"] == "local-label"
     p = doc["platforms"]["linux-64"]
@@ -177,7 +179,11 @@ def test_json_schema_is_stable(tmp_path, capsys, cf) -> None:
     assert code == 0
     assert {"torch", "cuda", "cudnn", "source"} <= set(doc["anchor"])
     assert JSON_KEYS <= set(doc["platforms"]["linux-64"])
-    assert doc["platforms"]["linux-64"]["files"] == ["locks/torch2.3.0-cu121/conda-linux-64.lock"]
+    assert doc["platforms"]["linux-64"]["files"] == [
+        "locks/torch2.3.0-cu121/conda-linux-64.lock", "locks/torch2.3.0-cu121/requirements-linux-64.txt"
+    ]
+    assert {w["name"] for w in doc["platforms"]["linux-64"]["pypi"]} >= {"torch", "ninja"}
+    assert doc["toolchain_only"] is False and doc["exclude_newer"].endswith("Z")
     assert "locks/torch2.3.0-cu121/conda-lock.yml" in doc["files"]
     assert doc["envlock_result_version"] == 1
 

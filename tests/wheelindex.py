@@ -152,17 +152,19 @@ def _torch(version: str, py: str, plat: str, cuda: str | None, requires: Sequenc
 
 
 def _cuda_wheels(runtime: str, version: str, cudnn: str | None, cu: str) -> list[Wheel]:
-    plats = "manylinux2014_x86_64.manylinux_2_17_x86_64"
     out = []
-    if runtime == "cuda-toolkit":  # 2.11+: the metapackage whose cudart extra pins the unsuffixed runtime
-        rt = f"{version.split('.')[0]}.{version.split('.')[1]}.96"
+    for arch in ("x86_64", "aarch64"):
+        plats = f"manylinux2014_{arch}.manylinux_2_17_{arch}"
+        if runtime == "cuda-toolkit":  # 2.11+: the metapackage whose cudart extra pins the unsuffixed runtime
+            rt = f"{version.split('.')[0]}.{version.split('.')[1]}.96"
+            out.append(build_wheel("nvidia-cuda-runtime", rt, f"py3-none-{plats}"))
+        else:
+            out.append(build_wheel(runtime, version, f"py3-none-{plats}"))
+        if cudnn:
+            out.append(build_wheel(f"nvidia-cudnn-{cu}", cudnn, f"py3-none-{plats}"))
+    if runtime == "cuda-toolkit":
         out.append(build_wheel("cuda-toolkit", version, "py3-none-any",
                                requires=[f'nvidia-cuda-runtime=={rt}; extra == "cudart"']))
-        out.append(build_wheel("nvidia-cuda-runtime", rt, f"py3-none-{plats}"))
-    else:
-        out.append(build_wheel(runtime, version, f"py3-none-{plats}"))
-    if cudnn:
-        out.append(build_wheel(f"nvidia-cudnn-{cu}", cudnn, f"py3-none-{plats}"))
     return out
 
 
@@ -251,7 +253,7 @@ class WheelIndex:
             return [p for p in self.requests if p.endswith(".whl")]
 
     def start(self) -> WheelIndex:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server = _Server(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
@@ -270,6 +272,11 @@ class WheelIndex:
                 if w.filename == filename:
                     return w
         return None
+
+
+class _Server(ThreadingHTTPServer):
+    # uv opens many connections at once; the default backlog of 5 drops SYNs (and uv's retries time out).
+    request_queue_size = 256
 
 
 def _norm(name: str) -> str:
