@@ -66,6 +66,7 @@ class ResolveRequest:
     extra_specs: tuple[str, ...] = ()
     toolchain_only: bool = False  # no python, no PyPI part (beside a torch installed elsewhere)
     pip: tuple[str, ...] = ()  # the user's PyPI requirements (`--pip`)
+    exclude_newer: str | None = None  # the resolution cutoff (default: the existing spec's, else now)
 
 
 @dataclass(frozen=True)
@@ -466,8 +467,14 @@ def spec_from_request(req: ResolveRequest, anchor: Anchor) -> EnvSpec:
         pip=tuple(req.pip),
         toolchain_only=req.toolchain_only,
         # Same spec again: same cutoff (what makes a re-resolve byte-identical); a new spec: now.
-        exclude_newer=existing_cutoff(req.project_dir, name),
+        exclude_newer=_given_cutoff(req.exclude_newer) or existing_cutoff(req.project_dir, name),
     )
+
+
+def _given_cutoff(text: str | None) -> str | None:
+    from envlock.spec import _cutoff
+
+    return _cutoff(text, "--exclude-newer") if text else None
 
 
 def existing_cutoff(project_dir: Path, name: str) -> str | None:

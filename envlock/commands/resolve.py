@@ -50,6 +50,9 @@ def resolve_cmd(
         False, "--toolchain-only", help="Only the conda toolchain: no python, no torch (beside a torch you have)."
     ),
     pip: list[str] = typer.Option([], "--pip", help="A PyPI requirement for the env's `- pip:` list (repeatable)."),
+    exclude_newer: Optional[str] = typer.Option(
+        None, "--exclude-newer", help="Resolution cutoff (ISO UTC; default: the spec's, else now)."
+    ),
 ) -> int:
     """Anchor on torch's CUDA, plan the toolchain, solve every platform and write spec + locks."""
     from envlock.resolve import ResolveRequest, resolve
@@ -71,6 +74,7 @@ def resolve_cmd(
         allow_insecure=allow_insecure,
         toolchain_only=toolchain_only,
         pip=tuple(pip),
+        exclude_newer=exclude_newer,
     )
     result = resolve(req)
     if as_json:
