@@ -96,10 +96,11 @@ def test_http_channel_and_mirror_give_the_same_lock(tmp_path, capsys, cf, channe
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     b.mkdir()
-    assert resolve(a, capsys, "--torch", "2.3.0", "--platform", "linux-64", "--mirror", cf)[0] == 0
+    cutoff = ("--exclude-newer", "2026-01-01T00:00:00Z")  # two new specs: one cutoff
+    assert resolve(a, capsys, "--torch", "2.3.0", "--platform", "linux-64", "--mirror", cf, *cutoff)[0] == 0
     http = f"conda-forge={channel_server.channel_url('conda-forge')}"
     before = channel_server.count()
-    assert resolve(b, capsys, "--torch", "2.3.0", "--platform", "linux-64", "--mirror", http)[0] == 0
+    assert resolve(b, capsys, "--torch", "2.3.0", "--platform", "linux-64", "--mirror", http, *cutoff)[0] == 0
     assert channel_server.count() > before  # really fetched over http
     for rel in ("locks/torch2.3.0-cu121/conda-lock.yml", "locks/torch2.3.0-cu121/conda-linux-64.lock", "environments/torch2.3.0-cu121.yml"):
         assert (a / rel).read_bytes() == (b / rel).read_bytes()
