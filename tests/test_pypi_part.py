@@ -295,3 +295,30 @@ def test_a_failed_pypi_install_rolls_back_with_the_conda_part(tmp_path: Path, te
     err = capsys.readouterr().err
     assert "installing the PyPI part" in err and "error:" in err and "Traceback" not in err
     assert not prefix.exists()
+
+
+def test_toolchain_only_beside_an_installed_torch_runs_the_users_python(tmp_path: Path, test_channel_url: str,
+                                                                          own_cache: Path) -> None:
+    """--torch installed --python-exe PY anchors on that python's torch; the env has no python to shadow it."""
+    site = tmp_path / "user-site" / "torch"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text('__version__ = "2.7.1+cu126"\nfrom torch import version\n')
+    (site / "version.py").write_text('__version__ = "2.7.1+cu126"\ncuda = "12.6"\n')
+    user_python = tmp_path / "user-python"
+    user_python.write_text(f'#!/bin/sh\nPYTHONPATH={site.parent} exec {sys.executable} "$@"\n')
+    user_python.chmod(0o755)
+    code, doc = _resolve(tmp_path / "p", test_channel_url, "--torch", "installed", "--python-exe", str(user_python),
+                         "--platform", "linux-64", "--toolchain-only")
+    assert code == 0, doc
+    assert doc["anchor"]["source"] == "installed" and doc["anchor"]["cuda"] == "12.6"
+    lock = tmp_path / "p" / "locks" / NAME / "conda-lock.yml"
+    prefix = tmp_path / "env"
+    assert run(["create", "--lock", str(lock), "-p", str(prefix), "--platform", "linux-64", "--frozen", "-q",
+                "--mirror", f"conda-forge={test_channel_url}"]) == 0
+    assert not (prefix / "bin" / "python").exists() and (prefix / "bin" / "nvcc").exists()
+    env = {**os.environ, "PATH": f"{user_python.parent}{os.pathsep}{os.environ['PATH']}"}
+    (user_python.parent / "python").symlink_to(user_python)
+    done = subprocess.run([*ENVLOCK, "run", "-p", str(prefix), "--", "python", "-c",
+                           "import os, torch; print(torch.version.cuda, os.environ['CUDA_HOME'])"],
+                          capture_output=True, text=True, env=env)
+    assert done.stdout.split() == ["12.6", str(prefix)], done.stderr
