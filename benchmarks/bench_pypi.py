@@ -72,7 +72,7 @@ def main() -> int:
     ap.add_argument("--index", choices=("loopback", "configured"), default="loopback")
     args = ap.parse_args()
 
-    from envlock import pypi_part
+    from envlock import pypi_install, pypi_part
     from envlock.pypi import configured_index_url
 
     work = Path(tempfile.mkdtemp(prefix="envlock-bench-pypi-"))
@@ -98,12 +98,12 @@ def main() -> int:
     ireq = pypi_part.CompileRequest(requirements=reqs, python="3.11", platforms=("linux-64",), glibc="2.28",
                                     index=pypi_part.Index(idx.url, idx.url), exclude_newer=CUTOFF)
     wheels = pypi_part.compile_part(ireq).packages["linux-64"]
-    paths, _ = pypi_part.fetch_wheels(wheels, cache, offline=False)
+    paths, _ = pypi_install.fetch_wheels(wheels, cache, offline=False)
 
     def envlock_install() -> None:
         prefix = Path(tempfile.mkdtemp(dir=work))
-        paths2, _ = pypi_part.fetch_wheels(wheels, cache, offline=True)
-        pypi_part.install_wheels(prefix, paths2, platform="linux-64", python="3.11", glibc="2.28", cache=cache)
+        paths2, _ = pypi_install.fetch_wheels(wheels, cache, offline=True)
+        pypi_install.install_wheels(prefix, paths2, platform="linux-64", python="3.11", glibc="2.28", cache=cache)
 
     def bare_install() -> None:
         target = Path(tempfile.mkdtemp(dir=work)) / "lib" / "python3.11" / "site-packages"
@@ -126,7 +126,7 @@ def main() -> int:
     shutil.rmtree(work, ignore_errors=True)
     print(f"index: {args.index} ({'torch 2.7.1, ' + str(len(wheels)) + ' wheels'}), {args.runs} paired runs, "
           f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
-    print(f"| what | envlock (median) | bare uv (median) | paired ratio (median) | target |")
+    print("| what | envlock (median) | bare uv (median) | paired ratio (median) | target |")
     print("| --- | --- | --- | --- | --- |")
     for label, x, y, r, t in rows:
         print(f"| {label} | {x * 1000:.0f} ms | {y * 1000:.0f} ms | {r:.2f}× | ≤ {t}× {'met' if r <= t else 'MISSED'} |")

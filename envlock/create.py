@@ -679,7 +679,7 @@ def _install(req: CreateRequest, lock: LockFile, packages: Sequence[LockedPackag
     try:
         link(records, req.prefix, req.platform, cache, progress)
         if wheel_paths:  # after the conda part (its python), rolled back with it
-            from envlock.pypi_part import install_wheels
+            from envlock.pypi_install import install_wheels
 
             progress.start("pypi", 1)
             install_wheels(req.prefix, wheel_paths, platform=req.platform, python=python,
@@ -727,7 +727,7 @@ def _fetch_pypi_part(wheels: Sequence[Any], req: CreateRequest, cache_root: Path
                      progress: Progress) -> list[Path]:
     if not wheels:
         return []
-    from envlock.pypi_part import fetch_wheels
+    from envlock.pypi_install import fetch_wheels
 
     progress.start("wheels", len(wheels))
     paths, _ = fetch_wheels(wheels, cache_root, offline=req.offline, mirrors=req.mirrors, jobs=req.jobs)

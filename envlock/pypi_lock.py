@@ -36,13 +36,12 @@ def compile_request(
 ) -> tuple[Any, tuple[str, ...]]:
     """The uv compile request of a spec, and the lines of its `- pip:` list that envlock replaces."""
     from envlock import pypi_part
-    from envlock.resolve import default_python
 
     requirements, _, ignored = pypi_part.pip_requirements(spec.pip, spec.torch, spec.torch_source)
     index, extras = pypi_part.spec_indexes(spec.torch, spec.torch_source, mirrors)
     request = pypi_part.CompileRequest(
         requirements=requirements,
-        python=spec.python or default_python(anchor.torch),
+        python=spec.python or "3.11",  # lock_spec sets a full environment's python before it gets here
         platforms=spec.platforms,
         glibc=spec.glibc,
         index=index,

@@ -578,6 +578,8 @@ def lock_spec(
     spec = replace(spec, anchor={"cuda": anchor.cuda, "cudnn": anchor.cudnn, "source": anchor.source})
     if spec.exclude_newer is None and not dry_run:
         spec = replace(spec, exclude_newer=now_cutoff())  # the first resolve of a spec fixes its cutoff
+    if not spec.toolchain_only and not spec.python:
+        spec = replace(spec, python=default_python(anchor.torch))  # the PyPI part installs into that python
     plan, extras = plan_for(spec, anchor)
     warnings = anchor_warnings(spec, anchor) + tuple(
         f"spec line {line!r} is replaced by the plan: toolchain packages follow the `envlock:` block "
