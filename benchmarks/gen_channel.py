@@ -144,7 +144,8 @@ CUDA_126_LINUX64 = (
     "cuda-nvcc_linux-64-12.6.85-h04802cd_0", "cuda-nvcc-12.6.85-hcdd1206_0", "cuda-nvrtc-12.6.85-hbd13f7d_0",
     "libcublas-12.6.4.1-h5888daf_1", "libcublas-dev-12.6.4.1-h5888daf_1", "libcusparse-12.5.4.2-hbd13f7d_0",
     "libcusparse-dev-12.5.4.2-h5888daf_0", "libcusolver-11.7.1.2-h5888daf_1",
-    "libcusolver-dev-11.7.1.2-h5888daf_1", "cudnn-9.7.1.26-h969bcc4_0",
+    "libcusolver-dev-11.7.1.2-h5888daf_1", "libcurand-10.3.7.77-hbd13f7d_0", "libcurand-dev-10.3.7.77-h5888daf_0",
+    "cudnn-9.7.1.26-h969bcc4_0",
 )
 # Depends that exist only on Linux (dropped when porting to win-64) and the per-platform extras that
 # the target's own records carry (kept from the target's template record).

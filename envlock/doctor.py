@@ -75,6 +75,7 @@ class DoctorOptions:
     environ: Mapping[str, str] | None = None  # default: os.environ
     proc_driver_version: Path = Path("/proc/driver/nvidia/version")
     timeout_s: float = 900.0
+    for_: tuple[str, ...] = ()  # `--for deepspeed`: the ops it would build (envlock.doctor_groups)
 
 
 @dataclass(slots=True)
@@ -1329,6 +1330,9 @@ def run_doctor(options: DoctorOptions) -> list[Finding]:
         *check_driver(ctx),
         check_ld_library_path(ctx),
     ]
+    from envlock import doctor_gpu, doctor_groups  # header groups, --for, GPU targets: modules of their own
+
+    findings += doctor_groups.checks(ctx, options.for_) + doctor_gpu.checks(ctx, deepspeed="deepspeed" in options.for_)
     if options.compile:
         findings += [check_compile_nvcc(ctx), check_compile_torch(ctx)]
     return findings
@@ -1340,7 +1344,7 @@ def exit_code(findings: Sequence[Finding]) -> int:
 
 
 def summary(findings: Sequence[Finding]) -> dict[str, int]:
-    counts: dict[str, int] = {"ok": 0, "warning": 0, "error": 0}
+    counts: dict[str, int] = {"ok": 0, "info": 0, "warning": 0, "error": 0}
     for f in findings:
         counts[f.severity] += 1
     return counts

@@ -86,6 +86,19 @@ def site_dirs_with_nvidia(first: str | None) -> list:
     return seen
 
 
+def deepspeed_version():
+    """DeepSpeed's installed version without importing it (None when absent)."""
+    import importlib.metadata
+    import importlib.util
+
+    try:
+        if importlib.util.find_spec("deepspeed") is None:
+            return None
+        return importlib.metadata.version("deepspeed")
+    except Exception:  # found but without metadata (a source checkout on sys.path)
+        return "unknown"
+
+
 def probe_torch() -> dict:
     """What torch is here (if any), where its bundled CUDA libraries are, and which ones import loaded."""
     doc: dict = {"python": sys.executable, "python_version": sys.version.split()[0]}
@@ -105,10 +118,13 @@ def probe_torch() -> dict:
             doc["torch"]["cuda_available"] = available
             if available:
                 doc["torch"]["device"] = torch.cuda.get_device_name(0)
+                doc["torch"]["capability"] = list(torch.cuda.get_device_capability(0))
+                doc["torch"]["arch_list"] = list(torch.cuda.get_arch_list())
         except Exception as exc:  # a broken driver must not hide the rest of the probe
             doc["torch"]["cuda_error"] = f"{type(exc).__name__}: {exc}"
     except Exception as exc:  # ImportError, or an OSError/undefined symbol from a shadowed CUDA library
         doc["torch_error"] = f"{type(exc).__name__}: {exc}"
+    doc["deepspeed"] = deepspeed_version()
     doc["loaded"] = loaded_libs()
     doc["nvidia_libs"] = bundled_nvidia_libs(site_dirs_with_nvidia(site))
     return doc

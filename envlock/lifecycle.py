@@ -555,15 +555,16 @@ def compare(spec: EnvSpec, lock: LockMeta) -> list[Change]:
 
 def solved_spec_changes(spec: EnvSpec, lock: LockMeta) -> list[Change]:
     """The spec's toolchain lines against what the lock solved (a spec must ask for what its lock holds)."""
-    from envlock.resolve import PLAN_NAMES, _spec_name
+    from envlock.resolve import _spec_name, plan_names
 
+    names = plan_names(spec)  # the toolchain's and the `with:` extras' packages
     out = []
     for platform in spec.platforms:
         plan = lock.meta_json(f"plan.{platform}")
         if platform not in spec.selected or not isinstance(plan, dict) or not isinstance(plan.get("specs"), list):
             continue
-        wrote = sorted(d for d in spec.selected[platform] if _spec_name(d) in PLAN_NAMES)
-        solved = sorted(str(d) for d in plan["specs"] if _spec_name(str(d)) in PLAN_NAMES)
+        wrote = sorted(d for d in spec.selected[platform] if _spec_name(d) in names)
+        solved = sorted(str(d) for d in plan["specs"] if _spec_name(str(d)) in names)
         if wrote != solved:
             extra, missing = sorted(set(wrote) - set(solved)), sorted(set(solved) - set(wrote))
             what = "; ".join(x for x in (f"the spec asks for {', '.join(extra)}" if extra else "",

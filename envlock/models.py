@@ -18,7 +18,7 @@ KNOWN_SUBDIRS: tuple[str, ...] = (
 )
 TorchSource = Literal["pip", "conda-forge"]
 Skew = Literal["exact", "minor-1", "minor+1"]
-Severity = Literal["ok", "warning", "error"]
+Severity = Literal["ok", "info", "warning", "error"]  # info: optional, not a problem (doctor)
 
 #: The conda-forge packages that ship cuDNN (its headers and libraries).
 CUDNN_NAMES = frozenset({"cudnn", "libcudnn", "libcudnn-dev"})
@@ -73,6 +73,7 @@ class Candidate:
     notes: tuple[str, ...] = ()  # warnings the plan carries (cudatoolkit-dev downloads …)
     complaints: tuple[str, ...] = ()  # which tools would complain about this nvcc minor
     relaxed: bool = False  # cuDNN widened to any build of torch's cuDNN major (the pinned one failed)
+    extras: tuple[tuple[str, str], ...] = ()  # (`--with` label, match spec) the extras added to `specs`
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +92,7 @@ class PlanOptions:
     glibc: str = "2.28"
     with_cudnn: bool = True
     extra_specs: tuple[str, ...] = ()
+    with_extras: tuple[str, ...] = ()  # `--with NAME` (extras and bundles of data/extras.yaml)
 
 
 @dataclass(frozen=True, slots=True)

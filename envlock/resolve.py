@@ -30,13 +30,13 @@ from envlock.lockfile import (
 )
 from envlock.models import KNOWN_SUBDIRS, Anchor, Candidate, LockedPackage, Plan, PlanOptions, PlatformResult, PypiPackage
 from envlock.rules import make_plan
-from envlock.spec import EnvSpec, render_spec, validate_name
+from envlock.spec import EnvSpec, normalise_with, render_spec, validate_name
 
 #: Packages the plan itself asks for; any other dependency in a spec is the user's extra.
 PLAN_NAMES = frozenset(
     {
         "cuda-version", "cuda-nvcc", "cuda-cudart-dev", "cuda-cccl", "libcusparse-dev", "libcublas-dev",
-        "libcusolver-dev", "cudatoolkit-dev", "cudnn", "python", "pytorch", "gcc_linux-64", "gxx_linux-64",
+        "libcusolver-dev", "libcurand-dev", "cudatoolkit-dev", "cudnn", "python", "pytorch", "gcc_linux-64", "gxx_linux-64",
         "gcc_linux-aarch64", "gxx_linux-aarch64", "vs2019_win-64", "vs2022_win-64",
     }
 )  # fmt: skip
@@ -67,6 +67,7 @@ class ResolveRequest:
     toolchain_only: bool = False  # no python, no PyPI part (beside a torch installed elsewhere)
     pip: tuple[str, ...] = ()  # the user's PyPI requirements (`--pip`)
     exclude_newer: str | None = None  # the resolution cutoff (default: the existing spec's, else now)
+    with_extras: tuple[str, ...] = ()  # --with NAME (data/extras.yaml)
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,7 @@ class ResolveResult:
                 "candidates": [{"cuda": c.cuda, "skew": c.skew} for c in pp.candidates],
                 "notes": list(cand.notes),
                 "complaints": list(cand.complaints),
+                "extras": [{"with": label, "spec": spec} for label, spec in cand.extras],
                 "files": [_rel(f, project_dir) for f in self.files if pp.platform in f.name],
                 "pypi": [{"name": w.name, "version": w.version} for w in self.pypi.get(pp.platform, ())],
             }
@@ -113,6 +115,7 @@ class ResolveResult:
             "toolchain_only": self.spec.toolchain_only,
             "exclude_newer": self.spec.exclude_newer,
             "rules_version": self.plan.rules_version,
+            "with": list(self.spec.with_extras),
             "platforms": platforms,
             "files": [_rel(f, project_dir) for f in self.files],
             "warnings": list(self.warnings),
@@ -211,9 +214,26 @@ def default_name(anchor: Anchor) -> str:
 # --------------------------------------------------------------------------- plan
 
 
+def plan_names(spec: EnvSpec) -> frozenset[str]:
+    """Package names the plan makes for this spec: the toolchain's and those of its `with:` extras."""
+    if not spec.with_extras:
+        return PLAN_NAMES
+    from envlock.rules import expand_extras
+    from envlock.tables import extras_tables
+
+    table = extras_tables()
+    try:
+        picked = expand_extras(spec.with_extras, table)
+    except EnvlockError:
+        return PLAN_NAMES  # make_plan reports the unknown name
+    names = {_spec_name(s) for _, e, _ in picked for specs in table.extras[e].packages.values() for s in specs}
+    return PLAN_NAMES | names
+
+
 def plan_for(spec: EnvSpec, anchor: Anchor) -> tuple[Plan, tuple[str, ...]]:
     """The plan for a spec, and the user's extra dependencies (those the plan does not make)."""
-    extras = tuple(d for d in spec.dependencies if _spec_name(d) not in PLAN_NAMES)
+    names = plan_names(spec)
+    extras = tuple(d for d in spec.dependencies if _spec_name(d) not in names)
     options = PlanOptions(
         platforms=spec.platforms,
         python=None if spec.toolchain_only else spec.python,
@@ -221,6 +241,7 @@ def plan_for(spec: EnvSpec, anchor: Anchor) -> tuple[Plan, tuple[str, ...]]:
         glibc=spec.glibc,
         with_cudnn=spec.cudnn,
         extra_specs=extras,
+        with_extras=spec.with_extras,
     )
     return make_plan(anchor, options), extras
 
@@ -228,9 +249,8 @@ def plan_for(spec: EnvSpec, anchor: Anchor) -> tuple[Plan, tuple[str, ...]]:
 def ignored_toolchain_lines(spec: EnvSpec, plan: Plan) -> tuple[str, ...]:
     """Spec dependencies on toolchain names that the plan replaces (hand edits envlock overrides)."""
     generated = {s.strip() for pp in plan.platforms for c in pp.candidates for s in c.specs}
-    return tuple(
-        d for d in spec.dependencies if _spec_name(d) in PLAN_NAMES and d.strip() not in generated
-    )
+    names = plan_names(spec)
+    return tuple(d for d in spec.dependencies if _spec_name(d) in names and d.strip() not in generated)
 
 
 def _spec_name(spec: str) -> str:
@@ -317,6 +337,7 @@ def custom_metadata(
                 "attempts": [{"cuda": a, "error": e} for a, e in res.attempts],
                 "notes": list(c.notes),
                 "complaints": list(c.complaints),
+                **({"extras": [[label, spec] for label, spec in c.extras]} if c.extras else {}),
                 "packages": len(res.packages),
             },
             sort_keys=True,
@@ -468,6 +489,7 @@ def spec_from_request(req: ResolveRequest, anchor: Anchor) -> EnvSpec:
         toolchain_only=req.toolchain_only,
         # Same spec again: same cutoff (what makes a re-resolve byte-identical); a new spec: now.
         exclude_newer=_given_cutoff(req.exclude_newer) or existing_cutoff(req.project_dir, name),
+        with_extras=normalise_with(req.with_extras),
     )
 
 

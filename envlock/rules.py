@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from envlock.errors import PlanError
 from envlock.models import Anchor, Candidate, Plan, PlanOptions, PlatformPlan, Skew, VirtualPackage
-from envlock.tables import CudaMinor, CudaTables, cuda_tables, minor_key
+from envlock.tables import CudaMinor, CudaTables, ExtrasTables, cuda_tables, extras_tables, minor_key
 
 DEFAULT_CHANNELS: tuple[str, ...] = ("conda-forge",)
 
@@ -107,6 +107,49 @@ def _channels(row: CudaMinor, options: PlanOptions) -> tuple[str, ...]:
     return channels
 
 
+def expand_extras(names: tuple[str, ...], table: ExtrasTables) -> list[tuple[str, str, bool]]:
+    """`--with` names → (label, extra, partial) in the order asked, bundles expanded, each extra once."""
+    out: list[tuple[str, str, bool]] = []
+    for name in names:
+        if name in table.bundles:
+            bundle = table.bundles[name]
+            members = [(f"{name} ({e})", e, bundle.partial) for e in bundle.extras]
+        elif name in table.extras:
+            members = [(name, name, False)]
+        else:
+            raise PlanError(
+                f"--with {name!r} is not an extra envlock knows",
+                hint=f"use one of: {', '.join(table.names)} (envlock/data/extras.yaml)",
+            )
+        out += [m for m in members if m[1] not in {e for _, e, _ in out}]
+    return out
+
+
+def extra_specs(
+    platform: str, row: CudaMinor, names: tuple[str, ...], base: list[str]
+) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    """The (label, spec) pairs `--with` adds for one CUDA minor, notes, and why it cannot be served.
+
+    A partial bundle (`all`) leaves out what has no package here, with a note; anything else that has
+    none makes the candidate impossible (the third list says why; never dropped in silence).
+    """
+    table = extras_tables()
+    pairs: list[tuple[str, str]] = []
+    notes: list[str] = []
+    missing: list[str] = []
+    for label, name, partial in expand_extras(names, table):
+        extra = table.extras[name]
+        if extra.platforms is not None and platform not in extra.platforms:
+            why = f"--with {label}: {extra.what} is not built for {platform}"
+        elif row.toolchain not in extra.packages:
+            why = f"--with {label}: conda has no {name} package for CUDA {row.cuda}"
+        else:
+            pairs += [(label, spec) for spec in extra.packages[row.toolchain] if spec not in base]
+            continue
+        (notes if partial else missing).append(why + (" (left out)" if partial else ""))
+    return pairs, notes, missing
+
+
 def candidate(anchor: Anchor, platform: str, row: CudaMinor, skew: Skew, options: PlanOptions) -> Candidate:
     """Everything needed to solve one CUDA minor on one platform."""
     tables = cuda_tables()
@@ -133,6 +176,9 @@ def candidate(anchor: Anchor, platform: str, row: CudaMinor, skew: Skew, options
             notes.append(cudnn_note)
     if anchor.torch_source == "conda-forge":
         specs.append(f"pytorch =={anchor.torch} cuda{row.cuda.replace('.', '')}*")
+    extras, extra_notes, _ = extra_specs(platform, row, options.with_extras, specs)
+    specs.extend(spec for _, spec in extras)
+    notes.extend(extra_notes)
     if options.python:
         specs.append(f"python {options.python}.*")
     specs.extend(options.extra_specs)
@@ -146,6 +192,7 @@ def candidate(anchor: Anchor, platform: str, row: CudaMinor, skew: Skew, options
         cudnn=cudnn,
         notes=tuple(notes),
         complaints=complaints(anchor, row.cuda, tables),
+        extras=tuple(extras),
     )
 
 
@@ -220,9 +267,21 @@ def make_plan(anchor: Anchor, options: PlanOptions) -> Plan:
                 hint=f"drop --platform {platform}, or pass --cuda with a minor conda-forge builds for it",
             )
         tries: list[Candidate] = []
+        refused: list[str] = []
         for row, skew in pairs:
+            missing = extra_specs(platform, row, options.with_extras, [])[2]
+            if missing:  # no package of an asked-for extra exists for this minor: not a candidate
+                refused += [m for m in missing if m not in refused]
+                continue
             strict = candidate(anchor, platform, row, skew, options)
             tries.append(strict)
             tries.extend(relaxed_cudnn(strict, anchor))
+        if refused and tries:  # a minor left out for an extra is said on the ones that stay
+            tries = [replace(c, notes=(*c.notes, *(f"not a candidate: {r}" for r in refused))) for c in tries]
+        if not tries:
+            raise PlanError(
+                "; ".join(refused),
+                hint="drop that --with (or the `with:` entry of the spec), or the --platform it cannot serve",
+            )
         platforms.append(PlatformPlan(platform, tuple(tries)))
     return Plan(anchor=anchor, options=options, platforms=tuple(platforms), rules_version=tables.rules_version)

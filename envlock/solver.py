@@ -196,20 +196,34 @@ class RattlerSolver:
 
     async def _solve_platform(self, pp: PlatformPlan, keep: Sequence[LockedPackage] = ()) -> PlatformResult:
         attempts: list[tuple[str, str]] = []
+        lacking: set[str] = set()  # CUDA minors for which the channel lacks an asked-for extra
         for cand in pp.candidates:
+            if cand.cuda in lacking:
+                continue  # cuDNN relaxations cannot bring the extra: said once for the minor
             try:
                 packages = await self._solve_candidate(pp.platform, cand, keep)
             except rattler.exceptions.SolverError as exc:
+                from envlock.solve_extras import missing_extras
+
+                chans = [self._channel(c)[0] for c in cand.channels]
+                blamed = await missing_extras(self._gateway_for(), chans, pp.platform, cand) if cand.extras else []
+                if blamed:
+                    lacking.add(cand.cuda)
+                    attempts.append((cand.cuda, "; ".join(blamed)))
+                    continue
                 variant = f"with {cand.cudnn}" if cand.cudnn else ("without cuDNN" if cand.relaxed else "")
                 reason = summarize_solver_error(str(exc))
                 attempts.append((cand.cuda, f"{variant}: {reason}" if variant else reason))
                 continue
             return PlatformResult(pp.platform, cand, tuple(packages), tuple(attempts))
         tried = "; ".join(f"CUDA {cuda}: {why}" for cuda, why in attempts)
-        raise SolveError(
-            f"no CUDA toolchain solves on {pp.platform} ({tried})",
-            hint="check the channel has the CUDA minors above, or pass --cuda / --channel / --mirror",
-        )
+        hint = "check the channel has the CUDA minors above, or pass --cuda / --channel / --mirror"
+        if lacking:
+            hint = (
+                "the channel lacks an extra asked for with --with (or the spec's `with:`) for these CUDA minors: "
+                "drop it, or pass --cuda / --channel for one that has it"
+            )
+        raise SolveError(f"no CUDA toolchain solves on {pp.platform} ({tried})", hint=hint)
 
     async def _solve_all(self, plan: Plan, locked: Mapping[str, Sequence[LockedPackage]]) -> list[PlatformResult]:
         # Build every channel first so the gateway sees each one's source config.

@@ -37,6 +37,7 @@ class EnvSpec:
     glibc: str = "2.28"
     cudnn: bool = True
     dependencies: tuple[str, ...] = ()  # as written (toolchain + extras)
+    with_extras: tuple[str, ...] = ()  # `with:` / --with NAME: groups of CUDA headers (data/extras.yaml)
     anchor: dict[str, Any] = field(default_factory=dict)  # recorded anchor (cuda, cudnn, source)
     selected: dict[str, tuple[str, ...]] = field(default_factory=dict)  # dependencies per platform (selectors)
     pip: tuple[str, ...] = ()  # the `- pip:` list as written (torch and ninja lines + the user's)
@@ -56,6 +57,8 @@ class EnvSpec:
         }
         if self.toolchain_only:
             out["toolchain_only"] = True
+        if self.with_extras:  # only when used: specs without `with:` keep the hash they had
+            out["with"] = list(self.with_extras)
         return out
 
 
@@ -130,6 +133,8 @@ def render_spec(
         lines.append("  toolchain_only: true")
     if spec.exclude_newer:
         lines.append(f"  exclude_newer: {_q(spec.exclude_newer)}")
+    if spec.with_extras:
+        lines.append("  with: [" + ", ".join(_q(w) for w in spec.with_extras) + "]")
     return "\n".join(lines) + "\n"
 
 
@@ -234,6 +239,9 @@ def parse_spec(text: str, path: Path | None = None) -> EnvSpec:
     source = opt("torch_source") or "pip"
     if source not in ("pip", "conda-forge"):
         raise SpecError(f"{where}: envlock.torch_source is {source!r}", hint="use pip or conda-forge")
+    with_extras = block.get("with") or []
+    if not isinstance(with_extras, list) or not all(isinstance(w, str) and w.strip() for w in with_extras):
+        raise SpecError(f"{where}: envlock.with must be a list of names", hint="e.g. `with: [deepspeed]`")
     name = doc.get("name") or (path.stem if path else "")
     return EnvSpec(
         name=validate_name(str(name)),
@@ -249,6 +257,7 @@ def parse_spec(text: str, path: Path | None = None) -> EnvSpec:
         pip=pip,
         toolchain_only=bool(block.get("toolchain_only", False)),
         exclude_newer=_cutoff(block.get("exclude_newer"), where),
+        with_extras=normalise_with(with_extras),
     )
 
 
@@ -276,3 +285,8 @@ def format_cutoff(stamp: Any) -> str:
     import datetime
 
     return stamp.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def normalise_with(names: Sequence[str]) -> tuple[str, ...]:
+    """`--with`/`with:` names stripped, lower-cased and each kept once, in the order given."""
+    return tuple(dict.fromkeys(n.strip().lower() for n in names if n.strip()))

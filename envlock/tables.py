@@ -1,4 +1,4 @@
-"""envlock's CUDA rule tables (package data `data/cuda.yaml`), validated when loaded."""
+"""envlock's rule tables (package data `data/cuda.yaml`, `data/extras.yaml`), validated when loaded."""
 
 from __future__ import annotations
 
@@ -115,3 +115,76 @@ def cuda_tables() -> CudaTables:
         return _parse(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))  # noqa: S506 - safe, C when built
     except (KeyError, TypeError, ValueError) as exc:
         raise _table_error(f"cuda.yaml: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class Extra:
+    """One `--with NAME` group: the packages that add its headers, per toolchain generation."""
+
+    name: str
+    what: str
+    headers: tuple[str, ...]
+    packages: dict[str, tuple[str, ...]]  # toolchain -> match specs; () = the toolchain ships it
+    platforms: tuple[str, ...] | None = None  # None: every platform
+
+
+@dataclass(frozen=True, slots=True)
+class Bundle:
+    name: str
+    what: str
+    extras: tuple[str, ...]
+    partial: bool = False  # leave out (with a note) what the CUDA/platform has no package for
+
+
+@dataclass(frozen=True, slots=True)
+class ExtrasTables:
+    extras: dict[str, Extra]
+    bundles: dict[str, Bundle]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name `--with` accepts: extras, then bundles."""
+        return (*self.extras, *self.bundles)
+
+
+_EXTRA_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
+_PLATFORMS = ("linux-64", "linux-aarch64", "win-64")
+
+
+def _parse_extras(raw: dict[str, Any]) -> ExtrasTables:
+    if raw.get("schema_version") != 1:
+        raise _table_error("extras.yaml schema_version is not 1")
+    extras: dict[str, Extra] = {}
+    for name, row in raw["extras"].items():
+        if not _EXTRA_NAME.match(name):
+            raise _table_error(f"extras.yaml: extra name {name!r} is not lower-case-with-dashes")
+        packages = {str(k): tuple(str(s) for s in v) for k, v in row["packages"].items()}
+        if set(packages) - set(TOOLCHAINS):
+            raise _table_error(f"extras.yaml: {name}: unknown toolchain {sorted(set(packages) - set(TOOLCHAINS))}")
+        platforms = row.get("platforms")
+        if platforms is not None and set(platforms) - set(_PLATFORMS):
+            raise _table_error(f"extras.yaml: {name}: unknown platform in {platforms}")
+        headers = tuple(str(h) for h in row["headers"])
+        if not headers:
+            raise _table_error(f"extras.yaml: {name} names no header")
+        extras[name] = Extra(name, str(row["what"]), headers, packages, tuple(platforms) if platforms else None)
+    bundles: dict[str, Bundle] = {}
+    for name, row in raw["bundles"].items():
+        if name in extras or not _EXTRA_NAME.match(name):
+            raise _table_error(f"extras.yaml: bundle name {name!r} is invalid or also an extra")
+        members = tuple(str(e) for e in row["extras"])
+        unknown = [e for e in members if e not in extras]
+        if unknown or not members:
+            raise _table_error(f"extras.yaml: bundle {name} names unknown extras {unknown}")
+        bundles[name] = Bundle(name, str(row["what"]), members, bool(row.get("partial", False)))
+    return ExtrasTables(extras, bundles)
+
+
+@functools.cache
+def extras_tables() -> ExtrasTables:
+    """The validated `--with` table shipped with envlock."""
+    text = resources.files("envlock").joinpath("data", "extras.yaml").read_text(encoding="utf-8")
+    try:
+        return _parse_extras(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))  # noqa: S506 - safe, C when built
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise _table_error(f"extras.yaml: {exc}") from exc

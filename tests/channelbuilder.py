@@ -19,6 +19,7 @@ What the packages ship (linux-64; aarch64 uses targets/sbsa-linux; win-64 uses L
   cuda-cudart_linux-64  targets/<t>/lib/libcudart.so.<full> (+ .so.<major>); cuda-cudart: lib/ symlinks
   lib{cublas,cusparse,cusolver}(-dev), libnvjitlink, cuda-nvrtc: same split; -dev ships cublas_v2.h,
                    cublas_api.h, cublasLt.h, cublas.h / cusparse.h / cusolverDn.h, cusolver_common.h
+  libcurand(-dev) and the `--with` groups (cuda-profiler-api, libcufft-dev, ...): tests/channel_extras.py
   cudnn 8.x; libcudnn/libcudnn-dev/cudnn 9.x: include/cudnn.h, include/cudnn_version.h, lib/libcudnn.so.*
   gcc_impl/gxx_impl_<plat>: bin/<triplet>-gcc|g++ scripts (--version, -dumpversion, -dumpfullversion)
   gcc_/gxx_<plat>: etc/conda/{activate,deactivate}.d scripts (read ${CONDA_PREFIX} unguarded, like CF's)
@@ -48,8 +49,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import zstandard
 
 # 2024-01-01T00:00:00Z in ms: a fixed `timestamp` keeps repodata reproducible (and old enough that
 # `exclude_newer` filters do not hide packages by accident).
@@ -358,10 +357,14 @@ def write_package(spec: PackageSpec, outdir: Path) -> Path:
 
 def _conda_zip(spec: PackageSpec, info: Mapping[str, bytes], payload: Mapping[str, bytes]) -> bytes:
     """The `.conda` v2 format: a stored zip of metadata.json + info-*.tar.zst + pkg-*.tar.zst."""
-    cctx = zstandard.ZstdCompressor(level=3)
+    import zstandard  # here, not at the top: the GPU machine's channel builder imports this module too
+
+    pkg = _payload_tar(payload, spec)
+    # Big payloads (a real toolkit's libraries) compress on every core; tiny test packages stay single-threaded.
+    cctx = zstandard.ZstdCompressor(level=3, threads=-1 if len(pkg) > 64 << 20 else 0)
     members = {
         "metadata.json": json.dumps({"conda_pkg_format_version": 2}).encode(),
-        f"pkg-{spec.dist_name}.tar.zst": cctx.compress(_payload_tar(payload, spec)),
+        f"pkg-{spec.dist_name}.tar.zst": cctx.compress(pkg),
         f"info-{spec.dist_name}.tar.zst": cctx.compress(_payload_tar(info, None)),
     }
     buf = io.BytesIO()
@@ -881,6 +884,9 @@ def cuda_minor_packages(cm: CudaMinor, subdir: str) -> list[PackageSpec]:
     )
     host = ["vs2019_win-64"] if win else [f"gcc_{plat}", f"gxx_{plat}"]
     add(PackageSpec("cuda-nvcc", cm.nvcc, subdir=subdir, depends=[f"cuda-nvcc_{plat} {cm.nvcc}.*", *host]))
+    from tests.channel_extras import extra_packages  # cuRAND and the `--with` groups (imports this module)
+
+    specs.extend(extra_packages(cm, subdir))
     return specs
 
 
@@ -1597,6 +1603,9 @@ NVIDIA_118 = {
     "libcusparse-dev": "11.7.5.86",
     "libcusolver": "11.4.1.48",
     "libcusolver-dev": "11.4.1.48",
+    "libcurand": "10.3.0.86",
+    "libcurand-dev": "10.3.0.86",
+    "cuda-profiler-api": "11.8.86",
     "libnvjitlink": None,
 }
 
@@ -1714,6 +1723,22 @@ def nvidia_label_packages(subdir: str) -> list[PackageSpec]:
                 "cusolverDn.h": '#include "cusolver_common.h"',
             },
             [f"libcusolver >={v['libcusolver']}"],
+        ),
+        lib("libcurand", "libcurand", v["libcurand"]),
+        dev(
+            "libcurand-dev",
+            "libcurand",
+            v["libcurand-dev"],
+            {"curand.h": "#define CURAND_VER_MAJOR 10", "curand_kernel.h": '#include "curand.h"'},
+            [f"libcurand >={v['libcurand']}"],
+        ),
+        PackageSpec(
+            "cuda-profiler-api",
+            v["cuda-profiler-api"],
+            build="0",
+            subdir=subdir,
+            license=lic,
+            files={f"{inc}/cuda_profiler_api.h": _header("cuda_profiler_api.h", "cuda-profiler-api", "")},
         ),
     ]
 

@@ -9,11 +9,11 @@ cannot link anything ("cc1plus: fatal error: .../bin/crt/link.stub: No such file
 cuda-toolkit==13.0.2 pins). That is also this machine's system nvcc version: the tests hide /usr/local
 from PATH and CUDA_HOME and check that the nvcc doctor reports lives in the env.
 
-Layout written (what conda-forge's packages do, facts §9.2/§9.3):
-  bin/nvcc + nvcc.profile (TOP=$(_HERE_)/.., includes from targets/x86_64-linux/include), nvvm/bin/cicc,
-  targets/x86_64-linux/{include,lib}, lib/ symlinks to the shared libraries, etc/conda/activate.d scripts.
-Math libraries (cuSPARSE, cuBLAS, cuSOLVER) are repackaged as their `-dev` headers only: compiling and
-linking a .cu that includes cusparse.h needs the headers, not the 0.1–0.5 GB runtime libraries.
+The repackaging itself (names, versions, dependencies, layout: facts §9.2/§9.3) is tests/cuda_repack.py,
+shared with the channel builder for a system toolkit directory (tests/toolkit_channel.py, the GPU machine's).
+Here each wheel is one toolkit component. Libraries: libs="linked" — cudart and cuRAND (DeepSpeed links
+-lcurand) with their real shared libraries; cuSPARSE, cuBLAS, cuSOLVER as their `-dev` headers only:
+compiling and linking a .cu that includes cusparse.h needs the headers, not the 0.1–0.5 GB libraries.
 Host compilers and python are small shims to this machine's gcc and python (versions read from them),
 so the env is complete for `envlock resolve`'s plan without a conda channel.
 
@@ -34,11 +34,10 @@ import zipfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from tests.channelbuilder import PackageSpec, index_channel, write_package
+from tests import cuda_repack
+from tests.channelbuilder import PackageSpec
 
 CUDA = "13.0"
-SUBDIR = "linux-64"
-T = "targets/x86_64-linux"
 #: PyPI name -> version: the CUDA 13.0 Update 2 components.
 WHEELS: dict[str, str] = {
     "nvidia-cuda-nvcc": "13.0.88",
@@ -49,7 +48,10 @@ WHEELS: dict[str, str] = {
     "nvidia-cusparse": "12.6.3.3",
     "nvidia-cublas": "13.1.0.3",
     "nvidia-cusolver": "12.0.4.66",
+    "nvidia-curand": "10.4.0.35",
+    "nvidia-cuda-profiler-api": "13.0.85",
 }
+COMPONENTS = cuda_repack.WHEEL_COMPONENTS
 #: The smallest set that lets nvcc compile and link a .cu including cuda_runtime.h and cusparse.h.
 MINIMAL = (
     "nvidia-cuda-nvcc",
@@ -68,7 +70,7 @@ PLATFORM_TAGS = (
     "manylinux_2_12_x86_64",
     "manylinux1_x86_64",
 )
-BUILDER_VERSION = "1"  # bump when the repackaging changes: the cached channel is rebuilt
+BUILDER_VERSION = "3"  # bump when the repackaging changes: the cached channel is rebuilt
 
 
 def cache_dir() -> Path:
@@ -129,182 +131,31 @@ def wheel_members(path: Path, prefix: str = "nvidia/cu13/") -> dict[str, tuple[b
     return out
 
 
-def _pkg(
-    name: str,
-    version: str,
-    files: Mapping[str, tuple[bytes, bool]],
-    *,
-    depends: Iterable[str] = (),
-    symlinks: Mapping[str, str] | None = None,
-    noarch: bool = False,
-    **kw: object,
-) -> PackageSpec:
-    return PackageSpec(
-        name,
-        version,
-        subdir="noarch" if noarch else SUBDIR,
-        depends=list(depends),
-        files={k: v[0] for k, v in files.items()},
-        executables={k for k, v in files.items() if v[1]},
-        symlinks=dict(symlinks or {}),
-        license="LicenseRef-NVIDIA-End-User-License-Agreement",
-        fmt=".conda",
-        **kw,
-    )
+#: The nvvm wheel keeps libnvvm in lib/ and nvvm.h in include/; a toolkit has them under nvvm/.
+NVVM_PATHS = (("lib/", "nvvm/lib64/"), ("include/", "nvvm/include/"), ("bin/cicc", "nvvm/bin/cicc"), ("nvvm/", "nvvm/"))
 
 
-def _remap(
-    members: Mapping[str, tuple[bytes, bool]], rules: Iterable[tuple[str, str]]
-) -> dict[str, tuple[bytes, bool]]:
-    """Move wheel paths into the conda layout by (wheel prefix -> conda prefix) rules; unmatched are dropped."""
-    out: dict[str, tuple[bytes, bool]] = {}
-    for rel, data in members.items():
-        for src, dst in rules:
-            if rel.startswith(src):
-                out[dst + rel[len(src) :]] = data
-                break
-    return out
-
-
-NVCC_ACTIVATE = f"""# shaped like conda-forge cuda-nvcc's activate.sh (facts §9.1): flags into targets/, -ccbin=$CXX
-if [ -z "${{CONDA_BUILD:-}}" ]; then
-  export CFLAGS="${{CFLAGS:-}} -isystem ${{CONDA_PREFIX}}/{T}/include -isystem ${{CONDA_PREFIX}}/{T}/include/cccl"
-  export CPPFLAGS="${{CPPFLAGS:-}} -isystem ${{CONDA_PREFIX}}/{T}/include -isystem ${{CONDA_PREFIX}}/{T}/include/cccl"
-  export CXXFLAGS="${{CXXFLAGS:-}} -isystem ${{CONDA_PREFIX}}/{T}/include -isystem ${{CONDA_PREFIX}}/{T}/include/cccl"
-  export LDFLAGS="${{LDFLAGS:-}} -L${{CONDA_PREFIX}}/{T}/lib -L${{CONDA_PREFIX}}/{T}/lib/stubs"
-fi
-if [ -n "${{CXX:-}}" ]; then
-  export NVCC_PREPEND_FLAGS_BACKUP="${{NVCC_PREPEND_FLAGS:-}}"
-  export NVCC_PREPEND_FLAGS="${{NVCC_PREPEND_FLAGS:-}} -ccbin=${{CXX}}"
-fi
-"""
+def toolkit_from_wheels(wheels: Mapping[str, Path]) -> cuda_repack.Toolkit:
+    """The wheels as a cuda_repack.Toolkit: each wheel is one component, its files at toolkit paths."""
+    files: dict[str, cuda_repack.Files] = {}
+    for name, path in wheels.items():
+        members = {k: v for k, v in wheel_members(path).items() if not k.startswith(".metadata/")}
+        if name == "nvidia-nvvm":
+            members = {next(dst + k[len(src) :] for src, dst in NVVM_PATHS if k.startswith(src)): v
+                       for k, v in members.items() if any(k.startswith(src) for src, _ in NVVM_PATHS)}  # fmt: skip
+        files[COMPONENTS[name]] = members
+    versions = {COMPONENTS[n]: WHEELS[n] for n in wheels}
+    return cuda_repack.Toolkit(CUDA, versions, files, source="NVIDIA PyPI wheels " + ", ".join(sorted(wheels)))
 
 
 def cuda_packages(wheels: Mapping[str, Path]) -> list[PackageSpec]:
-    """The conda-forge-shaped CUDA 13.0 packages made from the downloaded wheels."""
-    v = WHEELS
-    pin = f"cuda-version >={CUDA},<13.1.0a0"
-    m = {name: wheel_members(path) for name, path in wheels.items()}
-    rt = v["nvidia-cuda-runtime"]
-    specs = [
-        _pkg(
-            "cuda-version", CUDA, {}, noarch=True, constrains=["__cuda >=13", f"cudatoolkit {CUDA}|{CUDA}.*"]
-        ),
-        _pkg(
-            "cuda-cudart",
-            rt,
-            {f"{T}/lib/libcudart.so.{rt}": m["nvidia-cuda-runtime"]["lib/libcudart.so.13"]},
-            depends=[pin],
-            symlinks={
-                f"{T}/lib/libcudart.so.13": f"libcudart.so.{rt}",
-                "lib/libcudart.so.13": f"../{T}/lib/libcudart.so.13",
-            },
-        ),
-        _pkg(
-            "cuda-cudart-dev",
-            rt,
-            _remap(
-                m["nvidia-cuda-runtime"], [("include/", f"{T}/include/"), ("lib/libcuda", f"{T}/lib/libcuda")]
-            )
-            | {},
-            depends=[pin, f"cuda-cudart {rt}", f"cuda-cccl {v['nvidia-cuda-cccl']}"],
-            symlinks={
-                f"{T}/lib/libcudart.so": "libcudart.so.13",
-                "lib/libcudart.so": f"../{T}/lib/libcudart.so",
-            },
-        ),
-        _pkg(
-            "cuda-cccl",
-            v["nvidia-cuda-cccl"],
-            _remap(m["nvidia-cuda-cccl"], [("include/", f"{T}/include/")]),
-            depends=[pin],
-        ),
-    ]
-    # the .so.13 file of the runtime wheel belongs to cuda-cudart, not -dev
-    specs[2].files.pop(f"{T}/lib/libcudart.so.13", None)
-    specs[2].executables.discard(f"{T}/lib/libcudart.so.13")
-    nvcc_files = _remap(m["nvidia-cuda-nvcc"], [("bin/", "bin/"), ("include/", f"{T}/include/")])
-    nvcc_files |= _remap(m["nvidia-cuda-crt"], [("include/", f"{T}/include/")])
-    nvcc_files |= _remap(
-        m["nvidia-nvvm"],
-        [
-            ("bin/cicc", "nvvm/bin/cicc"),
-            ("lib/", "nvvm/lib64/"),
-            ("nvvm/", "nvvm/"),
-            ("include/", "nvvm/include/"),
-        ],
-    )
-    nvcc_files["etc/conda/activate.d/~cuda-nvcc_activate.sh"] = (NVCC_ACTIVATE.encode(), False)
-    specs.append(
-        _pkg(
-            "cuda-nvcc",
-            v["nvidia-cuda-nvcc"],
-            nvcc_files,
-            depends=[pin, f"cuda-cudart-dev {CUDA}.*", "gcc_linux-64", "gxx_linux-64"],
-        )
-    )
-    for wheel, name in (
-        ("nvidia-cusparse", "libcusparse-dev"),
-        ("nvidia-cublas", "libcublas-dev"),
-        ("nvidia-cusolver", "libcusolver-dev"),
-    ):
-        if wheel in m:
-            specs.append(
-                _pkg(name, v[wheel], _remap(m[wheel], [("include/", f"{T}/include/")]), depends=[pin])
-            )
-    return specs
-
-
-def _version_of(cmd: list[str]) -> str:
-    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
+    """The conda-forge-shaped CUDA 13.0 packages made from the downloaded wheels (math libraries: headers only)."""
+    return cuda_repack.conda_packages(toolkit_from_wheels(wheels), libs="linked")
 
 
 def host_shims() -> list[PackageSpec]:
     """gcc_linux-64 / gxx_linux-64 / python packages that run this machine's gcc, g++ and python."""
-    gcc, gxx = shutil.which("gcc"), shutil.which("g++")
-    if not (gcc and gxx):
-        raise RuntimeError("no host gcc/g++ to wrap")
-    gv = _version_of([gcc, "-dumpfullversion", "-dumpversion"])
-    tri = "x86_64-conda-linux-gnu"
-
-    def wrapper(target: str) -> tuple[bytes, bool]:
-        return f'#!/bin/sh\nexec {target} "$@"\n'.encode(), True
-
-    py = f"{sys.version_info.major}.{sys.version_info.minor}"
-    pyv = ".".join(str(x) for x in sys.version_info[:3])
-    return [
-        _pkg(
-            "gcc_linux-64",
-            gv,
-            {
-                f"bin/{tri}-cc": wrapper(gcc),
-                f"bin/{tri}-gcc": wrapper(gcc),
-                "etc/conda/activate.d/activate-gcc_linux-64.sh": (
-                    f'export CC="$CONDA_PREFIX/bin/{tri}-cc"\n'.encode(),
-                    False,
-                ),
-            },
-        ),
-        _pkg(
-            "gxx_linux-64",
-            gv,
-            {
-                f"bin/{tri}-c++": wrapper(gxx),
-                f"bin/{tri}-g++": wrapper(gxx),
-                "etc/conda/activate.d/activate-gxx_linux-64.sh": (
-                    f'export CXX="$CONDA_PREFIX/bin/{tri}-c++"\n'.encode(),
-                    False,
-                ),
-            },
-            depends=[f"gcc_linux-64 {gv}"],
-        ),
-        _pkg(
-            "python",
-            pyv,
-            {f"bin/python{py}": wrapper(sys.executable)},
-            symlinks={"bin/python3": f"python{py}", "bin/python": f"python{py}"},
-        ),
-    ]
+    return cuda_repack.host_shims(sys.executable)
 
 
 def _key(wheels: Mapping[str, Path]) -> str:
@@ -314,6 +165,7 @@ def _key(wheels: Mapping[str, Path]) -> str:
         sys.version,
         shutil.which("gcc"),
         hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
+        hashlib.sha256(Path(cuda_repack.__file__).read_bytes()).hexdigest(),
     ]
     return hashlib.sha256(json.dumps(doc).encode()).hexdigest()[:16]
 
@@ -328,11 +180,7 @@ def build_channel(
     if done.exists():
         return channel, {"download_s": dl, "build_s": 0.0}
     start = time.monotonic()
-    if channel.exists():
-        shutil.rmtree(channel)
-    for spec in [*cuda_packages(wheels), *host_shims()]:
-        write_package(spec, channel / spec.subdir)
-    index_channel(channel, write_zst=False, write_shards=False)
+    cuda_repack.write_channel([*cuda_packages(wheels), *host_shims()], channel)
     done.write_text(json.dumps({n: p.name for n, p in wheels.items()}, indent=1))
     return channel, {"download_s": dl, "build_s": time.monotonic() - start}
 

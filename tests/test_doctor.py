@@ -438,7 +438,7 @@ def test_cli_json_schema_and_exit_codes(tmp_path: Path, cudart_stub: Path) -> No
     assert len(codes) == len(set(codes))
     for f in doc["findings"]:
         assert set(f) == {"code", "severity", "message", "hint", "details"}
-        assert f["severity"] in ("ok", "warning", "error") and isinstance(f["details"], dict)
+        assert f["severity"] in ("ok", "info", "warning", "error") and isinstance(f["details"], dict)
     assert {
         "env.target",
         "torch.found",
@@ -467,7 +467,7 @@ def test_cli_json_schema_and_exit_codes(tmp_path: Path, cudart_stub: Path) -> No
 def test_result_json_matches_findings() -> None:
     findings = [Finding("a.b", "ok", "fine"), Finding("c.d", "warning", "hmm", hint="do x", details={"k": 1})]
     doc = result_json(findings)
-    assert doc["exit_code"] == 0 and doc["summary"] == {"ok": 1, "warning": 1, "error": 0}
+    assert doc["exit_code"] == 0 and doc["summary"] == {"ok": 1, "info": 0, "warning": 1, "error": 0}
     assert doc["findings"][1] == {
         "code": "c.d",
         "severity": "warning",

@@ -165,3 +165,36 @@ def test_the_spec_written_is_the_spec_solved_torch_2_11(tmp_path, capsys, mirror
     # metadata.sources is relative to the lock's folder: conda-lock's own lookup finds the spec.
     assert handle_no_specified_source_files(lock_path) == [lock_path.parent / "../../environments/torch2.11.0-cu130.yml"]
     assert (lock_path.parent / "../../environments/torch2.11.0-cu130.yml").resolve() == spec_path.resolve()
+
+
+def _locked(tmp_path: Path, name: str) -> dict[str, str]:
+    lock = (tmp_path / "locks" / name / "conda-lock.yml").read_text()
+    return {ln.rsplit("/", 1)[1].rsplit("-", 2)[0]: ln.rsplit("/", 1)[1] for ln in lock.splitlines() if "url: https://" in ln}
+
+
+def test_torch_2_7_1_locks_libcurand_dev_by_default(tmp_path, capsys, mirror) -> None:
+    code, doc = resolve_json(tmp_path, capsys, "--torch", "2.7.1", "--platform", "linux-64", "--mirror", mirror)
+    assert code == 0, doc
+    assert "libcurand-dev" in doc["platforms"]["linux-64"]["specs"]
+    assert _locked(tmp_path, "torch2.7.1-cu126")["libcurand-dev"].startswith("libcurand-dev-10.3.7.77-")
+
+
+@pytest.mark.parametrize(("torch", "name", "cuda", "curand", "profiler"), [
+    ("2.8.0", "torch2.8.0-cu128", "12.9", "10.3.10.19", "12.9.79"),  # 12.8 lacks the dev set: moves to 12.9
+    ("2.11.0", "torch2.11.0-cu130", "13.0", "10.4.0.35", "13.0.85"),
+])  # fmt: skip
+def test_with_deepspeed_locks_curand_and_the_profiler_api(tmp_path, capsys, mirror, torch, name, cuda, curand, profiler) -> None:
+    code, doc = resolve_json(tmp_path, capsys, "--torch", torch, "--platform", "linux-64", "--with", "deepspeed", "--mirror", mirror)
+    assert code == 0, doc
+    assert doc["platforms"]["linux-64"]["cuda"] == cuda
+    locked = _locked(tmp_path, name)
+    assert locked["libcurand-dev"].startswith(f"libcurand-dev-{curand}-")
+    assert locked["cuda-profiler-api"].startswith(f"cuda-profiler-api-{profiler}-")
+
+
+def test_with_deepspeed_on_12_6_fails_naming_the_profiler_api_the_snapshot_lacks(tmp_path, capsys, mirror) -> None:
+    # The snapshot has cuda-profiler-api only from 12.9 (a gap of the snapshot, not of conda-forge).
+    code, doc = resolve_json(tmp_path, capsys, "--torch", "2.7.1", "--platform", "linux-64", "--with", "deepspeed", "--mirror", mirror)
+    assert code == 3
+    assert "--with deepspeed (profiler-api): cuda-profiler-api has no build for CUDA 12.6" in doc["error"]
+    assert "12.9" in doc["error"] and "CUDA 12.5" in doc["error"]

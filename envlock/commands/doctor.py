@@ -12,7 +12,7 @@ import typer
 if TYPE_CHECKING:
     from envlock.models import Finding
 
-_COLOURS = {"ok": "green", "warning": "yellow", "error": "red"}
+_COLOURS = {"ok": "green", "info": "cyan", "warning": "yellow", "error": "red"}
 
 
 def render_human(findings: list[Finding], *, colour: bool) -> str:
@@ -29,7 +29,7 @@ def render_human(findings: list[Finding], *, colour: bool) -> str:
         if f.hint and f.severity != "ok":
             lines.append(f"{'':<7} {'':<{width}}  fix: {f.hint}")
     counts = summary(findings)
-    lines.append(f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['ok']} ok")
+    lines.append(f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['ok']} ok, {counts['info']} info")
     return "\n".join(lines) + "\n"
 
 
@@ -50,11 +50,20 @@ def doctor(
         "--python-exe",
         help="The python whose torch to check (default: PREFIX/bin/python, else python3 on PATH).",
     ),
+    for_: list[str] = typer.Option(
+        [], "--for", help="Also check what a library needs: deepspeed (which of its JIT ops would build)."
+    ),
 ) -> int:
     """Can this environment JIT-compile a CUDA extension? One line per check; exit 1 on any error."""
     from envlock.doctor import DoctorOptions, exit_code, result_json, run_doctor
+    from envlock.doctor_groups import FOR_CHOICES
+    from envlock.errors import SpecError
 
-    findings = run_doctor(DoctorOptions(prefix=prefix, compile=compile_, python_exe=python_exe))
+    unknown = [f for f in for_ if f not in FOR_CHOICES]
+    if unknown:
+        raise SpecError(f"--for {unknown[0]!r} is not known", hint=f"use one of: {', '.join(FOR_CHOICES)}")
+    options = DoctorOptions(prefix=prefix, compile=compile_, python_exe=python_exe, for_=tuple(for_))
+    findings = run_doctor(options)
     if as_json:
         sys.stdout.write(json.dumps(result_json(findings), indent=2) + "\n")
     else:

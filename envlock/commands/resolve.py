@@ -53,6 +53,10 @@ def resolve_cmd(
     exclude_newer: Optional[str] = typer.Option(
         None, "--exclude-newer", help="Resolution cutoff (ISO UTC; default: the spec's, else now)."
     ),
+    with_: list[str] = typer.Option(
+        [], "--with", help="Add a group of CUDA headers (repeatable): curand, profiler-api, cufft, nvrtc, nvtx, "
+        "cufile, nvml, cupti, nvjitlink, npp, nvjpeg, or the bundles deepspeed, all."
+    ),
 ) -> int:
     """Anchor on torch's CUDA, plan the toolchain, solve every platform and write spec + locks."""
     from envlock.resolve import ResolveRequest, resolve
@@ -75,6 +79,7 @@ def resolve_cmd(
         toolchain_only=toolchain_only,
         pip=tuple(pip),
         exclude_newer=exclude_newer,
+        with_extras=tuple(with_),
     )
     result = resolve(req)
     if as_json:
