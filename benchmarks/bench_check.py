@@ -56,8 +56,8 @@ def make_project(root: Path) -> Path:
             ResolveRequest(
                 torch=torch,
                 cuda=cuda,
-                python=python,
                 platforms=PLATFORMS,
+                toolchain_only=True,  # win-64's default-index torch is a CPU build (no full env there)
                 mirrors={"conda-forge": channel.as_uri()},
                 name=name,
                 project_dir=project,

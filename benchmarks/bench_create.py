@@ -54,7 +54,7 @@ def make_lock(root: Path, extra_files: int = 0) -> tuple[Path, str]:
     project.mkdir()
     os.environ["ENVLOCK_CACHE_DIR"] = str(root / "cache")
     resolve(ResolveRequest(torch="2.3.0", platforms=("linux-64",), mirrors={"conda-forge": channel.as_uri()},
-                           project_dir=project))
+                           project_dir=project, toolchain_only=True))  # the conda part (bench_pypi.py: the PyPI part)
     return next((project / "locks").glob("*/conda-lock.yml")), channel.as_uri()
 
 

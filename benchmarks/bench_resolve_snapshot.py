@@ -45,7 +45,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="envlock-bench-snapshot-"))
     env = {**os.environ, "ENVLOCK_CACHE_DIR": str(work / "cache")}
     envlock = [sys.executable, "-m", "envlock"]
-    resolve = [*envlock, "resolve", "--torch", "2.11.0", "--mirror", f"conda-forge={SNAPSHOT.as_uri()}",
+    resolve = [*envlock, "resolve", "--torch", "2.11.0", "--toolchain-only", "--mirror", f"conda-forge={SNAPSHOT.as_uri()}",
                "--project-dir", str(work), "--json"]  # fmt: skip
     for p in PLATFORMS:
         resolve += ["--platform", p]

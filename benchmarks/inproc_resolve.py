@@ -25,7 +25,7 @@ T_IMPORT = time.perf_counter() - T0
 def main(argv: list[str]) -> int:
     channel, project = argv
     req = ResolveRequest(torch="2.7.1", platforms=("linux-64", "linux-aarch64", "win-64"),
-                         mirrors={"conda-forge": channel}, project_dir=Path(project))
+                         mirrors={"conda-forge": channel}, project_dir=Path(project), toolchain_only=True)
     t = time.perf_counter()
     result = resolve(req)
     print(json.dumps({"import_s": round(T_IMPORT, 4), "resolve_s": round(time.perf_counter() - t, 4),

@@ -202,15 +202,17 @@ class Bench:
 
     def resolve_cmd(self, sharded: bool, project: Path, *, name: str | None = None,
                     python: str | None = None) -> list[str]:
-        cmd = [*envlock_cmd(), "resolve", "--torch", TORCH]
+        # The conda side is what this table measures (against a bare rattler solve): toolchain only. The
+        # PyPI part has its own benchmark (bench_pypi.py).
+        cmd = [*envlock_cmd(), "resolve", "--torch", TORCH, "--toolchain-only"]
         for p in PLATFORMS:
             cmd += ["--platform", p]
         cmd += ["--mirror", f"conda-forge={self.server.channel_url(sharded=sharded)}", "--project-dir", str(project),
                 "--json"]
         if name:
             cmd += ["--name", name]
-        if python:
-            cmd += ["--python", python]
+        if python:  # toolchain-only has no python: the name alone keeps the environments apart
+            pass
         return cmd
 
     def envlock_resolve(self, sharded: bool, cache: Path) -> Sample:

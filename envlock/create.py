@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
@@ -104,6 +104,7 @@ class CreateResult:
     content_hash: str
     hooks: tuple[str, ...]
     seconds: float
+    wheels: int = 0  # the PyPI part (installed after the conda part)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -117,6 +118,7 @@ class CreateResult:
             "content_hash": self.content_hash,
             "hooks": list(self.hooks),
             "seconds": round(self.seconds, 3),
+            "wheels": self.wheels,
         }
 
 
@@ -225,9 +227,9 @@ def read_env_meta(prefix: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def packages_digest(packages: Sequence[LockedPackage]) -> str:
-    """sha256 over the sorted (url, hash) pairs: equal digests = the same packages."""
-    rows = sorted(f"{p.url} {p.sha256 or 'md5:' + p.md5}" for p in packages)
+def packages_digest(packages: Sequence[LockedPackage], wheels: Sequence[Any] = ()) -> str:
+    """sha256 over the sorted (url, hash) pairs of conda packages and wheels: equal digests = the same packages."""
+    rows = sorted([*(f"{p.url} {p.sha256 or 'md5:' + p.md5}" for p in packages), *(f"pip {w.url} {w.sha256}" for w in wheels)])
     return hashlib.sha256("\n".join(rows).encode()).hexdigest()
 
 
@@ -652,17 +654,21 @@ def _install(req: CreateRequest, lock: LockFile, packages: Sequence[LockedPackag
     """create_env once the prefix is ours: fetch + verify, link, hooks, conda-meta/envlock."""
     state = prefix_state(req.prefix)
     check_writable(req.prefix)
-    digest = packages_digest(packages)
+    wheels = lock.pypi_for(req.platform)
+    digest = packages_digest(packages, wheels)
     has_cudnn = any(p.name in CUDNN_NAMES for p in packages)
     new_meta = _env_meta(lock, req, digest, "complete", has_cudnn)
 
     if state == "env" and _is_unchanged(req.prefix, new_meta, packages):
         share_records(req.prefix)  # an env of an older envlock has 0600 records
-        return _result("unchanged", req, lock, packages, 0, len(packages), started)
+        return replace(_result("unchanged", req, lock, packages, 0, len(packages), started), wheels=len(wheels))
 
     cache = req.cache_dir or package_cache_dir()
     fetched = fetch_all(packages, req, cache, progress)
     records = _records(fetched, cache)
+    # The PyPI part: every wheel downloaded and sha256-checked before the prefix is touched.
+    python = _python_of(packages) if wheels else ""
+    wheel_paths = _fetch_pypi_part(wheels, req, cache.parent, python, progress)
 
     # Linking may stop half-way (even SIGKILL): say so in the prefix until it has finished, for a new
     # prefix too, so doctor and the next create recognise a half-built one.
@@ -672,11 +678,21 @@ def _install(req: CreateRequest, lock: LockFile, packages: Sequence[LockedPackag
             record.unlink()  # re-link packages whose files went missing
     try:
         link(records, req.prefix, req.platform, cache, progress)
+        if wheel_paths:  # after the conda part (its python), rolled back with it
+            from envlock.pypi_install import install_wheels
+
+            progress.start("pypi", 1)
+            install_wheels(req.prefix, wheel_paths, platform=req.platform, python=python,
+                           glibc=_glibc_of(lock, req.platform), cache=cache.parent)
+            progress.advance("pypi", f"{len(wheel_paths)} wheels")
+            progress.finish("pypi")
     except BaseException as exc:
         _after_failed_link(req.prefix, state)
         _forget_named_entries(str(exc), packages, cache)
         if isinstance(exc, KeyboardInterrupt):
             raise Interrupted("interrupted while linking", hint=_rollback_hint(req.prefix, state)) from None
+        if isinstance(exc, EnvCreateError):
+            raise EnvCreateError(exc.message, hint=_rollback_hint(req.prefix, state)) from None
         if isinstance(exc, Exception):
             raise EnvCreateError(f"linking into {req.prefix} failed: {_first_line(exc)}",
                                  hint=_rollback_hint(req.prefix, state)) from None
@@ -686,7 +702,39 @@ def _install(req: CreateRequest, lock: LockFile, packages: Sequence[LockedPackag
     share_records(req.prefix)
     downloaded = sum(1 for f in fetched if f.downloaded)
     action: Action = "updated" if state == "env" else "created"
-    return _result(action, req, lock, packages, downloaded, len(fetched) - downloaded, started, hooks)
+    done = _result(action, req, lock, packages, downloaded, len(fetched) - downloaded, started, hooks)
+    return replace(done, wheels=len(wheel_paths))
+
+
+def _python_of(packages: Sequence[LockedPackage]) -> str:
+    """X.Y of the lock's conda python (the PyPI part installs into its site-packages)."""
+    for p in packages:
+        if p.name == "python":
+            return ".".join(p.version.split(".")[:2])
+    raise LockfileError("the lock has PyPI packages but no python to install them into",
+                        hint="re-lock with `envlock lock` (a toolchain-only lock has no PyPI part)")
+
+
+def _glibc_of(lock: LockFile, platform: str) -> str:
+    """The glibc the lock was solved for (its __glibc virtual package), for the wheels' platform tags."""
+    for vp in (lock.envlock_meta(platform).get("plan") or {}).get("virtual_packages") or ():
+        if str(vp).startswith("__glibc="):
+            return str(vp).split("=")[1]
+    return "2.28"
+
+
+def _fetch_pypi_part(wheels: Sequence[Any], req: CreateRequest, cache_root: Path, python: str,
+                     progress: Progress) -> list[Path]:
+    if not wheels:
+        return []
+    from envlock.pypi_install import fetch_wheels
+
+    progress.start("wheels", len(wheels))
+    paths, _ = fetch_wheels(wheels, cache_root, offline=req.offline, mirrors=req.mirrors, jobs=req.jobs)
+    for w in wheels:
+        progress.advance("wheels", w.name)
+    progress.finish("wheels")
+    return paths
 
 
 def _is_unchanged(prefix: Path, new_meta: Mapping[str, Any], packages: Sequence[LockedPackage]) -> bool:

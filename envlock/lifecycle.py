@@ -35,6 +35,7 @@ from envlock.lockfile import (
     package_section_digest,
     packages_fingerprint,
     parse_conda_lock,
+    pypi_fingerprint,
     read_text,
 )
 from envlock.models import Anchor, LockedPackage, Plan
@@ -342,6 +343,10 @@ def describe_changes(
         before, after = set(old.get("extras") or ()), set(new.get("extras") or ())
         moved = [f"+{d}" for d in sorted(after - before)] + [f"-{d}" for d in sorted(before - after)]
         out.append(Change("spec", "spec dependencies: " + ", ".join(moved), platform))
+    if old.get("pip") != new.get("pip"):
+        before, after = set(old.get("pip") or ()), set(new.get("pip") or ())
+        moved = [f"+{d}" for d in sorted(after - before)] + [f"-{d}" for d in sorted(before - after)]
+        out.append(Change("spec", "spec `- pip:` requirements: " + ", ".join(moved), platform))
     if old.get("anchor") != new.get("anchor"):
         a, b = old.get("anchor") or {}, new.get("anchor") or {}
         why = "" if any(c.kind == "spec" for c in out) else " (envlock's torch table changed)"
@@ -428,14 +433,21 @@ def _package_edits(lock: LockMeta) -> list[Change]:
             out.append(
                 Change("hand-edited", "packages were edited by hand (versions, URLs or hashes)", platform)
             )
+        elif pypi_fingerprint(full.pypi_for(platform)) != (lock.meta(f"pypi.{platform}") or pypi_fingerprint(())):
+            out.append(
+                Change("hand-edited", "PyPI packages were edited by hand (versions, URLs or hashes)", platform)
+            )
     return out
 
 
 def _explicit_changes(lock_path: Path, lock: LockMeta) -> list[Change]:
-    """Each conda-<platform>.lock must carry the content hash of its platform (first lines only)."""
+    """Each conda-<platform>.lock (and requirements-<platform>.txt of a full env) must carry the content
+    hash of its platform (first lines only)."""
     out: list[Change] = []
-    for platform in lock.platforms:
-        path = lock_path.parent / f"conda-{platform}.lock"
+    names = [(p, f"conda-{p}.lock") for p in lock.platforms]
+    names += [(p, f"requirements-{p}.txt") for p in lock.platforms if lock.meta(f"pypi.{p}") is not None]
+    for platform, name in names:
+        path = lock_path.parent / name
         found = None
         try:
             with path.open(encoding="utf-8") as fh:
@@ -667,11 +679,13 @@ class LockOutcome:
     written: tuple[Path, ...] = ()
     files: tuple[Path, ...] = ()
     platforms: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cutoff: tuple[str | None, str | None] | None = None  # (old, new) resolution cutoff when it moved
 
     def to_json(self, project_dir: Path) -> dict[str, Any]:
         return {
             "name": self.name,
             "action": self.action,
+            "cutoff": list(self.cutoff) if self.cutoff else None,
             "reasons": [c.to_json() for c in self.reasons],
             "written": [_rel(p, project_dir) for p in self.written],
             "platforms": self.platforms,
@@ -724,23 +738,35 @@ def _select(project_dir: Path, names: Sequence[str]) -> list[EnvStatus]:
 
 
 def lock(
-    project_dir: Path, names: Sequence[str] = (), *, all_: bool = False, settings: SolveSettings | None = None
+    project_dir: Path,
+    names: Sequence[str] = (),
+    *,
+    all_: bool = False,
+    settings: SolveSettings | None = None,
+    refresh: bool = False,
 ) -> list[LockOutcome]:
     """`envlock lock`: re-solve stale environments (every one with all_); fresh files are not touched.
 
     Every selected environment is checked first, so a bad spec or a too-new lock stops the run
-    before anything is written.
+    before anything is written. `refresh` moves each selected spec's resolution cutoff to now and
+    re-locks it (fresh or not): what changed on the index and the channels since comes in.
     """
-    from envlock.resolve import lock_spec, nvcc_version
+    from dataclasses import replace
+
+    from envlock.resolve import lock_spec, now_cutoff, nvcc_version
 
     settings = settings or SolveSettings()
     out: list[LockOutcome] = []
     for status in _select(project_dir, names):
-        if status.fresh and not all_:
+        if status.fresh and not (all_ or refresh):
             out.append(LockOutcome(status.name, "fresh"))
             continue
         assert status.spec_path is not None
         spec = read_spec(status.spec_path)
+        cutoff = None
+        if refresh:
+            cutoff = (spec.exclude_newer, now_cutoff())
+            spec = replace(spec, exclude_newer=cutoff[1])
         lock_meta = (
             read_lock_meta(status.lock_path) if status.lock_path and status.lock_path.is_file() else None
         )
@@ -766,9 +792,11 @@ def lock(
                 result.written,
                 result.files,
                 {
-                    r.platform: {"cuda": r.chosen.cuda, "nvcc": nvcc_version(r), "packages": len(r.packages)}
+                    r.platform: {"cuda": r.chosen.cuda, "nvcc": nvcc_version(r), "packages": len(r.packages),
+                                 "pypi": len(result.pypi.get(r.platform, ()))}
                     for r in result.results
                 },
+                cutoff,
             )
         )
     return out
@@ -785,22 +813,26 @@ class UpdateOutcome:
     diff: LockDiff
     written: tuple[Path, ...] = ()
     dry_run: bool = False
+    cutoff: tuple[str | None, str | None] | None = None  # (old, new): update moves the cutoff to now
 
     def to_json(self, project_dir: Path) -> dict[str, Any]:
         return {
             "name": self.name,
             "dry_run": self.dry_run,
+            "cutoff": list(self.cutoff) if self.cutoff else None,
             "platforms": self.diff.to_json()["platforms"],
             "written": [_rel(p, project_dir) for p in self.written],
         }
 
 
-def _entries_of(packages: Iterable[LockedPackage]) -> Entries:
-    from envlock.lockdiff import conda_ref
+def _entries_of(packages: Iterable[LockedPackage], wheels: Iterable[Any] = ()) -> Entries:
+    from envlock.lockdiff import PkgRef, conda_ref
 
     out: Entries = {}
     for p in packages:
         out.setdefault(p.platform, {})[("conda", p.name)] = conda_ref(p.name, p.version, p.build, p.url)
+    for w in wheels:
+        out.setdefault(w.platform, {})[("pip", w.name)] = PkgRef(w.name, w.version, "", "pip")
     return out
 
 
@@ -812,10 +844,15 @@ def update(
     dry_run: bool = False,
     settings: SolveSettings | None = None,
 ) -> list[UpdateOutcome]:
-    """`envlock update PKG…`: re-solve with every other package held at its locked version (per platform)."""
+    """`envlock update PKG…`: re-solve with every other package held at its locked version (per platform).
+
+    The spec's resolution cutoff moves to now (what lets the named packages move at all).
+    """
+    from dataclasses import replace
+
     from envlock.lockdiff import diff_entries
     from envlock.lockfile import read_lock
-    from envlock.resolve import plan_for, render_files, solve_options
+    from envlock.resolve import now_cutoff, plan_for, render_files, solve_options
     from envlock.solver import RattlerSolver
 
     settings = settings or SolveSettings()
@@ -838,9 +875,9 @@ def update(
                 hint=f"restore locks/{status.name}/ from git, or re-lock it with `envlock lock {status.name}`",
             )
         old = read_lock(status.lock_path)
-        if wanted & {p.name for p in old.packages}:
+        if wanted & ({p.name for p in old.packages} | {w.name for w in old.pypi}):
             jobs.append((status, old))
-    names_in = {p.name for _, old in jobs for p in old.packages}
+    names_in = {p.name for _, old in jobs for p in old.packages} | {w.name for _, old in jobs for w in old.pypi}
     unknown = sorted(wanted - names_in)
     if unknown or not jobs:
         where = name or "any lock"
@@ -849,10 +886,12 @@ def update(
             hint="update moves packages a lock already has; "
             "add new ones to the spec's dependencies and run `envlock lock`",
         )
-    solved: list[tuple[EnvSpec, LockDiff, list[tuple[Path, str]]]] = []
+    solved: list[tuple[EnvSpec, LockDiff, list[tuple[Path, str]], tuple[str | None, str | None]]] = []
     for status, old in jobs:
         assert status.spec_path is not None
         spec = read_spec(status.spec_path)
+        cutoff = (spec.exclude_newer, now_cutoff())
+        spec = replace(spec, exclude_newer=cutoff[1])
         anchor = spec_anchor(
             spec,
             recorded_anchor(old.custom_metadata),
@@ -861,18 +900,34 @@ def update(
         )
         plan, extras = plan_for(spec, anchor)
         keep = {p: [q for q in old.packages_for(p) if q.name not in wanted] for p in spec.platforms}
-        solver = RattlerSolver(solve_options(settings.mirrors, settings.offline, settings.allow_insecure))
-        results = solver.solve(plan, locked=keep)
+        solver = RattlerSolver(
+            solve_options(settings.mirrors, settings.offline, settings.allow_insecure, spec.exclude_newer)
+        )
+        pypi: dict[str, Any] = {}
+        extra_indexes: tuple[str, ...] = ()
+        if spec.toolchain_only:
+            results = solver.solve(plan, locked=keep, optional=("ninja",))
+        else:
+            from envlock.pypi_lock import lock_pypi_part
+
+            pypi_keep = {p: [w for w in old.pypi_for(p) if w.name not in wanted] for p in spec.platforms}
+            results, part = lock_pypi_part(
+                spec, anchor, solver, plan, mirrors=settings.mirrors, offline=settings.offline, locked=keep,
+                pypi_locked=pypi_keep, upgrade=sorted(wanted & {w.name for w in old.pypi}),
+            )  # fmt: skip
+            pypi, extra_indexes = part.packages, part.extra_indexes
         diff = diff_entries(
-            _entries_of(old.packages), _entries_of(p for r in results for p in r.packages),
+            _entries_of(old.packages, old.pypi),
+            _entries_of((p for r in results for p in r.packages), (w for ws in pypi.values() for w in ws)),
             str(status.lock_path), "updated",
         )  # fmt: skip
-        solved.append((spec, diff, render_files(project_dir, spec, plan, extras, results)))
+        files = render_files(project_dir, spec, plan, extras, results, pypi=pypi, extra_indexes=extra_indexes)
+        solved.append((spec, diff, files, cutoff))
     # Every environment is solved before the first write: a failed solve leaves every lock as it was.
     out: list[UpdateOutcome] = []
-    for spec, diff, files in solved:
+    for spec, diff, files, cutoff in solved:
         written = () if dry_run else write_files(project_dir, spec.name, files)
-        out.append(UpdateOutcome(spec.name, diff, tuple(written), dry_run))
+        out.append(UpdateOutcome(spec.name, diff, tuple(written), dry_run, cutoff))
     return out
 
 

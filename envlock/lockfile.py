@@ -22,7 +22,7 @@ import yaml
 
 from envlock import __version__
 from envlock.errors import EnvlockError, LockfileError
-from envlock.models import LockedPackage
+from envlock.models import LockedPackage, PypiPackage
 
 #: Version of what envlock writes into `custom_metadata` (refuse newer ones on read).
 LOCK_FORMAT = 1
@@ -45,12 +45,17 @@ class LockFile:
     custom_metadata: dict[str, str]
     packages: tuple[LockedPackage, ...]
     kind: str = "conda-lock"  # or "explicit"
-    other_managers: int = 0  # pip entries and the like, which envlock does not install
+    other_managers: int = 0  # entries of managers other than conda and pip, which envlock does not install
     extra: dict[str, Any] = field(default_factory=dict)
+    pypi: tuple[PypiPackage, ...] = ()  # `manager: pip` entries (the PyPI part of a full environment)
 
     def packages_for(self, platform: str) -> tuple[LockedPackage, ...]:
         """Conda packages of one platform, in dependency order."""
         return tuple(p for p in self.packages if p.platform == platform)
+
+    def pypi_for(self, platform: str) -> tuple[PypiPackage, ...]:
+        """PyPI wheels of one platform, in dependency order."""
+        return tuple(p for p in self.pypi if p.platform == platform)
 
     def envlock_meta(self, platform: str | None = None) -> dict[str, Any]:
         """envlock's own metadata (anchor, plan of `platform`), or {} for a lock envlock did not write."""
@@ -121,6 +126,12 @@ def packages_fingerprint(packages: Iterable[LockedPackage]) -> str:
     return hashlib.sha256(canonical_json(rows).encode()).hexdigest()
 
 
+def pypi_fingerprint(packages: Iterable[PypiPackage]) -> str:
+    """sha256 of what installs (name, version, url, sha256) of one platform's PyPI part, order-free."""
+    rows = sorted([p.name, p.version, strip_credentials(p.url), p.sha256] for p in packages)
+    return hashlib.sha256(canonical_json(rows).encode()).hexdigest()
+
+
 def package_section_digest(text: str) -> str | None:
     """sha256 of the top-level `package:` section of conda-lock text, or None when there is none.
 
@@ -185,8 +196,10 @@ def _dump(doc: Mapping[str, Any]) -> str:
     return yaml.dump(doc, Dumper=dumper, sort_keys=False, default_flow_style=False, width=4096, allow_unicode=True)
 
 
-def package_entries(packages: Sequence[LockedPackage], platforms: Sequence[str]) -> list[dict[str, Any]]:
-    """The conda-lock v1 `package:` entries, platform by platform, each in dependency order."""
+def package_entries(
+    packages: Sequence[LockedPackage], platforms: Sequence[str], pypi: Sequence[PypiPackage] = ()
+) -> list[dict[str, Any]]:
+    """The conda-lock v1 `package:` entries, platform by platform, each in dependency order (pip after conda)."""
     entries = []
     for platform in platforms:
         for p in (q for q in packages if q.platform == platform):
@@ -199,6 +212,20 @@ def package_entries(packages: Sequence[LockedPackage], platforms: Sequence[str])
                     "dependencies": dict(sorted(_split_dep(d) for d in p.depends)),
                     "url": strip_credentials(p.url),
                     "hash": {"md5": p.md5, **({"sha256": p.sha256} if p.sha256 else {})},
+                    "category": "main",
+                    "optional": False,
+                }
+            )
+        for w in (q for q in pypi if q.platform == platform):
+            entries.append(
+                {
+                    "name": w.name,
+                    "version": w.version,
+                    "manager": "pip",
+                    "platform": w.platform,
+                    "dependencies": {d: "*" for d in sorted(w.dependencies)},
+                    "url": strip_credentials(w.url),
+                    "hash": {"sha256": w.sha256},
                     "category": "main",
                     "optional": False,
                 }
@@ -236,14 +263,16 @@ _RESOLVER = yaml.resolver.Resolver()
 _STR_TAG = "tag:yaml.org,2002:str"
 
 
-def render_package_section(packages: Sequence[LockedPackage], platforms: Sequence[str]) -> str:
+def render_package_section(
+    packages: Sequence[LockedPackage], platforms: Sequence[str], pypi: Sequence[PypiPackage] = ()
+) -> str:
     """The `package:` section of a conda-lock v1 file (it does not depend on the metadata).
 
     Byte-identical to `yaml.safe_dump({"package": package_entries(...)})` (tests/test_lockfile.py
     compares them on every real lock at hand) without PyYAML's representer, which cost ~40 ms a
     3-platform lock: the shape is fixed, only the scalars need YAML's quoting rules.
     """
-    entries = package_entries(packages, platforms)
+    entries = package_entries(packages, platforms, pypi)
     try:
         return _emit_entries(entries)
     except _MultiLine:
@@ -256,7 +285,7 @@ def _emit_entries(entries: list[dict[str, Any]]) -> str:
     out = ["package:\n"]
     for e in entries:
         out.append(f"- name: {_scalar(e['name'])}\n  version: {_scalar(e['version'])}\n")
-        out.append(f"  manager: conda\n  platform: {_scalar(e['platform'])}\n")
+        out.append(f"  manager: {e['manager']}\n  platform: {_scalar(e['platform'])}\n")
         deps = e["dependencies"]
         if deps:
             out.append("  dependencies:\n")
@@ -395,12 +424,16 @@ def parse_conda_lock(text: str, p: Path | None = None) -> LockFile:
         hashes = {str(k): str(v) for k, v in (meta.get("content_hash") or {}).items()}
         sources = tuple(str(x) for x in meta.get("sources") or ())
         packages: list[LockedPackage] = []
+        pypi: list[PypiPackage] = []
         others = 0
         for entry in doc.get("package") or ():
-            if entry.get("manager", "conda") != "conda":
+            manager = entry.get("manager", "conda")
+            if manager == "pip":
+                pypi.append(_pypi_from_entry(entry))
+            elif manager != "conda":
                 others += 1
-                continue
-            packages.append(_package_from_entry(entry))
+            else:
+                packages.append(_package_from_entry(entry))
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise _bad(p, f"unexpected structure ({type(exc).__name__}: {exc})") from None
     return LockFile(
@@ -412,6 +445,21 @@ def parse_conda_lock(text: str, p: Path | None = None) -> LockFile:
         custom_metadata=custom,
         packages=tuple(packages),
         other_managers=others,
+        pypi=tuple(pypi),
+    )
+
+
+def _pypi_from_entry(entry: Mapping[str, Any]) -> PypiPackage:
+    sha = (entry.get("hash") or {}).get("sha256")
+    if not sha:
+        raise ValueError(f"pip package {entry.get('name')} has no sha256")
+    return PypiPackage(
+        name=str(entry["name"]),
+        version=str(entry["version"]),
+        platform=str(entry["platform"]),
+        url=str(entry["url"]),
+        sha256=str(sha),
+        dependencies=tuple(str(k) for k in (entry.get("dependencies") or {})),
     )
 
 

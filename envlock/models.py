@@ -126,6 +126,24 @@ class LockedPackage:
 
 
 @dataclass(frozen=True, slots=True)
+class PypiPackage:
+    """One wheel locked for one platform (conda-lock v1 `manager: pip`)."""
+
+    name: str  # canonical (PEP 503) name
+    version: str
+    platform: str
+    url: str  # canonical URL (mirrors are never written)
+    sha256: str
+    dependencies: tuple[str, ...] = ()  # canonical names of the locked packages it requires
+
+    @property
+    def filename(self) -> str:
+        from urllib.parse import unquote
+
+        return unquote(self.url.rsplit("/", 1)[-1].split("#", 1)[0])
+
+
+@dataclass(frozen=True, slots=True)
 class PlatformResult:
     """What a solve of one platform produced."""
 

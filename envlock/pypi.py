@@ -142,21 +142,43 @@ def _read_pip_config(path: Path) -> dict[str, str]:
     }
 
 
-def configured_index_url(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """(index URL, where it came from) exactly as `pip install` would pick it."""
-    env = os.environ if environ is None else environ
-    if env.get("PIP_INDEX_URL"):
-        return env["PIP_INDEX_URL"].strip(), "PIP_INDEX_URL"
+def _merged_pip_config(env: Mapping[str, str]) -> dict[str, tuple[str, Path]]:
+    """"section.key" -> (value, file) over every pip config file (a later file wins)."""
     merged: dict[str, tuple[str, Path]] = {}
     for path in pip_config_files(env):
         if path.is_file():
             merged.update({k: (v, path) for k, v in _read_pip_config(path).items()})
+    return merged
+
+
+def _pip_setting(env: Mapping[str, str], key: str) -> tuple[str, str] | None:
+    """(value, where) of one pip option: PIP_<KEY>, else [install], else [global] of the config files."""
+    var = "PIP_" + key.upper().replace("-", "_")
+    if env.get(var, "").strip():
+        return env[var].strip(), var
+    merged = _merged_pip_config(env)
     # pip applies every [global] value first and every [install] value after it.
     for section in ("install", "global"):
-        hit = merged.get(f"{section}.index-url")
+        hit = merged.get(f"{section}.{key}")
         if hit and hit[0].strip():
-            return hit[0].strip(), f"pip config {hit[1]} [{section}] index-url"
-    return _pip_default_index(), "pip's default index"
+            return hit[0].strip(), f"pip config {hit[1]} [{section}] {key}"
+    return None
+
+
+def configured_index_url(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """(index URL, where it came from) exactly as `pip install` would pick it."""
+    env = os.environ if environ is None else environ
+    found = _pip_setting(env, "index-url")
+    return found if found is not None else (_pip_default_index(), "pip's default index")
+
+
+def configured_extra_index_urls(environ: Mapping[str, str] | None = None) -> tuple[tuple[str, ...], str]:
+    """(extra index URLs, where they came from) as `pip install` reads them (whitespace-separated)."""
+    env = os.environ if environ is None else environ
+    found = _pip_setting(env, "extra-index-url")
+    if found is None:
+        return (), "none"
+    return tuple(found[0].split()), found[1]
 
 
 def _pip_default_index() -> str:

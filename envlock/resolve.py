@@ -28,7 +28,7 @@ from envlock.lockfile import (
     strip_credentials,
     write_all_atomic,
 )
-from envlock.models import KNOWN_SUBDIRS, Anchor, Candidate, LockedPackage, Plan, PlanOptions, PlatformResult
+from envlock.models import KNOWN_SUBDIRS, Anchor, Candidate, LockedPackage, Plan, PlanOptions, PlatformResult, PypiPackage
 from envlock.rules import make_plan
 from envlock.spec import EnvSpec, normalise_with, render_spec, validate_name
 
@@ -64,6 +64,9 @@ class ResolveRequest:
     glibc: str = "2.28"
     cudnn: bool = True
     extra_specs: tuple[str, ...] = ()
+    toolchain_only: bool = False  # no python, no PyPI part (beside a torch installed elsewhere)
+    pip: tuple[str, ...] = ()  # the user's PyPI requirements (`--pip`)
+    exclude_newer: str | None = None  # the resolution cutoff (default: the existing spec's, else now)
     with_extras: tuple[str, ...] = ()  # --with NAME (data/extras.yaml)
 
 
@@ -77,6 +80,7 @@ class ResolveResult:
     written: tuple[Path, ...] = ()  # the subset whose bytes changed
     dry_run: bool = False
     warnings: tuple[str, ...] = ()
+    pypi: dict[str, tuple[PypiPackage, ...]] = field(default_factory=dict)
 
     def to_json(self, project_dir: Path) -> dict[str, Any]:
         """The stable --json shape (see README)."""
@@ -101,12 +105,15 @@ class ResolveResult:
                 "complaints": list(cand.complaints),
                 "extras": [{"with": label, "spec": spec} for label, spec in cand.extras],
                 "files": [_rel(f, project_dir) for f in self.files if pp.platform in f.name],
+                "pypi": [{"name": w.name, "version": w.version} for w in self.pypi.get(pp.platform, ())],
             }
         return {
             "envlock_result_version": 1,
             "name": self.spec.name,
             "dry_run": self.dry_run,
             "anchor": anchor_json(self.anchor),
+            "toolchain_only": self.spec.toolchain_only,
+            "exclude_newer": self.spec.exclude_newer,
             "rules_version": self.plan.rules_version,
             "with": list(self.spec.with_extras),
             "platforms": platforms,
@@ -229,7 +236,7 @@ def plan_for(spec: EnvSpec, anchor: Anchor) -> tuple[Plan, tuple[str, ...]]:
     extras = tuple(d for d in spec.dependencies if _spec_name(d) not in names)
     options = PlanOptions(
         platforms=spec.platforms,
-        python=spec.python,
+        python=None if spec.toolchain_only else spec.python,
         channels=spec.channels,
         glibc=spec.glibc,
         with_cudnn=spec.cudnn,
@@ -272,7 +279,13 @@ def hash_inputs(spec: EnvSpec, plan: Plan, platform: str, extras: Sequence[str])
     hash, one that does not, does not. Paths, the machine, mirrors and YAML layout never enter.
     """
     pp = next(p for p in plan.platforms if p.platform == platform)
+    pip: list[str] = []
+    if not spec.toolchain_only:
+        from envlock.pypi_part import pip_requirements
+
+        pip = sorted(pip_requirements(spec.pip, spec.torch, spec.torch_source)[0])
     return {
+        "pip": pip,
         "platform": platform,
         "inputs": spec.inputs(),
         "channels": [strip_credentials(c) for c in spec.channels],
@@ -298,7 +311,9 @@ def spec_path(project_dir: Path, name: str) -> Path:
     return project_dir / "environments" / f"{name}.yml"
 
 
-def custom_metadata(spec: EnvSpec, plan: Plan, results: Sequence[PlatformResult]) -> dict[str, str]:
+def custom_metadata(
+    spec: EnvSpec, plan: Plan, results: Sequence[PlatformResult], pypi: Mapping[str, Sequence[PypiPackage]]
+) -> dict[str, str]:
     meta = {
         f"{META_PREFIX}version": __version__,
         f"{META_PREFIX}lock_format": str(LOCK_FORMAT),
@@ -333,6 +348,10 @@ def custom_metadata(spec: EnvSpec, plan: Plan, results: Sequence[PlatformResult]
             hash_inputs(spec, plan, res.platform, plan.options.extra_specs)
         )
         meta[f"{META_PREFIX}packages.{res.platform}"] = packages_fingerprint(res.packages)
+        if res.platform in pypi:
+            from envlock.lockfile import pypi_fingerprint
+
+            meta[f"{META_PREFIX}pypi.{res.platform}"] = pypi_fingerprint(pypi[res.platform])
     return meta
 
 
@@ -344,8 +363,11 @@ def render_files(
     results: Sequence[PlatformResult],
     *,
     timestamp: str | None = None,
+    pypi: Mapping[str, Sequence[PypiPackage]] | None = None,
+    extra_indexes: Sequence[str] = (),
 ) -> list[tuple[Path, str]]:
     """Every file a resolve writes, as (path, text), the authoritative conda-lock.yml last but one."""
+    pypi = pypi or {}
     hashes = content_hashes(spec, plan, extras)
     packages: list[LockedPackage] = [p for r in results for p in r.packages]
     ldir = lock_dir(project_dir, spec.name)
@@ -357,10 +379,23 @@ def render_files(
                 render_explicit(packages=packages, platform=res.platform, content_hash_value=hashes[res.platform], env_name=spec.name),
             )
         )
+    if pypi:
+        from envlock.pypi_part import render_requirements
+
+        for res in results:
+            files.append(
+                (
+                    ldir / f"requirements-{res.platform}.txt",
+                    render_requirements(pypi.get(res.platform, ()), platform=res.platform,
+                                        content_hash_value=hashes[res.platform], env_name=spec.name,
+                                        extra_indexes=extra_indexes),
+                )
+            )
     files.extend(_activation_files(ldir, spec, results))
-    meta = custom_metadata(spec, plan, results)
+    meta = custom_metadata(spec, plan, results, pypi)
     # The package section does not depend on the metadata: render it once, digest it, record the digest.
-    section = render_package_section(packages, spec.platforms)
+    wheels = [w for r in results for w in pypi.get(r.platform, ())]
+    section = render_package_section(packages, spec.platforms, wheels)
     meta[f"{META_PREFIX}packages_digest"] = package_section_digest(section) or ""
     lock_text = render_conda_lock(
         packages=packages,
@@ -378,7 +413,14 @@ def render_files(
     # a moved CUDA minor), so conda and conda-lock reading it ask for what the lock holds.
     per_platform = {res.platform: res.chosen.specs for res in results}
     toolchain = {p: [s for s in specs if s not in extras] for p, specs in per_platform.items()}
-    files.append((spec_path(project_dir, spec.name), render_spec(spec, toolchain, extras, solved_notes(plan, results))))
+    pip: tuple[str, ...] = ()
+    if not spec.toolchain_only:
+        from envlock.pypi_part import pip_requirements
+
+        pip = pip_requirements(spec.pip, spec.torch, spec.torch_source)[0]
+    files.append(
+        (spec_path(project_dir, spec.name), render_spec(spec, toolchain, extras, solved_notes(plan, results), pip))
+    )
     return files
 
 
@@ -427,26 +469,64 @@ def _activation_files(ldir: Path, spec: EnvSpec, results: Sequence[PlatformResul
 def spec_from_request(req: ResolveRequest, anchor: Anchor) -> EnvSpec:
     platforms = check_platforms(req.platforms or (host_platform(),))
     name = validate_name(req.name) if req.name else default_name(anchor)
+    if req.toolchain_only and (req.python or req.pip):
+        raise SpecError(
+            "--toolchain-only locks no python and no PyPI part, so --python/--pip have nothing to act on",
+            hint="drop --python/--pip, or drop --toolchain-only for the full environment",
+        )
     return EnvSpec(
         name=name,
         torch=req.torch if req.torch != "installed" else anchor.torch,
         torch_source=req.torch_source,
         cuda=req.cuda,
-        python=req.python or default_python(anchor.torch),
+        python=None if req.toolchain_only else (req.python or default_python(anchor.torch)),
         platforms=platforms,
         channels=tuple(req.channels) or ("conda-forge",),
         glibc=req.glibc,
         cudnn=req.cudnn,
         dependencies=tuple(req.extra_specs),
+        pip=tuple(req.pip),
+        toolchain_only=req.toolchain_only,
+        # Same spec again: same cutoff (what makes a re-resolve byte-identical); a new spec: now.
+        exclude_newer=_given_cutoff(req.exclude_newer) or existing_cutoff(req.project_dir, name),
         with_extras=normalise_with(req.with_extras),
     )
 
 
-def solve_options(req_mirrors: Mapping[str, str], offline: bool, allow_insecure: bool):  # type: ignore[no-untyped-def]
+def _given_cutoff(text: str | None) -> str | None:
+    from envlock.spec import _cutoff
+
+    return _cutoff(text, "--exclude-newer") if text else None
+
+
+def existing_cutoff(project_dir: Path, name: str) -> str | None:
+    """The resolution cutoff an existing spec of that name holds (None: none, or unreadable)."""
+    from envlock.spec import read_spec
+
+    path = spec_path(project_dir, name)
+    if not path.is_file():
+        return None
+    try:
+        return read_spec(path).exclude_newer
+    except EnvlockError:
+        return None
+
+
+def now_cutoff() -> str:
+    """The resolution cutoff of a first resolve, `update` and `lock --refresh`: now (UTC, whole seconds)."""
+    import datetime
+
+    from envlock.spec import format_cutoff
+
+    return format_cutoff(datetime.datetime.now(datetime.timezone.utc))
+
+
+def solve_options(req_mirrors: Mapping[str, str], offline: bool, allow_insecure: bool, exclude_newer: str | None = None):  # type: ignore[no-untyped-def]
     from envlock.solver import SolveOptions, default_cache_dir
 
     return SolveOptions(
-        cache_dir=default_cache_dir() / "repodata", mirrors=dict(req_mirrors), offline=offline, allow_insecure=allow_insecure
+        cache_dir=default_cache_dir() / "repodata", mirrors=dict(req_mirrors), offline=offline, allow_insecure=allow_insecure,
+        exclude_newer=exclude_newer,
     )
 
 
@@ -513,9 +593,15 @@ def lock_spec(
     dry_run: bool = False,
     timestamp: bool = False,
     locked: Mapping[str, Sequence[LockedPackage]] | None = None,
+    pypi_locked: Mapping[str, Sequence[PypiPackage]] | None = None,
+    upgrade: Sequence[str] = (),
 ) -> ResolveResult:
     """Plan, solve and write one spec (also used by `envlock lock`)."""
     spec = replace(spec, anchor={"cuda": anchor.cuda, "cudnn": anchor.cudnn, "source": anchor.source})
+    if spec.exclude_newer is None and not dry_run:
+        spec = replace(spec, exclude_newer=now_cutoff())  # the first resolve of a spec fixes its cutoff
+    if not spec.toolchain_only and not spec.python:
+        spec = replace(spec, python=default_python(anchor.torch))  # the PyPI part installs into that python
     plan, extras = plan_for(spec, anchor)
     warnings = anchor_warnings(spec, anchor) + tuple(
         f"spec line {line!r} is replaced by the plan: toolchain packages follow the `envlock:` block "
@@ -527,13 +613,23 @@ def lock_spec(
     project_dir = _writable_project(project_dir)
     from envlock.solver import RattlerSolver
 
-    results = RattlerSolver(solve_options(mirrors or {}, offline, allow_insecure)).solve(plan, locked=locked)
+    solver = RattlerSolver(solve_options(mirrors or {}, offline, allow_insecure, spec.exclude_newer))
+    if spec.toolchain_only:
+        results, pypi, extra_indexes = solver.solve(plan, locked=locked, optional=("ninja",)), {}, ()
+    else:
+        from envlock.pypi_lock import lock_pypi_part
+
+        results, part = lock_pypi_part(spec, anchor, solver, plan, mirrors=mirrors or {}, offline=offline,
+                                       locked=locked, pypi_locked=pypi_locked, upgrade=upgrade)
+        pypi, extra_indexes = part.packages, part.extra_indexes
+        warnings += part.warnings
     stamp = None
     if timestamp:
         import datetime
 
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    files = render_files(project_dir, spec, plan, extras, results, timestamp=stamp)
+    files = render_files(project_dir, spec, plan, extras, results, timestamp=stamp, pypi=pypi,
+                         extra_indexes=extra_indexes)
     try:
         with project_lock(project_dir, spec.name):
             written = write_all_atomic(files)
@@ -551,6 +647,7 @@ def lock_spec(
         files=tuple(p for p, _ in files),
         written=tuple(written),
         warnings=warnings,
+        pypi=dict(pypi),
     )
 
 

@@ -37,6 +37,9 @@ class SolveOptions:
     # stalled server for ever outside the solve's own timeout (e.g. the conda-forge torch lookup).
     http_timeout_s: int = field(default_factory=lambda: _env_int("ENVLOCK_HTTP_TIMEOUT", 120))
     http_retries: int = field(default_factory=lambda: _env_int("ENVLOCK_HTTP_RETRIES", 3))
+    # The spec's resolution cutoff (ISO UTC): rattler compares each record's indexed timestamp, else
+    # its build timestamp; a record with neither is kept (conda-forge has a few).
+    exclude_newer: str | None = None
 
 
 def _env_int(name: str, default: int) -> int:
@@ -122,6 +125,7 @@ class RattlerSolver:
         self._fetch: dict[str, str] = {}
         self._gateway: rattler.Gateway | None = None
         self._per_channel = per_channel
+        self._optional: tuple[str, ...] = ()
 
     def _channel(self, name: str) -> tuple[Channel, str, str]:
         fetch = _fetch_url(name, self.options.mirrors)
@@ -156,20 +160,34 @@ class RattlerSolver:
         wanted = {(p.name, p.version, p.build) for p in keep}
         return [r for recs in res for r in recs if (r.name.normalized, str(r.version), str(r.build)) in wanted]
 
+    async def _present(self, chans: list[rattler.Channel], platform: str, names: Sequence[str]) -> list[str]:
+        """The names among `names` the channels have any record of for the platform (optional specs)."""
+        if not names:
+            return []
+        res = await self._gateway_for().query(chans, [platform, "noarch"], list(names), recursive=False)
+        cutoff = _cutoff(self.options.exclude_newer)
+        found = {
+            r.name.normalized for recs in res for r in recs if cutoff is None or r.timestamp is None or r.timestamp <= cutoff
+        }
+        return [n for n in names if n in found]
+
     async def _solve_candidate(
         self, platform: str, cand: Candidate, keep: Sequence[LockedPackage] = ()
     ) -> list[LockedPackage]:
         chans = [self._channel(c) for c in cand.channels]
         gateway = self._gateway_for()
         locked = await self._locked_records([c for c, _, _ in chans], platform, keep)
+        optional = await self._present([c for c, _, _ in chans], platform, self._optional)
         records = await asyncio.wait_for(
             rattler.solve(
                 [c for c, _, _ in chans],
-                list(cand.specs),
+                [*cand.specs, *optional],
                 gateway=gateway,
                 platforms=[platform, "noarch"],
                 virtual_packages=_virtual(cand),
                 locked_packages=locked or None,
+                exclude_newer=_cutoff(self.options.exclude_newer),
+                timestamp_policy="allow-missing",
             ),
             timeout=self.options.timeout_s,
         )
@@ -229,13 +247,18 @@ class RattlerSolver:
         return [o for o in outcomes if isinstance(o, PlatformResult)]
 
     def solve(
-        self, plan: Plan, locked: Mapping[str, Sequence[LockedPackage]] | None = None
+        self,
+        plan: Plan,
+        locked: Mapping[str, Sequence[LockedPackage]] | None = None,
+        optional: Sequence[str] = (),
     ) -> list[PlatformResult]:
         """Solve every platform of the plan; raise SolveError/ChannelError with hints.
 
         `locked` (platform → packages) are preferred at their locked versions (py-rattler
         locked_packages), which is how `envlock update` moves only the packages it names.
+        `optional` names are added to a platform's specs where its channels have them (ninja).
         """
+        self._optional = tuple(optional)
         try:
             return self._run_retrying_truncation(plan, locked or {})
         except (SolveError, SpecError):
@@ -383,6 +406,15 @@ def _locked(record: rattler.RepoDataRecord, platform: str, rewrite: Sequence[tup
         size=record.size,
         channel=strip_credentials(channel),
     )
+
+
+def _cutoff(text: str | None):  # type: ignore[no-untyped-def]
+    """The spec's ISO cutoff as the datetime rattler takes (None: no cutoff)."""
+    if not text:
+        return None
+    import datetime
+
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def default_cache_dir() -> Path:

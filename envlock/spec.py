@@ -40,6 +40,9 @@ class EnvSpec:
     with_extras: tuple[str, ...] = ()  # `with:` / --with NAME: groups of CUDA headers (data/extras.yaml)
     anchor: dict[str, Any] = field(default_factory=dict)  # recorded anchor (cuda, cudnn, source)
     selected: dict[str, tuple[str, ...]] = field(default_factory=dict)  # dependencies per platform (selectors)
+    pip: tuple[str, ...] = ()  # the `- pip:` list as written (torch and ninja lines + the user's)
+    toolchain_only: bool = False  # no python, no PyPI part: beside a torch installed elsewhere
+    exclude_newer: str | None = None  # resolution cutoff (ISO UTC): nothing newer is locked
 
     def inputs(self) -> dict[str, Any]:
         """The anchor inputs, normalised (what the content hash sees of the envlock block)."""
@@ -50,7 +53,10 @@ class EnvSpec:
             "python": self.python,
             "glibc": self.glibc,
             "cudnn": self.cudnn,
+            "exclude_newer": self.exclude_newer,
         }
+        if self.toolchain_only:
+            out["toolchain_only"] = True
         if self.with_extras:  # only when used: specs without `with:` keep the hash they had
             out["with"] = list(self.with_extras)
         return out
@@ -82,6 +88,7 @@ def render_spec(
     per_platform_specs: dict[str, Sequence[str]],
     extras: Sequence[str] = (),
     notes: Sequence[str] = (),
+    pip: Sequence[str] = (),
 ) -> str:
     """Render the spec file deterministically (selectors where platforms differ; `notes` as comments)."""
     platforms = list(spec.platforms)
@@ -109,6 +116,8 @@ def render_spec(
             sel = "  # [" + " or ".join(SELECTORS.get(p, p) for p in where[s]) + "]"
         lines.append(f"  - {_q(s)}{sel}")
     lines += [f"  - {_q(s)}" for s in extras if s not in where]
+    if pip:
+        lines += ["  - pip:", *[f"    - {_q(r)}" for r in pip]]
     lines += ["platforms:", *[f"  - {_q(p)}" for p in platforms]]
     lines += [
         "envlock:",
@@ -120,6 +129,10 @@ def render_spec(
         f"  glibc: {_q(spec.glibc)}",
         f"  cudnn: {'true' if spec.cudnn else 'false'}",
     ]
+    if spec.toolchain_only:
+        lines.append("  toolchain_only: true")
+    if spec.exclude_newer:
+        lines.append(f"  exclude_newer: {_q(spec.exclude_newer)}")
     if spec.with_extras:
         lines.append("  with: [" + ", ".join(_q(w) for w in spec.with_extras) + "]")
     return "\n".join(lines) + "\n"
@@ -211,6 +224,15 @@ def parse_spec(text: str, path: Path | None = None) -> EnvSpec:
             raise SpecError(f"{where}: envlock.{key} must be a quoted string", hint=f"quote it, e.g. {key}: '3.10'")
         return str(value)
 
+    deps_raw = doc.get("dependencies")
+    pip: tuple[str, ...] = ()
+    if isinstance(deps_raw, list):
+        pip_blocks = [d for d in deps_raw if isinstance(d, dict)]
+        if any(set(d) != {"pip"} or not isinstance(d["pip"], list) for d in pip_blocks):
+            raise SpecError(f"{where}: a mapping in `dependencies` must be `- pip: [requirements]`",
+                            hint="list PyPI requirements under `- pip:` (as conda reads them)")
+        pip = tuple(str(r) for d in pip_blocks for r in d["pip"])
+        doc["dependencies"] = [d for d in deps_raw if not isinstance(d, dict)]
     torch = opt("torch")
     if not torch:
         raise SpecError(f"{where}: envlock.torch is missing", hint="set envlock.torch to a version, e.g. '2.3.0'")
@@ -232,8 +254,37 @@ def parse_spec(text: str, path: Path | None = None) -> EnvSpec:
         glibc=opt("glibc") or "2.28",
         cudnn=bool(block.get("cudnn", True)),
         dependencies=strs("dependencies", ()),
+        pip=pip,
+        toolchain_only=bool(block.get("toolchain_only", False)),
+        exclude_newer=_cutoff(block.get("exclude_newer"), where),
         with_extras=normalise_with(with_extras),
     )
+
+
+def _cutoff(value: Any, where: str) -> str | None:
+    """envlock.exclude_newer as the canonical `YYYY-MM-DDTHH:MM:SSZ` (YAML may hand back a datetime)."""
+    import datetime
+
+    if value is None:
+        return None
+    if isinstance(value, datetime.datetime):
+        stamp = value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc)
+    else:
+        try:
+            stamp = datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            stamp = None
+        if stamp is None or stamp.tzinfo is None:
+            raise SpecError(f"{where}: envlock.exclude_newer {value!r} is not an ISO timestamp in UTC",
+                            hint="write it like '2026-11-30T12:00:00Z', or delete it to re-lock as of now")
+    return format_cutoff(stamp)
+
+
+def format_cutoff(stamp: Any) -> str:
+    """A datetime as the cutoff text a spec holds (UTC, whole seconds)."""
+    import datetime
+
+    return stamp.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def normalise_with(names: Sequence[str]) -> tuple[str, ...]:

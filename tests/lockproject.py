@@ -26,9 +26,14 @@ def make_project(
     torch: str = "2.3.0",
     platforms: tuple[str, ...] = PLATFORMS,
     name: str | None = None,
+    toolchain_only: bool = True,
     **kwargs: Any,
 ) -> Path:
-    """Resolve one environment into dest (created) against a test channel dir; return dest."""
+    """Resolve one environment into dest (created) against a test channel dir; return dest.
+
+    Toolchain-only by default: the lifecycle tests lock win-64, where the default index's torch is a
+    CPU build (a full environment there needs a +cuXYZ torch); tests/test_pypi_part.py covers the full one.
+    """
     dest.mkdir(parents=True, exist_ok=True)
     resolve(
         ResolveRequest(
@@ -37,6 +42,7 @@ def make_project(
             mirrors={"conda-forge": channel.as_uri()},
             project_dir=dest,
             name=name,
+            toolchain_only=toolchain_only,
             **kwargs,
         )
     )

@@ -67,7 +67,7 @@ def test_check_runs_from_the_project_dir_by_default(project, capsys, monkeypatch
 
 # (edit of the spec text, change kind, what the message must say, platforms it is reported for)
 SPEC_EDITS = {
-    "python": (("python: '3.11'", "python: '3.12'"), "spec", "spec envlock.python: 3.11 → 3.12", "all"),
+    "toolchain_only": (("  toolchain_only: true\n", ""), "spec", "spec envlock.toolchain_only: True → null", "all"),
     "glibc": (("glibc: '2.28'", "glibc: '2.34'"), "spec", "spec envlock.glibc: 2.28 → 2.34", "all"),
     "cuda": (("cuda: null", "cuda: '12.2'"), "spec", "spec envlock.cuda: null → 12.2", "all"),
     "torch": (("torch: 2.3.0", "torch: 2.4.0"), "spec", "spec envlock.torch: 2.3.0 → 2.4.0", "all"),
@@ -318,7 +318,7 @@ def test_json_report_shape(project, capsys) -> None:
 
 def test_several_environments_only_the_stale_one_is_listed(project, capsys, test_channel) -> None:
     make_project(project, test_channel, torch="2.4.0", platforms=("linux-64",))
-    edit(spec_file(project), "python: '3.11'", "python: '3.10'")
+    edit(spec_file(project), "glibc: '2.28'", "glibc: '2.17'")
     code, doc = cli_json(capsys, "check", "--project-dir", str(project))
     assert code == 1
     by_name = {e["name"]: e for e in doc["environments"]}

@@ -41,7 +41,7 @@ def _resolve(project: Path, cache: Path, channel_uri: str, *args: str) -> None:
 def project(tmp_path_factory: pytest.TempPathFactory, test_channel_url: str) -> Path:
     """A project with locks/torch2.3.0-cu121 for linux-64, linux-aarch64 and win-64."""
     root = tmp_path_factory.mktemp("project")
-    _resolve(root, root / ".cache", test_channel_url,
+    _resolve(root, root / ".cache", test_channel_url, "--toolchain-only",
              "--platform", "linux-64", "--platform", "linux-aarch64", "--platform", "win-64")
     return root
 
@@ -50,7 +50,7 @@ def project(tmp_path_factory: pytest.TempPathFactory, test_channel_url: str) -> 
 def project_124(tmp_path_factory: pytest.TempPathFactory, test_channel_url: str) -> Path:
     """Another lock of the same env name, CUDA 12.4 (linux-64): 'a different lock' for updates."""
     root = tmp_path_factory.mktemp("project124")
-    _resolve(root, root / ".cache", test_channel_url, "--cuda", "12.4", "--platform", "linux-64")
+    _resolve(root, root / ".cache", test_channel_url, "--toolchain-only", "--cuda", "12.4", "--platform", "linux-64")
     return root
 
 

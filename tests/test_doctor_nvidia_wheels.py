@@ -27,7 +27,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("g++") is None, reason="needs gcc/g++"),
 ]
-PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 CLEAN_PATH = "/usr/bin:/bin"  # no /usr/local/bin (this machine's system nvcc), no /usr/local/cuda
 
 
@@ -82,8 +81,7 @@ def env(channel: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, 
         channel.as_uri(),
         "--platform",
         "linux-64",
-        "--python",
-        PY,
+        "--toolchain-only",  # the conda toolchain is what doctor checks (no PyPI part: no network here)
         "--project-dir",
         str(project),
         "--name",

@@ -200,7 +200,7 @@ def test_a_channel_without_the_extra_anywhere_fails_naming_it_and_writes_nothing
 
 
 def test_cuda_11_8_with_deepspeed_comes_from_the_label(tmp_path, capsys, test_channel, nvidia_label_channel) -> None:
-    args = ["--torch", "2.3.0+cu118", "--platform", "linux-64", "--with", "deepspeed", "--mirror", f"conda-forge={test_channel.as_uri()}",
+    args = ["--torch", "2.3.0+cu118", "--platform", "linux-64", "--toolchain-only", "--with", "deepspeed", "--mirror", f"conda-forge={test_channel.as_uri()}",
             "--mirror", f"nvidia/label/cuda-11.8.0={nvidia_label_channel.as_uri()}"]  # fmt: skip
     code, doc = resolve(tmp_path, capsys, *args)
     assert code == 0, doc

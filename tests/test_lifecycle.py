@@ -100,7 +100,8 @@ def test_layout_order_comments_and_quoting_do_not_change_the_hash(project) -> No
     with_extras = text.replace("platforms:", "  - ninja >=1.11\n  - make\n  - cmake 3.*\nplatforms:")
     reordered = text.replace("platforms:", "  - cmake 3.*\n  - ninja >=1.11\n  - make\nplatforms:")
     restyled = (
-        'envlock: {cudnn: true, glibc: "2.28", python: "3.11", torch: "2.3.0", torch_source: pip, cuda: ~}\n'
+        'envlock: {cudnn: true, glibc: "2.28", python: ~, torch: "2.3.0", torch_source: pip, cuda: ~, '
+        f'toolchain_only: true, exclude_newer: "{base.exclude_newer}"}}\n'
         "# the same spec, other style\n"
         "platforms: [linux-64, win-64]\n"
         f'name: "{NAME}"\n'
@@ -172,13 +173,13 @@ def test_lock_rewrites_nothing_when_fresh_not_even_mtime(project, capsys, cf) ->
 
 
 def test_lock_relocks_a_stale_spec_and_then_it_is_fresh(project, capsys, cf) -> None:
-    edit(spec_file(project), "python: '3.11'", "python: '3.12'")
+    edit(spec_file(project), "cuda: null", "cuda: '12.2'")
     code, out, err = cli(capsys, "lock", "--project-dir", str(project), "--mirror", cf)
     assert code == 0, err
-    assert f"locked  {NAME} (spec envlock.python: 3.11 → 3.12)" in out
+    assert f"locked  {NAME} (spec envlock.cuda: null → 12.2" in out
     assert f"wrote locks/{NAME}/conda-lock.yml" in out
-    pythons = {p.version for p in read_lock(lock_file(project)).packages if p.name == "python"}
-    assert pythons and all(v.startswith("3.12.") for v in pythons)
+    nvcc = {p.version for p in read_lock(lock_file(project)).packages if p.name == "cuda-nvcc"}
+    assert nvcc and all(v.startswith("12.2.") for v in nvcc)
     assert cli(capsys, "check", "--project-dir", str(project))[0] == 0
 
 

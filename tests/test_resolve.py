@@ -31,7 +31,8 @@ def files_under(root: Path) -> list[Path]:
 
 
 def test_three_platforms_exact_minor_files_and_json(tmp_path, capsys, cf) -> None:
-    args = ["--torch", "2.3.0", "--platform", "linux-64", "--platform", "linux-aarch64", "--platform", "win-64", "--mirror", cf]
+    args = ["--torch", "2.3.0", "--platform", "linux-64", "--platform", "linux-aarch64", "--platform", "win-64", "--mirror", cf,
+            "--toolchain-only"]  # win-64's default-index torch is a CPU build: tests/test_pypi_part.py
     code, doc = resolve(tmp_path, capsys, *args)
     assert code == 0, doc
     assert doc["name"] == "torch2.3.0-cu121"
@@ -95,10 +96,11 @@ def test_http_channel_and_mirror_give_the_same_lock(tmp_path, capsys, cf, channe
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     b.mkdir()
-    assert resolve(a, capsys, "--torch", "2.3.0", "--platform", "linux-64", "--mirror", cf)[0] == 0
+    cutoff = ("--exclude-newer", "2026-01-01T00:00:00Z")  # two new specs: one cutoff
+    assert resolve(a, capsys, "--torch", "2.3.0", "--platform", "linux-64", "--mirror", cf, *cutoff)[0] == 0
     http = f"conda-forge={channel_server.channel_url('conda-forge')}"
     before = channel_server.count()
-    assert resolve(b, capsys, "--torch", "2.3.0", "--platform", "linux-64", "--mirror", http)[0] == 0
+    assert resolve(b, capsys, "--torch", "2.3.0", "--platform", "linux-64", "--mirror", http, *cutoff)[0] == 0
     assert channel_server.count() > before  # really fetched over http
     for rel in ("locks/torch2.3.0-cu121/conda-lock.yml", "locks/torch2.3.0-cu121/conda-linux-64.lock", "environments/torch2.3.0-cu121.yml"):
         assert (a / rel).read_bytes() == (b / rel).read_bytes()
@@ -142,7 +144,8 @@ def test_torch_from_conda_forge_pins_pytorch_built_for_the_cuda(tmp_path, capsys
 
 def test_cuda_11_8_comes_from_the_nvidia_label(tmp_path, capsys, cf, nvidia_label_channel) -> None:
     label = f"nvidia/label/cuda-11.8.0={nvidia_label_channel.as_uri()}"
-    code, doc = resolve(tmp_path, capsys, "--torch", "2.3.0+cu118", "--platform", "linux-64", "--mirror", cf, "--mirror", label)
+    code, doc = resolve(tmp_path, capsys, "--torch", "2.3.0+cu118", "--platform", "linux-64", "--mirror", cf, "--mirror", label,
+                        "--toolchain-only")
     assert code == 0, doc
     assert doc["anchor"]["cuda"] == "11.8" and doc["anchor"]["source"] == "local-label"
     p = doc["platforms"]["linux-64"]
@@ -177,7 +180,11 @@ def test_json_schema_is_stable(tmp_path, capsys, cf) -> None:
     assert code == 0
     assert {"torch", "cuda", "cudnn", "source"} <= set(doc["anchor"])
     assert JSON_KEYS <= set(doc["platforms"]["linux-64"])
-    assert doc["platforms"]["linux-64"]["files"] == ["locks/torch2.3.0-cu121/conda-linux-64.lock"]
+    assert doc["platforms"]["linux-64"]["files"] == [
+        "locks/torch2.3.0-cu121/conda-linux-64.lock", "locks/torch2.3.0-cu121/requirements-linux-64.txt"
+    ]
+    assert {w["name"] for w in doc["platforms"]["linux-64"]["pypi"]} >= {"torch", "ninja"}
+    assert doc["toolchain_only"] is False and doc["exclude_newer"].endswith("Z")
     assert "locks/torch2.3.0-cu121/conda-lock.yml" in doc["files"]
     assert doc["envlock_result_version"] == 1
 

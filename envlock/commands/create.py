@@ -72,7 +72,8 @@ def _render_create(result: CreateResult) -> None:
         sys.stderr.write(f"{result.prefix} is already up to date with {result.lock_path} (nothing to do)\n")
         return
     sys.stderr.write(
-        f"{result.action} {result.prefix} from {result.lock_path} ({result.platform}): {result.packages} packages, "
+        f"{result.action} {result.prefix} from {result.lock_path} ({result.platform}): {result.packages} packages"
+        f"{f' + {result.wheels} wheels (PyPI part)' if result.wheels else ''}, "
         f"{result.downloaded} downloaded, {result.cached} from the package cache, every hash verified\n"
     )
     if result.platform.startswith("win-"):
@@ -92,7 +93,7 @@ def _render_create(result: CreateResult) -> None:
 class _RichProgress:
     """create's Progress protocol on a rich progress display (stderr)."""
 
-    _LABELS = {"fetch": "download + verify", "link": "link"}
+    _LABELS = {"fetch": "download + verify", "link": "link", "wheels": "wheels + verify", "pypi": "install wheels"}
 
     def __init__(self) -> None:
         from rich.console import Console

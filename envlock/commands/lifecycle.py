@@ -119,11 +119,16 @@ def lock_cmd(
     offline: bool = typer.Option(False, "--offline", help="Use only the cache."),
     allow_insecure: bool = typer.Option(False, "--allow-insecure", help="Allow plain-http channels."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
+    refresh: bool = typer.Option(
+        False, "--refresh", help="Move the resolution cutoff (envlock.exclude_newer) to now and re-lock."
+    ),
 ) -> int:
     """Re-lock stale environments from environments/*.yml; files whose bytes would not change are not touched."""
     from envlock.lifecycle import lock
 
-    outcomes = lock(project_dir, names or (), all_=all_, settings=_settings(mirror, offline, allow_insecure))
+    outcomes = lock(
+        project_dir, names or (), all_=all_, settings=_settings(mirror, offline, allow_insecure), refresh=refresh
+    )
     if as_json:
         _dump({"envlock_result_version": 1, "environments": [o.to_json(project_dir) for o in outcomes]})
         return 0
@@ -132,11 +137,14 @@ def lock_cmd(
             _out(f"fresh   {o.name}: unchanged")
             continue
         messages = list(dict.fromkeys(c.message for c in o.reasons))  # one line per reason, not per platform
-        why = "; ".join(messages[:3]) + ("; …" if len(messages) > 3 else "") or "--all"
+        why = "; ".join(messages[:3]) + ("; …" if len(messages) > 3 else "") or ("--refresh" if o.cutoff else "--all")
         _out(f"locked  {o.name} ({why})")
+        if o.cutoff:
+            _out(f"  resolution cutoff moved: {o.cutoff[0] or 'none'} → {o.cutoff[1]}")
         _columns(
             [
-                [p, f"CUDA {v['cuda']}", f"nvcc {v['nvcc'] or '-'}", f"{v['packages']} packages"]
+                [p, f"CUDA {v['cuda']}", f"nvcc {v['nvcc'] or '-'}", f"{v['packages']} packages",
+                 f"{v['pypi']} wheels"]
                 for p, v in o.platforms.items()
             ],
             indent="  ",
@@ -182,6 +190,8 @@ def update_cmd(
         return 0
     for o in outcomes:
         _out(f"{o.name}:")
+        if o.cutoff:
+            _out(f"  resolution cutoff moved: {o.cutoff[0] or 'none'} → {o.cutoff[1]}")
         if o.diff.empty:
             _out("  nothing moved (the named packages are already at the newest version the rules allow)")
         _render_platforms(o.diff, indent="  ")

@@ -46,6 +46,13 @@ def resolve_cmd(
     timestamp: bool = typer.Option(False, "--timestamp", help="Record the creation time in the lock."),
     python_exe: Optional[str] = typer.Option(None, "--python-exe", help="Python whose torch `installed` means."),
     allow_insecure: bool = typer.Option(False, "--allow-insecure", help="Allow plain-http channels."),
+    toolchain_only: bool = typer.Option(
+        False, "--toolchain-only", help="Only the conda toolchain: no python, no torch (beside a torch you have)."
+    ),
+    pip: list[str] = typer.Option([], "--pip", help="A PyPI requirement for the env's `- pip:` list (repeatable)."),
+    exclude_newer: Optional[str] = typer.Option(
+        None, "--exclude-newer", help="Resolution cutoff (ISO UTC; default: the spec's, else now)."
+    ),
     with_: list[str] = typer.Option(
         [], "--with", help="Add a group of CUDA headers (repeatable): curand, profiler-api, cufft, nvrtc, nvtx, "
         "cufile, nvml, cupti, nvjitlink, npp, nvjpeg, or the bundles deepspeed, all."
@@ -69,6 +76,9 @@ def resolve_cmd(
         timestamp=timestamp,
         python_exe=python_exe,
         allow_insecure=allow_insecure,
+        toolchain_only=toolchain_only,
+        pip=tuple(pip),
+        exclude_newer=exclude_newer,
         with_extras=tuple(with_),
     )
     result = resolve(req)
@@ -92,7 +102,7 @@ def render_summary(result: ResolveResult, project_dir: Path) -> None:
     console.print(f"torch {a.torch} → CUDA {a.cuda}{cudnn}  [dim]({a.detail})[/dim]")
     by_platform = {r.platform: r for r in result.results}
     table = Table(show_edge=False, pad_edge=False)
-    for col in ("platform", "CUDA", "nvcc", "gcc ≤", "cuDNN", "packages", "why"):
+    for col in ("platform", "CUDA", "nvcc", "gcc ≤", "cuDNN", "packages", "PyPI", "why"):
         table.add_column(col)
     for pp in result.plan.platforms:
         res = by_platform.get(pp.platform)
@@ -112,6 +122,7 @@ def render_summary(result: ResolveResult, project_dir: Path) -> None:
             str(cand.gcc_max) if cand.gcc_max else "msvc",
             ((res.version_of("cudnn") if res else None) or cand.cudnn or "-"),
             str(len(res.packages)) if res else "-",
+            _pypi_cell(result, pp.platform),
             why,
         )
     console.print(table)
@@ -125,6 +136,8 @@ def render_summary(result: ResolveResult, project_dir: Path) -> None:
     if result.dry_run:
         console.print("dry run: nothing solved, nothing written")
         return
+    mode = "toolchain only (no python, no PyPI part)" if result.spec.toolchain_only else "full environment"
+    console.print(f"{mode}; resolution cutoff {result.spec.exclude_newer} (envlock.exclude_newer)")
     changed = set(result.written)
     for f in result.files:
         state = "wrote" if f in changed else "unchanged"
@@ -133,6 +146,15 @@ def render_summary(result: ResolveResult, project_dir: Path) -> None:
         except ValueError:
             shown = f
         console.print(f"{state} {shown}")
+
+
+def _pypi_cell(result: ResolveResult, platform: str) -> str:
+    """`torch 2.7.1 +24` for the platform's PyPI part ('-' when there is none)."""
+    wheels = result.pypi.get(platform, ())
+    if not wheels:
+        return "-"
+    torch = next((w.version for w in wheels if w.name == "torch"), None)
+    return (f"torch {torch} +{len(wheels) - 1}" if torch else f"{len(wheels)} wheels")
 
 
 def register(app: typer.Typer) -> None:

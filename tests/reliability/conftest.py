@@ -11,7 +11,9 @@ import pytest
 from envlock.cli import run
 from tests.channelbuilder import build_channel
 
-TORCH = ("--torch", "2.3.0", "--platform", "linux-64")  # CUDA 12.1 (table), candidates 12.1 → 12.0 → 12.2
+# CUDA 12.1 (table), candidates 12.1 → 12.0 → 12.2. The conda side is what these tests fault: toolchain
+# only, and one fixed cutoff so two runs of the same inputs give the same bytes.
+TORCH = ("--torch", "2.3.0", "--platform", "linux-64", "--toolchain-only", "--exclude-newer", "2026-01-01T00:00:00Z")
 ENV = "torch2.3.0-cu121"
 LOCK = f"locks/{ENV}/conda-lock.yml"
 MINORS = ["12.0", "12.1", "12.2"]

@@ -1,0 +1,188 @@
+"""Create's side of the PyPI part: every locked wheel fetched once into envlock's cache (sha256 checked
+before anything is installed), then installed into the prefix by uv (envlock/pypi_part.py owns uv).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from envlock.errors import ChannelError, EnvCreateError
+from envlock.lockfile import strip_credentials
+from envlock.models import PypiPackage
+from envlock.pypi_part import _index_root, _timeout, python_platform, uv_binary, uv_environ
+
+_CHUNK = 1 << 20
+
+
+def wheel_cache(cache: Path) -> Path:
+    return cache / "wheels"
+
+
+def _cached_path(cache: Path, pkg: PypiPackage) -> Path:
+    # Content-addressed: a file is only ever renamed here after its sha256 matched.
+    return wheel_cache(cache) / pkg.sha256[:2] / pkg.sha256 / pkg.filename
+
+
+def fetch_wheels(packages: Sequence[PypiPackage], cache: Path, *, offline: bool, mirrors: Mapping[str, str] = {},
+                 jobs: int = 4) -> tuple[list[Path], int]:
+    """Every locked wheel in envlock's cache, sha256-verified; (paths, how many were downloaded)."""
+    paths = [_cached_path(cache, p) for p in packages]
+    missing = [p for p, path in zip(packages, paths) if not path.is_file()]
+    if missing and offline:
+        names = ", ".join(p.filename for p in missing[:3]) + (" …" if len(missing) > 3 else "")
+        raise EnvCreateError(f"{len(missing)} wheel(s) are not in envlock's cache and --offline is set: {names}",
+                             hint="run once without --offline to fill the cache")
+    if missing:
+        import requests
+
+        session = requests.Session()
+        try:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+                for fut in [pool.submit(_fetch_one, p, cache, mirrors, session) for p in missing]:
+                    fut.result()
+        finally:
+            session.close()
+    return paths, len(missing)
+
+
+def _mirrored(url: str, mirrors: Mapping[str, str]) -> str:
+    for src, dst in mirrors.items():
+        root = _index_root(src)
+        if "://" in src and url.startswith(root):
+            return _index_root(dst) + url[len(root):]
+    return url
+
+
+def _fetch_one(pkg: PypiPackage, cache: Path, mirrors: Mapping[str, str], session: Any) -> None:
+    url = _mirrored(pkg.url, mirrors)
+    final = _cached_path(cache, pkg)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=".download-", suffix=".part", dir=final.parent)
+    tmp = Path(tmp_name)
+    try:
+        digest = hashlib.sha256()
+        with os.fdopen(fd, "wb") as fh:
+            for chunk in _chunks(url, pkg, session):
+                digest.update(chunk)
+                fh.write(chunk)
+        if digest.hexdigest() != pkg.sha256.lower():
+            raise EnvCreateError(
+                f"{pkg.filename} does not match the sha256 the lock records (got {digest.hexdigest()[:16]}…, "
+                f"want {pkg.sha256[:16]}…)",
+                hint="the index served a different file than the one locked, so nothing was installed; "
+                     "check the index or proxy, or re-lock (`envlock lock --refresh`) if it really changed",
+            )
+        os.replace(tmp, final)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _chunks(url: str, pkg: PypiPackage, session: Any) -> Any:
+    if url.startswith("file:"):
+        from urllib.request import url2pathname
+        from urllib.parse import urlsplit
+
+        try:
+            with open(url2pathname(urlsplit(url).path), "rb") as fh:
+                while chunk := fh.read(_CHUNK):
+                    yield chunk
+        except OSError as exc:
+            raise EnvCreateError(f"cannot read {pkg.filename}: {exc.strerror or exc}",
+                                 hint="the lock records a machine-local file:// URL; re-lock against a network index") from None
+        return
+    import requests
+
+    last = ""
+    for attempt in range(3):
+        try:
+            with session.get(url, stream=True, timeout=(10, 120)) as resp:
+                if resp.status_code >= 500:
+                    last = f"HTTP {resp.status_code}"
+                    continue
+                if resp.status_code != 200:
+                    raise ChannelError(f"cannot download {pkg.filename}: HTTP {resp.status_code} from {strip_credentials(url)}",
+                                       hint="check the index (or --mirror), or re-lock if the file is gone")
+                yield from resp.iter_content(_CHUNK)
+                return
+        except requests.RequestException as exc:
+            last = type(exc).__name__
+    raise ChannelError(f"cannot download {pkg.filename} from {strip_credentials(url)} ({last}, 3 attempts)",
+                       hint="check your network/proxy, or --offline with a filled cache")
+
+
+def site_packages(platform: str, python: str) -> str:
+    """The prefix-relative site-packages of a conda python."""
+    return "Lib/site-packages" if platform == "win-64" else f"lib/python{python}/site-packages"
+
+
+def install_wheels(prefix: Path, wheels: Sequence[Path], *, platform: str, python: str, glibc: str,
+                   cache: Path) -> None:
+    """Install verified wheels into the prefix's site-packages (no resolution, no interpreter of the env run).
+
+    uv's `--target` with the env's python version and platform: the prefix's python is never asked (a
+    python that execs another one would send the files to that one's site-packages). Scripts land in
+    `<target>/bin` and move to `<prefix>/bin` with the env's python as their interpreter.
+    """
+    if not wheels:
+        return
+    target = prefix / site_packages(platform, python)
+    target.mkdir(parents=True, exist_ok=True)
+    args = [uv_binary(), "pip", "install", "--no-config", "--no-deps", "--offline", "--no-index", "--quiet",
+            "--target", str(target), "--python", sys.executable, "--python-version", python,
+            "--python-platform", python_platform(platform, glibc), *map(str, wheels)]
+    try:
+        done = subprocess.run(args, env=uv_environ(cache), capture_output=True, text=True, timeout=_timeout())
+    except subprocess.TimeoutExpired:
+        raise EnvCreateError("installing the PyPI part timed out", hint="run `envlock create` again") from None
+    if done.returncode != 0:
+        detail = " ".join(ln.strip() for ln in done.stderr.splitlines() if ln.strip())[:400]
+        raise EnvCreateError(f"installing the PyPI part into {prefix} failed: {detail or 'uv failed'}",
+                             hint="run `envlock create` again; the environment was rolled back")
+    (target / ".lock").unlink(missing_ok=True)  # uv's own lock file of the target dir
+    if platform != "win-64":
+        _move_scripts(prefix, target, python)
+
+
+def _move_scripts(prefix: Path, target: Path, python: str) -> None:
+    """`<site-packages>/bin/*` -> `<prefix>/bin/*` (shebang: the env's python), RECORD paths updated."""
+    scripts = target / "bin"
+    if not scripts.is_dir():
+        return
+    bindir = prefix / "bin"
+    bindir.mkdir(exist_ok=True)
+    interpreter = str(prefix / "bin" / f"python{python}")
+    moved = set()
+    for src in sorted(scripts.iterdir()):
+        data = src.read_bytes()
+        if data.startswith(b"#!") and b"python" in data.split(b"\n", 1)[0]:
+            data = _shebang(interpreter) + data.split(b"\n", 1)[1]
+        dst = bindir / src.name
+        dst.unlink(missing_ok=True)
+        dst.write_bytes(data)
+        dst.chmod(0o755)
+        src.unlink()
+        moved.add(f"bin/{src.name}")
+    scripts.rmdir()
+    up = "../" * len(Path(site_packages("linux-64", python)).parts)
+    for record in target.glob("*.dist-info/RECORD"):
+        lines = record.read_text(encoding="utf-8").splitlines()
+        fixed = [up + ln if ln.split(",", 1)[0] in moved else ln for ln in lines]
+        if fixed != lines:
+            record.write_text("\n".join(fixed) + "\n", encoding="utf-8")
+
+
+def _shebang(interpreter: str) -> bytes:
+    """`#!<python>`, or pip's sh trampoline where a kernel would not take the path (spaces, > 127 bytes)."""
+    if " " not in interpreter and len(interpreter) < 120:
+        return f"#!{interpreter}\n".encode()
+    return f"#!/bin/sh\n'''exec' \"{interpreter}\" \"$0\" \"$@\"\n' '''\n".encode()
+
+

@@ -1,0 +1,102 @@
+"""Lock a full environment's PyPI part beside its conda part (use case of resolve/lock/update).
+
+uv compiles every platform while rattler solves the conda part (two seams, side by side); then a
+PyPI package the conda part already provides is dropped, and the locked torch is checked against
+the anchor (envlock.pypi_part.check_variant).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from envlock.models import Anchor, LockedPackage, Plan, PlatformResult, PypiPackage
+from envlock.spec import EnvSpec
+
+
+@dataclass(frozen=True)
+class PypiPart:
+    """What the PyPI part of one spec locked to."""
+
+    packages: dict[str, tuple[PypiPackage, ...]]
+    extra_indexes: tuple[str, ...]  # canonical index URLs a requirements file must name (the variant index)
+    warnings: tuple[str, ...] = ()
+
+
+def compile_request(
+    spec: EnvSpec,
+    anchor: Anchor,
+    *,
+    mirrors: Mapping[str, str],
+    offline: bool,
+    pypi_locked: Mapping[str, Sequence[PypiPackage]] | None = None,
+    upgrade: Sequence[str] = (),
+) -> tuple[Any, tuple[str, ...]]:
+    """The uv compile request of a spec, and the lines of its `- pip:` list that envlock replaces."""
+    from envlock import pypi_part
+
+    requirements, _, ignored = pypi_part.pip_requirements(spec.pip, spec.torch, spec.torch_source)
+    index, extras = pypi_part.spec_indexes(spec.torch, spec.torch_source, mirrors)
+    request = pypi_part.CompileRequest(
+        requirements=requirements,
+        python=spec.python or "3.11",  # lock_spec sets a full environment's python before it gets here
+        platforms=spec.platforms,
+        glibc=spec.glibc,
+        index=index,
+        extra_indexes=extras,
+        exclude_newer=spec.exclude_newer,
+        offline=offline,
+        preferences=dict(pypi_locked or {}),
+        upgrade=tuple(upgrade),
+        exempt=("torch",) if "+" in spec.torch and spec.torch_source == "pip" else (),
+    )
+    return request, ignored
+
+
+def lock_pypi_part(
+    spec: EnvSpec,
+    anchor: Anchor,
+    solver: Any,
+    plan: Plan,
+    *,
+    mirrors: Mapping[str, str],
+    offline: bool,
+    locked: Mapping[str, Sequence[LockedPackage]] | None = None,
+    pypi_locked: Mapping[str, Sequence[PypiPackage]] | None = None,
+    upgrade: Sequence[str] = (),
+) -> tuple[list[PlatformResult], PypiPart]:
+    """Solve the conda part (rattler) and compile the PyPI part (uv) at once; one error if either fails."""
+    from envlock import pypi_part
+
+    request, ignored = compile_request(spec, anchor, mirrors=mirrors, offline=offline, pypi_locked=pypi_locked,
+                                       upgrade=upgrade)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="envlock-uv") as pool:
+        compiling = pool.submit(pypi_part.compile_part, request)
+        results = solver.solve(plan, locked=locked)  # a conda failure is reported first (the pool still waits)
+        compiled = compiling.result()
+    label = spec.torch.partition("+")[2]
+    index = request.extra_indexes[0].canonical if label and spec.torch_source == "pip" else request.index.canonical
+    packages: dict[str, tuple[PypiPackage, ...]] = {}
+    for res in results:
+        wheels = _not_in_conda(compiled.packages.get(res.platform, ()), res.packages)
+        if spec.torch_source == "pip":
+            pypi_part.check_variant(wheels, anchor.cuda, anchor.torch, res.platform, index)
+        packages[res.platform] = wheels
+    warnings = compiled.warnings + tuple(
+        f"`- pip:` line {line!r} is replaced by torch=={spec.torch}: the torch release follows the `envlock:` block"
+        for line in ignored
+    )
+    extra = (request.extra_indexes[0].canonical,) if label and spec.torch_source == "pip" else ()
+    return results, PypiPart(packages, extra, warnings)
+
+
+def _not_in_conda(wheels: Sequence[PypiPackage], conda: Sequence[LockedPackage]) -> tuple[PypiPackage, ...]:
+    """The wheels whose package the conda part does not already provide (conda's pytorch is torch)."""
+    provided = {p.name for p in conda}
+    if "pytorch" in provided:
+        provided.add("torch")
+    kept = [w for w in wheels if w.name not in provided]
+    names = {w.name for w in kept}
+    return tuple(replace(w, dependencies=tuple(d for d in w.dependencies if d in names)) for w in kept)

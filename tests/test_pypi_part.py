@@ -1,0 +1,324 @@
+"""The PyPI part of a full environment, and --toolchain-only (issue 16), against real uv and real wheels.
+
+The default index is tests/wheelindex.py on 127.0.0.1 (tests/fixtures/pypi.py points pip at it for every
+test); the conda part comes from the real test channel. conda-lock's own parser reads every lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from envlock.cli import run
+from envlock.lockfile import read_lock
+from tests.channelbuilder import PackageSpec
+from tests.lockproject import snapshot
+from tests.wheelindex import WheelIndex
+
+ENVLOCK = [sys.executable, "-m", "envlock"]
+NAME = "torch2.7.1-cu126"
+
+
+def _resolve(project: Path, cf: str, *args: str) -> tuple[int, dict]:
+    project.mkdir(parents=True, exist_ok=True)
+    out = subprocess.run([*ENVLOCK, "resolve", "--mirror", f"conda-forge={cf}", *args, "--project-dir", str(project),
+                          "--json"], capture_output=True, text=True, timeout=300)
+    doc = json.loads(out.stdout) if out.stdout.strip() else {"stderr": out.stderr}
+    return out.returncode, doc
+
+
+def _conda_lock(path: Path):  # conda-lock's own parser
+    from conda_lock.lockfile import parse_conda_lock_file
+
+    return parse_conda_lock_file(path)
+
+
+@pytest.fixture(scope="session")
+def full_project(tmp_path_factory: pytest.TempPathFactory, test_channel_url: str) -> Path:
+    """torch 2.7.1 (CUDA 12.6), linux-64, full environment."""
+    root = tmp_path_factory.mktemp("full")
+    code, doc = _resolve(root, test_channel_url, "--torch", "2.7.1", "--platform", "linux-64")
+    assert code == 0, doc
+    return root
+
+
+def test_full_lock_holds_torch_its_cuda_wheels_ninja_and_the_toolchain(full_project: Path) -> None:
+    lock_path = full_project / "locks" / NAME / "conda-lock.yml"
+    lf = _conda_lock(lock_path)
+    pip = {p.name: p for p in lf.package if p.manager == "pip"}
+    conda = {p.name for p in lf.package if p.manager == "conda"}
+    assert pip["torch"].version == "2.7.1" and pip["torch"].hash.sha256
+    assert pip["nvidia-cuda-runtime-cu12"].version.startswith("12.6.")
+    assert pip["nvidia-cudnn-cu12"].version.startswith("9.5.")
+    assert "ninja" in pip and {"cuda-nvcc", "python", "libcusparse-dev"} <= conda
+    assert pip["sympy"].version == "1.13.3"  # 1.99.0 was uploaded after the cutoff
+    assert set(pip["torch"].dependencies) >= {"filelock", "sympy", "nvidia-cuda-runtime-cu12"}
+    assert all(p.url.startswith("http://127.0.0.1:") and p.platform == "linux-64" for p in pip.values())
+    ours = read_lock(lock_path)
+    req = (full_project / "locks" / NAME / "requirements-linux-64.txt").read_text()
+    assert f"# content_hash: {ours.content_hash['linux-64']}" in req
+    for w in ours.pypi_for("linux-64"):
+        assert f"{w.name}=={w.version} \\\n    --hash=sha256:{w.sha256}\n" in req
+    spec = (full_project / "environments" / f"{NAME}.yml").read_text()
+    assert "  - pip:\n    - torch==2.7.1\n    - ninja\n" in spec and "exclude_newer: '" in spec
+
+
+def test_full_lock_twice_gives_identical_bytes_and_check_is_fresh(full_project: Path, test_channel_url: str,
+                                                                    tmp_path: Path) -> None:
+    import shutil
+
+    project = shutil.copytree(full_project, tmp_path / "p")
+    before = snapshot(project)
+    code, doc = _resolve(project, test_channel_url, "--torch", "2.7.1", "--platform", "linux-64")
+    assert code == 0, doc
+    assert snapshot(project) == before  # bytes and mtimes: the spec's cutoff was reused
+    done = subprocess.run([*ENVLOCK, "check", "--project-dir", str(project)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_check_sees_an_edited_pip_list_and_a_hand_edited_wheel(full_project: Path, tmp_path: Path, capsys) -> None:
+    import shutil
+
+    project = shutil.copytree(full_project, tmp_path / "p")
+    spec = project / "environments" / f"{NAME}.yml"
+    spec.write_text(spec.read_text().replace("    - ninja\n", "    - ninja\n    - einops\n"))
+    assert run(["check", "--project-dir", str(project)]) == 1
+    assert "spec `- pip:` requirements: +einops" in capsys.readouterr().out
+    spec.write_text(spec.read_text().replace("    - einops\n", ""))
+    assert run(["check", "--project-dir", str(project)]) == 0
+    lock = project / "locks" / NAME / "conda-lock.yml"
+    torch = next(w for w in read_lock(lock).pypi if w.name == "torch")
+    lock.write_text(lock.read_text().replace(torch.sha256, "a" * 64))
+    capsys.readouterr()
+    assert run(["check", "--project-dir", str(project)]) == 1
+    assert "PyPI packages were edited by hand" in capsys.readouterr().out
+
+
+def test_toolchain_only_has_no_python_and_no_pypi_part(tmp_path: Path, test_channel_url: str) -> None:
+    code, doc = _resolve(tmp_path, test_channel_url, "--torch", "2.7.1", "--platform", "linux-64",
+                         "--platform", "win-64", "--toolchain-only")
+    assert code == 0, doc
+    lf = _conda_lock(tmp_path / "locks" / NAME / "conda-lock.yml")
+    names = {p.name for p in lf.package}
+    assert "python" not in names and "cuda-nvcc" in names
+    assert not [p for p in lf.package if p.manager == "pip"]
+    assert not list((tmp_path / "locks" / NAME).glob("requirements-*.txt"))
+    assert "ninja" not in names  # the test channel has no ninja: it is left out, not an error
+    spec = (tmp_path / "environments" / f"{NAME}.yml").read_text()
+    assert "toolchain_only: true" in spec and "pip:" not in spec and "python" not in spec.split("envlock:")[0]
+
+
+def test_toolchain_only_takes_ninja_where_the_channel_has_it_before_the_cutoff(make_channel, tmp_path: Path) -> None:
+    """ninja 1.13 is newer than the cutoff: rattler's exclude_newer (indexed timestamp) keeps 1.11."""
+    newer = 4_070_908_800_000  # 2099-01-01
+    channel = make_channel(cuda_minors=["12.6"], subdirs=("linux-64",), with_cuda11=False, with_pytorch=False,
+                           extra=[PackageSpec("ninja", "1.11.1", subdir="linux-64"),
+                                  PackageSpec("ninja", "1.13.2", subdir="linux-64", timestamp=newer)])
+    code, doc = _resolve(tmp_path, channel.as_uri(), "--torch", "2.7.1", "--platform", "linux-64", "--toolchain-only")
+    assert code == 0, doc
+    ninja = [p for p in read_lock(tmp_path / "locks" / NAME / "conda-lock.yml").packages if p.name == "ninja"]
+    assert [p.version for p in ninja] == ["1.11.1"]
+
+
+def test_variant_label_locks_from_the_variant_index_and_records_its_canonical_url(
+    tmp_path: Path, test_channel_url: str, wheel_index: WheelIndex
+) -> None:
+    canonical = "https://download.pytorch.org/whl/cu126"
+    code, doc = _resolve(tmp_path, test_channel_url, "--torch", "2.7.1+cu126", "--platform", "linux-64",
+                         "--platform", "win-64", "--mirror", f"{canonical}={wheel_index.variant_url('cu126')}")
+    assert code == 0, doc
+    lock = read_lock(tmp_path / "locks" / NAME / "conda-lock.yml")
+    torch = {w.platform: w for w in lock.pypi if w.name == "torch"}
+    assert torch["linux-64"].version == torch["win-64"].version == "2.7.1+cu126"
+    assert torch["linux-64"].url.startswith(canonical + "/torch-2.7.1")  # the mirror is never written
+    assert "127.0.0.1" not in (tmp_path / "locks" / NAME / "conda-lock.yml").read_text().split("\npackage:")[0]
+    req = (tmp_path / "locks" / NAME / "requirements-win-64.txt").read_text()
+    assert f"--extra-index-url {canonical}\n" in req
+
+
+def _one_error(done: subprocess.CompletedProcess) -> str:
+    lines = done.stderr.strip().splitlines()
+    assert [ln.split(":")[0] for ln in lines] == ["error", "hint"], done.stderr
+    assert "Traceback" not in done.stderr
+    return done.stderr
+
+
+def _cli(project: Path, cf: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    project.mkdir(parents=True, exist_ok=True)
+    return subprocess.run([*ENVLOCK, "resolve", "--mirror", f"conda-forge={cf}", *args, "--project-dir", str(project)],
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_a_cpu_only_platform_is_refused_naming_the_variant_index(tmp_path: Path, test_channel_url: str) -> None:
+    done = _cli(tmp_path, test_channel_url, "--torch", "2.7.1", "--platform", "linux-64", "--platform", "win-64")
+    assert done.returncode == 1
+    err = _one_error(done)
+    assert "win-64" in err and "CPU build" in err and "--torch 2.7.1+cu126" in err
+    assert "https://download.pytorch.org/whl/cu126" in err
+    assert not any(tmp_path.rglob("*.yml"))  # nothing written
+
+
+def test_a_torch_of_another_cuda_is_refused(tmp_path: Path, test_channel_url: str) -> None:
+    done = _cli(tmp_path, test_channel_url, "--torch", "2.7.1", "--cuda", "12.8", "--platform", "linux-64")
+    assert done.returncode == 1
+    assert "is a CUDA 12.6 build, but the anchor is CUDA 12.8" in _one_error(done)
+    assert not any(tmp_path.rglob("*.yml"))
+
+
+def test_a_conflicting_pip_requirement_names_both_sides(tmp_path: Path, test_channel_url: str) -> None:
+    done = _cli(tmp_path, test_channel_url, "--torch", "2.7.1", "--platform", "linux-64", "--pip", "sympy==1.12.1")
+    assert done.returncode == 3
+    err = _one_error(done)
+    assert "sympy==1.12.1" in err and "torch==2.7.1" in err and "linux-64" in err
+    assert not any(tmp_path.rglob("*.yml"))
+
+
+def test_a_requirement_without_a_wheel_for_the_platform_is_named(tmp_path: Path, test_channel_url: str) -> None:
+    done = _cli(tmp_path, test_channel_url, "--torch", "2.7.1", "--platform", "linux-64", "--pip", "winonly")
+    assert done.returncode == 3
+    err = _one_error(done)
+    assert "winonly" in err and "linux-64" in err
+
+
+def test_an_unreachable_index_is_one_line_and_writes_nothing(tmp_path: Path, test_channel_url: str) -> None:
+    env = {**os.environ, "PIP_INDEX_URL": "http://127.0.0.1:9/simple/", "ENVLOCK_CACHE_DIR": str(tmp_path / "c")}
+    done = _cli(tmp_path / "p", test_channel_url, "--torch", "2.7.1", "--platform", "linux-64", env=env)
+    assert done.returncode == 4
+    assert "cannot reach the package index" in _one_error(done)
+    assert not any((tmp_path / "p").rglob("*.*"))
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+
+def test_lock_refresh_and_update_move_the_cutoff_and_say_so(full_project: Path, tmp_path: Path, capsys,
+                                                              test_channel_url: str) -> None:
+    import shutil
+
+    project = shutil.copytree(full_project, tmp_path / "p")
+    spec = project / "environments" / f"{NAME}.yml"
+    spec.write_text(spec.read_text().replace("exclude_newer: '", "exclude_newer: '2025-01-01T00:00:00Z' #'", 1))
+    cf = f"conda-forge={test_channel_url}"
+    assert run(["lock", "--refresh", "--mirror", cf, "--project-dir", str(project)]) == 0
+    out = capsys.readouterr().out
+    assert "resolution cutoff moved: 2025-01-01T00:00:00Z → 20" in out
+    assert "2025-01-01" not in spec.read_text()
+    assert run(["check", "--project-dir", str(project)]) == 0
+    assert run(["update", "sympy", "--mirror", cf, "--project-dir", str(project)]) == 0
+    assert "resolution cutoff moved:" in capsys.readouterr().out
+    assert run(["check", "--project-dir", str(project)]) == 0
+
+
+# --------------------------------------------------------------------------- create
+
+
+def _site_listing() -> dict[str, list[str]]:
+    """What the real interpreters' site-packages hold (the shim python execs /usr/bin/python3)."""
+    dirs = {sysconfig.get_paths()["purelib"]}
+    real = subprocess.run(["/usr/bin/python3", "-c", "import site,sysconfig;print('\\n'.join(site.getsitepackages()+[sysconfig.get_paths()['purelib']]))"],
+                          capture_output=True, text=True)
+    dirs.update(d for d in real.stdout.split() if d)
+    return {d: sorted(os.listdir(d)) if os.path.isdir(d) else [] for d in dirs}
+
+
+@pytest.fixture
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(cache))
+    return cache
+
+
+def test_create_installs_the_pypi_part_into_the_prefix_only(full_project: Path, tmp_path: Path, own_cache: Path,
+                                                            wheel_index: WheelIndex, capsys, test_channel_url: str) -> None:
+    before = _site_listing()
+    prefix = tmp_path / "env"
+    lock = full_project / "locks" / NAME / "conda-lock.yml"
+    cf = f"conda-forge={test_channel_url}"
+    assert run(["create", "--lock", str(lock), "-p", str(prefix), "--platform", "linux-64", "--frozen", "--json",
+                "--mirror", cf]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["wheels"] == len(read_lock(lock).pypi_for("linux-64")) and doc["wheels"] > 5
+    site = prefix / "lib" / "python3.11" / "site-packages"
+    assert "cuda = '12.6'" in (site / "torch" / "version.py").read_text()
+    assert (site / "torch-2.7.1.dist-info" / "RECORD").read_text().count("../../../bin/torchrun") == 1
+    assert (prefix / "bin" / "torchrun").read_text().startswith(f"#!{prefix}/bin/python3.11\n")
+    assert subprocess.run([str(prefix / "bin" / "ninja")], capture_output=True, text=True).stdout.startswith("1.13.2")
+    assert not (site / ".lock").exists() and not (site / "bin").exists()
+    assert _site_listing() == before  # nothing landed in a real interpreter's site-packages
+    # The env's python is the test channel's stand-in (it execs the machine's python): point it at the
+    # prefix's site-packages to show torch imports and reports the anchor's CUDA.
+    done = subprocess.run([*ENVLOCK, "run", "-p", str(prefix), "--", "python", "-c",
+                           "import torch; print(torch.version.cuda)"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(site)})
+    assert done.stdout.strip() == "12.6", done.stderr
+    # A re-create after removing the env: offline, every wheel from envlock's cache.
+    import shutil
+
+    shutil.rmtree(prefix)
+    downloads = len(wheel_index.downloads())
+    assert run(["create", "--lock", str(lock), "-p", str(prefix), "--platform", "linux-64", "--frozen",
+                "--offline", "-q", "--mirror", cf]) == 0
+    assert len(wheel_index.downloads()) == downloads and (site / "torch" / "version.py").is_file()
+
+
+def test_create_refuses_a_wheel_whose_sha256_differs(full_project: Path, tmp_path: Path, own_cache: Path,
+                                                     wheel_index: WheelIndex, capsys, test_channel_url: str) -> None:
+    lock = full_project / "locks" / NAME / "conda-lock.yml"
+    torch = next(w for w in read_lock(lock).pypi if w.name == "torch")
+    wheel_index.corrupt(torch.filename)
+    try:
+        prefix = tmp_path / "env"
+        assert run(["create", "--lock", str(lock), "-p", str(prefix), "--platform", "linux-64", "--frozen",
+                    "--mirror", f"conda-forge={test_channel_url}"]) == 1
+    finally:
+        wheel_index.corrupted.discard(torch.filename)
+    err = capsys.readouterr().err
+    assert "does not match the sha256 the lock records" in err and torch.filename in err
+    assert not prefix.exists()  # nothing was installed: the conda part waits for every wheel
+
+
+def test_a_failed_pypi_install_rolls_back_with_the_conda_part(tmp_path: Path, test_channel_url: str,
+                                                              own_cache: Path, capsys) -> None:
+    code, doc = _resolve(tmp_path / "p", test_channel_url, "--torch", "2.7.1", "--platform", "linux-64",
+                         "--pip", "brokenwheel")
+    assert code == 0, doc
+    prefix = tmp_path / "env"
+    lock = tmp_path / "p" / "locks" / NAME / "conda-lock.yml"
+    assert run(["create", "--lock", str(lock), "-p", str(prefix), "--platform", "linux-64", "--frozen",
+                "--mirror", f"conda-forge={test_channel_url}"]) == 1
+    err = capsys.readouterr().err
+    assert "installing the PyPI part" in err and "error:" in err and "Traceback" not in err
+    assert not prefix.exists()
+
+
+def test_toolchain_only_beside_an_installed_torch_runs_the_users_python(tmp_path: Path, test_channel_url: str,
+                                                                          own_cache: Path) -> None:
+    """--torch installed --python-exe PY anchors on that python's torch; the env has no python to shadow it."""
+    site = tmp_path / "user-site" / "torch"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text('__version__ = "2.7.1+cu126"\nfrom torch import version\n')
+    (site / "version.py").write_text('__version__ = "2.7.1+cu126"\ncuda = "12.6"\n')
+    user_python = tmp_path / "user-python"
+    user_python.write_text(f'#!/bin/sh\nPYTHONPATH={site.parent} exec {sys.executable} "$@"\n')
+    user_python.chmod(0o755)
+    code, doc = _resolve(tmp_path / "p", test_channel_url, "--torch", "installed", "--python-exe", str(user_python),
+                         "--platform", "linux-64", "--toolchain-only")
+    assert code == 0, doc
+    assert doc["anchor"]["source"] == "installed" and doc["anchor"]["cuda"] == "12.6"
+    lock = tmp_path / "p" / "locks" / NAME / "conda-lock.yml"
+    prefix = tmp_path / "env"
+    assert run(["create", "--lock", str(lock), "-p", str(prefix), "--platform", "linux-64", "--frozen", "-q",
+                "--mirror", f"conda-forge={test_channel_url}"]) == 0
+    assert not (prefix / "bin" / "python").exists() and (prefix / "bin" / "nvcc").exists()
+    env = {**os.environ, "PATH": f"{user_python.parent}{os.pathsep}{os.environ['PATH']}"}
+    (user_python.parent / "python").symlink_to(user_python)
+    done = subprocess.run([*ENVLOCK, "run", "-p", str(prefix), "--", "python", "-c",
+                           "import os, torch; print(torch.version.cuda, os.environ['CUDA_HOME'])"],
+                          capture_output=True, text=True, env=env)
+    assert done.stdout.split() == ["12.6", str(prefix)], done.stderr
