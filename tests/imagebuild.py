@@ -321,7 +321,10 @@ def probe_wheel(dest: Path) -> Path:
 
 
 def _pip(*args: str, timeout: float = 1800) -> None:
-    proc = subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True, timeout=timeout)
+    from tests.pipenv import user_pip_environ  # envlock's dependencies come from the real index
+
+    proc = subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True, timeout=timeout,
+                          env=user_pip_environ())
     if proc.returncode != 0:
         raise RuntimeError(f"pip {args[0]} failed: {proc.stderr.strip()[-800:]}")
 

@@ -110,7 +110,9 @@ def download(names: Iterable[str] = tuple(WHEELS), dest: Path | None = None) -> 
         ]
         for tag in PLATFORM_TAGS:
             cmd += ["--platform", tag]
-        proc = subprocess.run(cmd + missing, capture_output=True, text=True, timeout=1800)
+        from tests.pipenv import user_pip_environ  # the real index, not the test session's loopback one
+
+        proc = subprocess.run(cmd + missing, capture_output=True, text=True, timeout=1800, env=user_pip_environ())
         if proc.returncode != 0:
             raise RuntimeError(f"pip download failed: {proc.stderr.strip()[-500:]}")
     paths = {n: _wheel_path(dest, n, WHEELS[n]) for n in names}

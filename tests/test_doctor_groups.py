@@ -139,11 +139,14 @@ def test_the_op_table_is_what_the_generator_makes_from_deepspeed_0_19_8(tmp_path
     import sys
     import tarfile
 
+    from tests.pipenv import user_pip_environ
+
     python = os.environ.get("ENVLOCK_TORCH_PYTHON", sys.executable)
     if subprocess.run([python, "-c", "import torch, yaml"], capture_output=True).returncode != 0:
         pytest.skip(f"{python} has no torch/yaml (set ENVLOCK_TORCH_PYTHON to one that has)")
     got = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-                          "deepspeed==0.19.8", "-d", str(tmp_path)], capture_output=True, text=True, timeout=600)  # fmt: skip
+                          "deepspeed==0.19.8", "-d", str(tmp_path)], capture_output=True, text=True, timeout=600,
+                         env=user_pip_environ())  # fmt: skip
     if got.returncode != 0:
         pytest.skip(f"cannot download the DeepSpeed sdist: {got.stderr[-300:]}")
     with tarfile.open(next(tmp_path.glob("deepspeed-0.19.8.tar.gz"))) as tf:

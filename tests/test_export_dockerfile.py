@@ -34,10 +34,25 @@ HADOLINT = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadol
 def project(tmp_path_factory: pytest.TempPathFactory, test_channel_url: str) -> Path:
     """A project with locks/torch2.3.0-cu121 for linux-64, linux-aarch64 and win-64."""
     root = tmp_path_factory.mktemp("export-project")
-    code = run(["resolve", "--torch", "2.3.0", "--mirror", f"conda-forge={test_channel_url}", "--platform",
+    code = run(["resolve", "--torch", "2.3.0", "--toolchain-only", "--mirror", f"conda-forge={test_channel_url}", "--platform",
                 "linux-64", "--platform", "linux-aarch64", "--platform", "win-64", "--project-dir", str(root),
                 "--json"])
     assert code == 0
+    return root
+
+
+FULL = "torch2.7.1-cu126"
+
+
+@pytest.fixture(scope="module")
+def full_project(tmp_path_factory: pytest.TempPathFactory, test_channel_url: str) -> Path:
+    """A full environment for linux-64: the conda part plus a real PyPI part (torch and its CUDA wheels from
+    the session's loopback index) with requirements-linux-64.txt beside the @EXPLICIT file."""
+    root = tmp_path_factory.mktemp("export-full")
+    code = run(["resolve", "--torch", "2.7.1", "--mirror", f"conda-forge={test_channel_url}", "--platform", "linux-64",
+                "--project-dir", str(root), "--json"])
+    assert code == 0
+    assert (root / "locks" / FULL / "requirements-linux-64.txt").is_file()
     return root
 
 
@@ -245,20 +260,20 @@ def test_bases_can_be_overridden_and_a_tag_without_digest_is_warned(proj: Path) 
     assert len(warnings) == 1 and "--runtime-base ubuntu:24.04 is not pinned by a digest" in warnings[0]
 
 
-def test_pypi_part_is_installed_with_hashes(proj: Path) -> None:
-    wheel = b"not really a wheel: only its hash matters here"
-    req = proj / "locks" / NAME / "requirements-linux-64.txt"
-    req.write_text(f"tinywheel==1.0 \\\n    --hash=sha256:{hashlib.sha256(wheel).hexdigest()}\n")
-    r = export(proj, NAME, "--platform", "linux-64")
+def test_pypi_part_is_installed_with_hashes(full_project: Path, tmp_path: Path) -> None:
+    proj = Path(shutil.copytree(full_project, tmp_path / "proj", symlinks=True))
+    r = export(proj, FULL, "--platform", "linux-64")
     assert r.returncode == 0 and "with its PyPI part" in r.stderr, r.stderr
     path = proj / "Dockerfile"
     assert hadolint(path).returncode == 0
     build = stages(parse(path))[0]
     copies = [i["value"] for i in build if i["instruction"] == "COPY"]
-    assert copies[1] == f"locks/{NAME}/requirements-linux-64.txt /tmp/envlock-pypi/requirements-linux-64.txt"
+    assert copies[1] == f"locks/{FULL}/requirements-linux-64.txt /tmp/envlock-pypi/requirements-linux-64.txt"
     pip = next(i["value"] for i in build if "--require-hashes" in i["value"])
     assert "pip --python /opt/env/bin/python install" in pip and "-r /tmp/envlock-pypi/requirements-linux-64.txt" in pip
-    # linux-aarch64 has no PyPI part: no pip step
+
+
+def test_toolchain_only_lock_has_no_pip_step(proj: Path) -> None:
     r = export(proj, NAME, "--platform", "linux-aarch64", "-o", "-")
     assert r.returncode == 0 and "--require-hashes" not in r.stdout and "requirements-" not in r.stdout
 
@@ -324,10 +339,19 @@ def test_a_stale_explicit_file_is_refused(proj: Path) -> None:
     assert not (proj / "Dockerfile").exists()
 
 
-def test_pypi_part_without_hashes_or_python_is_refused(proj: Path) -> None:
-    req = proj / "locks" / NAME / "requirements-linux-64.txt"
+def test_pypi_part_without_hashes_is_refused(full_project: Path, tmp_path: Path) -> None:
+    proj = Path(shutil.copytree(full_project, tmp_path / "proj", symlinks=True))
+    req = proj / "locks" / FULL / "requirements-linux-64.txt"
     req.write_text("# pinned, but not hashed\ntinywheel==1.0\n")
-    assert_one_error(export(proj, NAME, "--platform", "linux-64"), 1, "tinywheel==1.0 has no --hash=sha256")
+    assert_one_error(export(proj, FULL, "--platform", "linux-64"), 1, "tinywheel==1.0 has no --hash=sha256")
+    assert not (proj / "Dockerfile").exists()
+
+
+def test_pypi_part_without_python_is_refused(proj: Path) -> None:
+    """A requirements file beside a toolchain-only lock (no python to install into) is refused."""
+    req = proj / "locks" / NAME / "requirements-linux-64.txt"
+    req.write_text("tinywheel==1.0 \\\n    --hash=sha256:" + "0" * 64 + "\n")
+    assert_one_error(export(proj, NAME, "--platform", "linux-64"), 1, "has no python to install it into")
     assert not (proj / "Dockerfile").exists()
 
 

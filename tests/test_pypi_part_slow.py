@@ -22,7 +22,9 @@ ENVLOCK = [sys.executable, "-m", "envlock"]
 
 def _machine_env(cache: Path) -> dict[str, str]:
     """The environment with this machine's own pip configuration (the session fixture's loopback index undone)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PIP_INDEX_URL", "PIP_CONFIG_FILE", "PIP_EXTRA_INDEX_URL")}
+    from tests.pipenv import user_pip_environ
+
+    env = user_pip_environ()
     env["ENVLOCK_CACHE_DIR"] = str(cache)
     return env
 
