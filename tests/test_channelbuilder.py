@@ -479,7 +479,9 @@ def test_server_stall_and_reset_faults(
     with pytest.raises(http.client.RemoteDisconnected):  # no status line at all
         urllib.request.urlopen(server.channel_url() + "/win-64/repodata.json", timeout=5)
     assert urllib.request.urlopen(server.channel_url() + "/win-64/repodata.json", timeout=5).status == 200
-    assert [(r.path.rsplit("/", 2)[-2], r.status) for r in server.log()] == [
+    # The server appends a record once its handler returns, which can be after the client already has the
+    # body: under load the stalled noarch record lands after the win-64 ones. The set of records is the point.
+    assert sorted((r.path.rsplit("/", 2)[-2], r.status) for r in server.log()) == [
         ("noarch", 200),
         ("win-64", 0),
         ("win-64", 200),
