@@ -189,9 +189,9 @@ def test_a_toolkit_dir_made_from_the_wheels_gives_an_env_that_compiles(wheels, t
     assert report["packages"]["libcurand-dev"] == "10.4.0.35" and report["packages"]["cuda-profiler-api"] == "13.0.85"
     project, prefix = tmp_path / "project", tmp_path / "env"
     project.mkdir()
-    py = f"{sys.version_info.major}.{sys.version_info.minor}"
+    # As the seed job on the GPU does: toolchain-only beside the torch the machine has (no PyPI part to lock).
     r = _envlock("resolve", "--torch", "2.11.0", "--with", "deepspeed", "--channel", (tmp_path / "channel").as_uri(),
-                 "--python", py, "--project-dir", str(project), "--name", "sys")  # fmt: skip
+                 "--toolchain-only", "--project-dir", str(project), "--name", "sys")  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     r = _envlock("create", "--lock", str(project / "locks/sys/conda-lock.yml"), "-p", str(prefix), "-q")
     assert r.returncode == 0, r.stdout + r.stderr
