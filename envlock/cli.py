@@ -13,6 +13,7 @@ import sys
 import typer
 
 from envlock import __version__
+from envlock.commands import config as _config
 from envlock.commands import create as _create
 from envlock.commands import doctor as _doctor
 from envlock.commands import export as _export
@@ -43,7 +44,7 @@ def _root(
     """envlock: torch → CUDA anchor → skew-ruled toolchain → per-platform locks."""
 
 
-for _module in (_resolve, _create, _doctor, _lifecycle, _export):
+for _module in (_resolve, _create, _doctor, _lifecycle, _export, _config):
     _module.register(app)
 
 

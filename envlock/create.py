@@ -127,22 +127,16 @@ class CreateResult:
 
 def envs_dir() -> Path:
     """Where `-n NAME` envs live: $ENVLOCK_ENVS_DIR, else <platformdirs user data dir>/envlock/envs."""
-    env = os.environ.get("ENVLOCK_ENVS_DIR")
-    if env:
-        return Path(env).expanduser()
-    import platformdirs
+    from envlock.config import envs_location
 
-    return Path(platformdirs.user_data_dir("envlock")) / "envs"
+    return envs_location().path
 
 
 def package_cache_dir() -> Path:
     """<envlock cache dir>/pkgs ($ENVLOCK_CACHE_DIR, else the platform's user cache dir)."""
-    env = os.environ.get("ENVLOCK_CACHE_DIR")
-    if env:
-        return Path(env) / "pkgs"
-    import platformdirs
+    from envlock.config import cache_location
 
-    return Path(platformdirs.user_cache_dir("envlock")) / "pkgs"
+    return cache_location().path / "pkgs"
 
 
 def find_lock(project_dir: Path, name: str | None) -> Path:
@@ -350,14 +344,10 @@ def _cached(cache: Path, pkg: LockedPackage) -> _Fetched | None:
 
 
 def _mirrored(url: str, mirrors: Mapping[str, str]) -> str:
-    """Where to fetch a locked URL from (`--mirror conda-forge=URL`, as `envlock resolve` takes it)."""
-    from envlock.solver import canonical_channel_url
+    """Where to fetch a locked URL from (`--mirror conda-forge=URL`; `nvidia=` covers nvidia/label/…)."""
+    from envlock.mirrors import mirrored
 
-    for name, dst in mirrors.items():
-        src = canonical_channel_url(name)  # ends with "/"
-        if url.startswith(src):
-            return dst.rstrip("/") + "/" + url[len(src):]
-    return url
+    return mirrored(url, mirrors)
 
 
 def _local_path(url: str) -> Path:
@@ -434,12 +424,14 @@ def _net_reason(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def _fetch_one(pkg: LockedPackage, cache: Path, work: Path, req: CreateRequest, cancel: threading.Event,
-               session: Any) -> _Fetched:
-    """Get one archive, verify it against the lock, extract it into the cache."""
-    from rattler.package_streaming import extract
+def fetch_archive(pkg: LockedPackage, mirrors: Mapping[str, str], work: Path, cancel: threading.Event,
+                  session: Any) -> tuple[Path, str, str, int]:
+    """`pkg`'s archive checked against the lock: (path, sha256, md5, size).
 
-    url = _mirrored(pkg.url, req.mirrors)
+    http(s) archives are downloaded into `work`; a file:// one is read where it lies (the path returned
+    is then outside `work`, and is the caller's to keep). Also used by `envlock pack` and `envlock mirror`.
+    """
+    url = _mirrored(pkg.url, mirrors)
     scheme = urlsplit(url).scheme
     if scheme == "file":
         archive = _local_path(url)
@@ -452,15 +444,46 @@ def _fetch_one(pkg: LockedPackage, cache: Path, work: Path, req: CreateRequest, 
     else:
         raise EnvCreateError(f"cannot fetch {pkg.url}: unsupported URL scheme {scheme!r}",
                              hint="envlock installs from http(s):// and file:// URLs")
-    sha256, md5, size = _hash_file(archive, cancel)
-    algo, want = _expected(pkg)
-    got = sha256 if algo == "sha256" else md5
-    if got != want:
-        raise EnvCreateError(
-            f"{algo} mismatch for {pkg.filename}: the lock says {want}, the archive from {url} has {got}",
-            hint="the package is not the one that was locked, so nothing was installed; check the mirror or "
-                 "proxy, or re-lock (`envlock lock`) if the channel really changed",
-        )
+    try:
+        sha256, md5, size = _hash_file(archive, cancel)
+        algo, want = _expected(pkg)
+        got = sha256 if algo == "sha256" else md5
+        if got != want:
+            raise EnvCreateError(
+                f"{algo} mismatch for {pkg.filename}: the lock says {want}, the archive from {url} has {got}",
+                hint="the package is not the one that was locked, so nothing was installed; check the mirror or "
+                     "proxy, or re-lock (`envlock lock`) if the channel really changed",
+            )
+    except BaseException:
+        if scheme != "file":
+            archive.unlink(missing_ok=True)
+        raise
+    return archive, sha256, md5, size
+
+
+def entry_lock(cache: Path, name: str) -> Any:
+    """The inter-process lock of one package cache entry (several envlock processes may share a cache)."""
+    from envlock.filelock import FileLock
+
+    # Quiet: the progress display already shows the package being fetched.
+    return FileLock(cache / ".envlock-locks" / f"{name}.lock", f"the package cache entry {name}", notify=lambda _: None)
+
+
+def _fetch_one(pkg: LockedPackage, cache: Path, work: Path, req: CreateRequest, cancel: threading.Event,
+               session: Any) -> _Fetched:
+    """Get one archive, verify it against the lock, extract it into the cache (once per shared cache)."""
+    with entry_lock(cache, _dist(pkg)):
+        hit = _cached(cache, pkg)
+        if hit is not None:  # another envlock process sharing this cache fetched it while we waited
+            return hit
+        return _fetch_locked(pkg, cache, work, req, cancel, session)
+
+
+def _fetch_locked(pkg: LockedPackage, cache: Path, work: Path, req: CreateRequest, cancel: threading.Event,
+                  session: Any) -> _Fetched:
+    from rattler.package_streaming import extract
+
+    archive, sha256, md5, size = fetch_archive(pkg, req.mirrors, work, cancel, session)
     target = cache / _dist(pkg)
     staging = Path(tempfile.mkdtemp(prefix=f".{_dist(pkg)}.", dir=work))
     try:
@@ -469,7 +492,7 @@ def _fetch_one(pkg: LockedPackage, cache: Path, work: Path, req: CreateRequest, 
         raise EnvCreateError(f"cannot unpack {pkg.filename}: {exc}",
                              hint="the archive matches the lock but is not a valid conda package; re-lock") from None
     finally:
-        if scheme != "file":
+        if archive.parent == work:
             archive.unlink(missing_ok=True)
     # ../ or absolute paths and symlinks out of the prefix: refused before anything is linked (rattler
     # would link some, create some, and panic on others; envlock/pkgcheck.py).
@@ -519,13 +542,26 @@ def fetch_all(packages: Sequence[LockedPackage], req: CreateRequest, cache: Path
 
 def _fetch_parallel(missing: Sequence[LockedPackage], cache: Path, work: Path, req: CreateRequest,
                     progress: Progress) -> list[_Fetched]:
+    def done(fetched: _Fetched) -> None:
+        progress.advance("fetch", fetched.pkg.name)
+
+    return run_parallel(missing, lambda p, cancel, session: _fetch_one(p, cache, work, req, cancel, session),
+                        jobs=req.jobs, on_done=done)
+
+
+def run_parallel(items: Sequence[Any], worker: Callable[[Any, threading.Event, Any], Any], *, jobs: int,
+                 on_done: Callable[[Any], None] = lambda _: None) -> list[Any]:
+    """`worker(item, cancel, session)` for every item on a thread pool sharing one requests session.
+
+    Results in completion order; the first failure raises and stops the rest; Ctrl-C -> Interrupted.
+    """
     import requests
 
     cancel = threading.Event()
     session = requests.Session()
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, req.jobs), thread_name_prefix="envlock-fetch")
-    futures = {pool.submit(_fetch_one, p, cache, work, req, cancel, session): p for p in missing}
-    out: list[_Fetched] = []
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="envlock-fetch")
+    futures = [pool.submit(worker, item, cancel, session) for item in items]
+    out: list[Any] = []
     try:
         pending = set(futures)
         while pending:
@@ -533,9 +569,9 @@ def _fetch_parallel(missing: Sequence[LockedPackage], cache: Path, work: Path, r
             done, pending = concurrent.futures.wait(pending, timeout=0.2,
                                                     return_when=concurrent.futures.FIRST_COMPLETED)
             for fut in done:
-                fetched = fut.result()  # the first failure raises; `finally` stops the rest
-                progress.advance("fetch", fetched.pkg.name)
-                out.append(fetched)
+                result = fut.result()  # the first failure raises; `finally` stops the rest
+                on_done(result)
+                out.append(result)
     except KeyboardInterrupt:
         raise Interrupted("interrupted while downloading; nothing was installed",
                           hint="run the command again; verified packages stay in the package cache") from None
@@ -633,6 +669,9 @@ def create_env(req: CreateRequest, progress: Progress | None = None) -> CreateRe
     if not packages:
         raise LockfileError(f"{req.lock_path} lists no conda packages for {req.platform}",
                             hint="re-lock with `envlock resolve`")
+    from envlock.mirrors import channel_of, check_in_play
+
+    check_in_play(req.mirrors, {channel_of(p.url) for p in packages}, [w.url for w in lock.pypi_for(req.platform)])
     if req.freshness_check is not None:
         req.freshness_check(lock, req.platform)
     # Two creates of one prefix at once: the second waits, naming the holder (envlock/filelock.py).

@@ -852,7 +852,7 @@ def update(
 
     from envlock.lockdiff import diff_entries
     from envlock.lockfile import read_lock
-    from envlock.resolve import now_cutoff, plan_for, render_files, solve_options
+    from envlock.resolve import check_mirrors, now_cutoff, plan_for, render_files, solve_options
     from envlock.solver import RattlerSolver
 
     settings = settings or SolveSettings()
@@ -899,6 +899,8 @@ def update(
             lookup=_lookup_for(spec, settings),
         )
         plan, extras = plan_for(spec, anchor)
+        check_mirrors(settings.mirrors, sorted({c for pp in plan.platforms for cand in pp.candidates for c in cand.channels}),
+                      torch=spec.torch, torch_source=spec.torch_source, toolchain_only=spec.toolchain_only)
         keep = {p: [q for q in old.packages_for(p) if q.name not in wanted] for p in spec.platforms}
         solver = RattlerSolver(
             solve_options(settings.mirrors, settings.offline, settings.allow_insecure, spec.exclude_newer)

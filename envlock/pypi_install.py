@@ -13,9 +13,11 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from envlock.errors import ChannelError, EnvCreateError
 from envlock.lockfile import strip_credentials
+from envlock.mirrors import PYPI
 from envlock.models import PypiPackage
 from envlock.pypi_part import _index_root, _timeout, python_platform, uv_binary, uv_environ
 
@@ -53,17 +55,83 @@ def fetch_wheels(packages: Sequence[PypiPackage], cache: Path, *, offline: bool,
     return paths, len(missing)
 
 
-def _mirrored(url: str, mirrors: Mapping[str, str]) -> str:
+def _mirrored(pkg: PypiPackage, mirrors: Mapping[str, str], session: Any) -> str:
+    """Where to fetch a locked wheel: a mirror of its index by URL prefix, else `pypi=` by name, else itself."""
     for src, dst in mirrors.items():
         root = _index_root(src)
-        if "://" in src and url.startswith(root):
-            return _index_root(dst) + url[len(root):]
-    return url
+        if "://" in src and pkg.url.startswith(root):
+            return _index_root(dst) + pkg.url[len(root):]
+    if PYPI in mirrors:
+        return find_on_index(mirrors[PYPI], pkg, session)
+    return pkg.url
+
+
+def find_on_index(index: str, pkg: PypiPackage, session: Any) -> str:
+    """The URL of the locked file on a PEP 503 simple index (its project page), by file name.
+
+    Any static or real index works (envlock mirror's, devpi, a proxy): the file is then sha256-checked
+    against the lock like any other download.
+    """
+    from urllib.parse import urljoin
+
+    page = index.rstrip("/") + f"/{pkg.name}/"
+    text = _read_page(page, pkg, session)
+    for href in _hrefs(text):
+        url = urljoin(page, href)
+        if unquote(url.split("#", 1)[0].rsplit("/", 1)[-1]) == pkg.filename:
+            return url.split("#", 1)[0]
+    raise ChannelError(f"{pkg.filename} is not on the pypi mirror ({strip_credentials(page)} does not list it)",
+                       hint="fill the mirror with `envlock mirror` for this lock, or fix the pypi= mirror URL")
+
+
+def _read_page(page: str, pkg: PypiPackage, session: Any) -> str:
+    if page.startswith("file:"):
+        from urllib.request import url2pathname
+
+        path = Path(url2pathname(urlsplit(page).path)) / "index.html"
+        try:
+            return path.read_text(encoding="utf-8")
+        except OSError:
+            raise ChannelError(f"{pkg.name} is not on the pypi mirror ({path} is missing)",
+                               hint="fill the mirror with `envlock mirror` for this lock, or fix the pypi= mirror URL") from None
+    import requests
+
+    try:
+        resp = session.get(page, timeout=(10, 60), headers={"Accept": "text/html"})
+    except requests.RequestException as exc:
+        raise ChannelError(f"cannot read the pypi mirror page {strip_credentials(page)} ({type(exc).__name__})",
+                           hint="check the pypi= mirror URL and the network") from None
+    if resp.status_code != 200:
+        raise ChannelError(f"{pkg.name} is not on the pypi mirror (HTTP {resp.status_code} from {strip_credentials(page)})",
+                           hint="fill the mirror with `envlock mirror` for this lock, or fix the pypi= mirror URL")
+    return resp.text
+
+
+def _hrefs(html: str) -> list[str]:
+    from html.parser import HTMLParser
+
+    found: list[str] = []
+
+    class _Anchors(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag == "a":
+                found.extend(v for k, v in attrs if k == "href" and v)
+
+    _Anchors().feed(html)
+    return found
 
 
 def _fetch_one(pkg: PypiPackage, cache: Path, mirrors: Mapping[str, str], session: Any) -> None:
-    url = _mirrored(pkg.url, mirrors)
+    from envlock.create import entry_lock
+
     final = _cached_path(cache, pkg)
+    with entry_lock(wheel_cache(cache), pkg.sha256):  # once per cache, even when processes share it
+        if not final.is_file():
+            _fetch_locked(pkg, final, mirrors, session)
+
+
+def _fetch_locked(pkg: PypiPackage, final: Path, mirrors: Mapping[str, str], session: Any) -> None:
+    url = _mirrored(pkg.url, mirrors, session)
     final.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=".download-", suffix=".part", dir=final.parent)
     tmp = Path(tmp_name)
@@ -88,7 +156,6 @@ def _fetch_one(pkg: PypiPackage, cache: Path, mirrors: Mapping[str, str], sessio
 def _chunks(url: str, pkg: PypiPackage, session: Any) -> Any:
     if url.startswith("file:"):
         from urllib.request import url2pathname
-        from urllib.parse import urlsplit
 
         try:
             with open(url2pathname(urlsplit(url).path), "rb") as fh:

@@ -537,6 +537,9 @@ def resolve(req: ResolveRequest) -> ResolveResult:
     check_platforms(req.platforms or (host_platform(),))
     lookup = None
     if req.torch_source == "conda-forge" and not req.dry_run:
+        # The anchor asks the channel before there is a plan: a typo'd mirror must not send that to the network.
+        check_mirrors(req.mirrors, list(req.channels or ("conda-forge",)), torch=req.torch,
+                      torch_source=req.torch_source, toolchain_only=req.toolchain_only, before_plan=True)
         from envlock.solver import conda_forge_pytorch_lookup
 
         channel = (req.channels or ("conda-forge",))[0]
@@ -603,6 +606,8 @@ def lock_spec(
     if not spec.toolchain_only and not spec.python:
         spec = replace(spec, python=default_python(anchor.torch))  # the PyPI part installs into that python
     plan, extras = plan_for(spec, anchor)
+    check_mirrors(mirrors or {}, sorted({c for pp in plan.platforms for cand in pp.candidates for c in cand.channels}),
+                  torch=spec.torch, torch_source=spec.torch_source, toolchain_only=spec.toolchain_only)
     warnings = anchor_warnings(spec, anchor) + tuple(
         f"spec line {line!r} is replaced by the plan: toolchain packages follow the `envlock:` block "
         "(torch, cuda, python, cudnn), so edit that instead"
@@ -649,6 +654,24 @@ def lock_spec(
         warnings=warnings,
         pypi=dict(pypi),
     )
+
+
+def check_mirrors(mirrors: Mapping[str, str], channels: Sequence[str], *, torch: str, torch_source: str,
+                  toolchain_only: bool, before_plan: bool = False) -> None:
+    """Refuse a `--mirror` that no channel in play uses (before a plan: any channel the CUDA table may add)."""
+    from envlock.mirrors import check_in_play
+
+    if before_plan:
+        from envlock.tables import cuda_tables
+
+        channels = [*channels, *(r.channel for r in cuda_tables().minors.values() if r.channel)]
+    index = []
+    label = torch.partition("+")[2]
+    if not toolchain_only and label and torch_source == "pip":
+        from envlock.pypi_part import variant_index_url
+
+        index.append(variant_index_url(label))
+    check_in_play(mirrors, channels, index, pypi=not toolchain_only)
 
 
 def _writable_project(project_dir: Path) -> Path:

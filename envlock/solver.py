@@ -59,12 +59,9 @@ def canonical_channel_url(channel: str) -> str:
 
 
 def _fetch_url(channel: str, mirrors: Mapping[str, str]) -> str:
-    for key in (channel, canonical_channel_url(channel).rstrip("/")):
-        if key in mirrors:
-            return mirrors[key].rstrip("/") + "/"
-    if "://" in channel:
-        return channel.rstrip("/") + "/"
-    return canonical_channel_url(channel)
+    from envlock.mirrors import channel_fetch_url  # the longest key wins: nvidia= covers nvidia/label/…
+
+    return channel_fetch_url(channel, mirrors)
 
 
 def check_channel_security(url: str, *, allow_insecure: bool) -> None:
@@ -418,13 +415,10 @@ def _cutoff(text: str | None):  # type: ignore[no-untyped-def]
 
 
 def default_cache_dir() -> Path:
-    """envlock's cache dir ($ENVLOCK_CACHE_DIR, else the platform's user cache dir)."""
-    env = os.environ.get("ENVLOCK_CACHE_DIR")
-    if env:
-        return Path(env)
-    import platformdirs
+    """envlock's cache dir ($ENVLOCK_CACHE_DIR, else the platform's user cache dir; envlock/config.py)."""
+    from envlock.config import cache_location
 
-    return Path(platformdirs.user_cache_dir("envlock"))
+    return cache_location().path
 
 
 def conda_forge_pytorch_lookup(options: SolveOptions, channel: str = "conda-forge"):  # type: ignore[no-untyped-def]

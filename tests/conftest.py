@@ -25,6 +25,8 @@ def shared_dir() -> Path:
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Never touch the user's real envlock cache from tests."""
+    """Never touch the user's real envlock cache, config or mirrors from tests."""
     cache = tmp_path_factory.getbasetemp() / "envlock-cache"
     monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(cache))
+    monkeypatch.setenv("ENVLOCK_CONFIG_DIR", str(tmp_path_factory.getbasetemp() / "envlock-user-config"))
+    monkeypatch.delenv("ENVLOCK_MIRRORS", raising=False)

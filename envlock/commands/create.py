@@ -27,7 +27,10 @@ def create_cmd(
     ),
     platform: Optional[str] = typer.Option(None, "--platform", help="Platform to install (default: this machine's)."),
     offline: bool = typer.Option(False, "--offline", help="Use only the package cache."),
-    mirror: list[str] = typer.Option([], "--mirror", help="NAME=URL: download channel NAME's packages from URL."),
+    mirror: list[str] = typer.Option(
+        [], "--mirror", help="NAME=URL or NAME=PATH: download channel NAME's packages (pypi: the PyPI part's wheels, by "
+        "name from a simple index) from there. Adds to ENVLOCK_MIRRORS and envlock.toml."
+    ),
     project_dir: Path = typer.Option(Path("."), "--project-dir", help="Project directory holding locks/."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress and no summary."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
@@ -48,7 +51,7 @@ def create_cmd(
     from envlock.commands.lifecycle import freshness_check  # lock lifecycle: check the lock against its spec
 
     req = CreateRequest(lock_path=lock_path, prefix=target, platform=platform or host_platform(),
-                        offline=offline, mirrors=parse_mirrors(mirror),
+                        offline=offline, mirrors=parse_mirrors(mirror, project_dir),
                         freshness_check=None if frozen else freshness_check(project_dir, lock_path, locked=locked))
     progress = None if quiet or as_json else _RichProgress()
     try:

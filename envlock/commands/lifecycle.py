@@ -29,11 +29,11 @@ def _dump(doc: Any) -> None:
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
 
 
-def _settings(mirror: list[str], offline: bool, allow_insecure: bool) -> SolveSettings:
+def _settings(mirror: list[str], offline: bool, allow_insecure: bool, project_dir: Path) -> SolveSettings:
     from envlock.commands.resolve import parse_mirrors
     from envlock.lifecycle import SolveSettings
 
-    return SolveSettings(mirrors=parse_mirrors(mirror), offline=offline, allow_insecure=allow_insecure)
+    return SolveSettings(mirrors=parse_mirrors(mirror, project_dir), offline=offline, allow_insecure=allow_insecure)
 
 
 def _columns(rows: list[list[str]], indent: str = "") -> None:
@@ -127,7 +127,7 @@ def lock_cmd(
     from envlock.lifecycle import lock
 
     outcomes = lock(
-        project_dir, names or (), all_=all_, settings=_settings(mirror, offline, allow_insecure), refresh=refresh
+        project_dir, names or (), all_=all_, settings=_settings(mirror, offline, allow_insecure, project_dir), refresh=refresh
     )
     if as_json:
         _dump({"envlock_result_version": 1, "environments": [o.to_json(project_dir) for o in outcomes]})
@@ -183,7 +183,7 @@ def update_cmd(
     from envlock.lifecycle import update
 
     outcomes = update(
-        project_dir, packages, name=name, dry_run=dry_run, settings=_settings(mirror, offline, allow_insecure)
+        project_dir, packages, name=name, dry_run=dry_run, settings=_settings(mirror, offline, allow_insecure, project_dir)
     )
     if as_json:
         _dump({"envlock_result_version": 1, "environments": [o.to_json(project_dir) for o in outcomes]})

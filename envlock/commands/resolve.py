@@ -10,24 +10,17 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from envlock.errors import SpecError
 
 if TYPE_CHECKING:
+    from envlock.mirrors import MirrorMap
     from envlock.resolve import ResolveResult
 
 
-def parse_mirrors(values: list[str]) -> dict[str, str]:
-    """`NAME=URL` pairs → dict; SpecError for anything else."""
-    out: dict[str, str] = {}
-    for value in values:
-        name, sep, url = value.partition("=")
-        if not sep or not name.strip() or "://" not in url:
-            raise SpecError(
-                f"--mirror {value!r} is not NAME=URL",
-                hint="e.g. --mirror conda-forge=https://mirror.example.org/conda-forge",
-            )
-        out[name.strip().rstrip("/")] = url.strip()
-    return out
+def parse_mirrors(values: list[str], project_dir: Path = Path(".")) -> MirrorMap:
+    """`--mirror NAME=URL` entries over ENVLOCK_MIRRORS and the envlock.toml files (envlock/config.py)."""
+    from envlock.config import mirrors_in_force
+
+    return mirrors_in_force(values, project_dir)
 
 
 def resolve_cmd(
@@ -37,7 +30,10 @@ def resolve_cmd(
     python: Optional[str] = typer.Option(None, "--python", help="Python X.Y for the env (default 3.11)."),
     platform: list[str] = typer.Option([], "--platform", help="Platform to lock (repeatable)."),
     channel: list[str] = typer.Option([], "--channel", help="Channel name or URL (repeatable)."),
-    mirror: list[str] = typer.Option([], "--mirror", help="NAME=URL: fetch NAME from URL, keep canonical URLs."),
+    mirror: list[str] = typer.Option(
+        [], "--mirror", help="NAME=URL or NAME=PATH: fetch channel NAME (and its labels) from there; the lock keeps "
+        "canonical URLs. Adds to ENVLOCK_MIRRORS and envlock.toml (see `envlock config`)."
+    ),
     offline: bool = typer.Option(False, "--offline", help="Use only the cache."),
     name: Optional[str] = typer.Option(None, "--name", help="Environment name (default torch<ver>-cu<XY>)."),
     project_dir: Path = typer.Option(Path("."), "--project-dir", help="Project directory (default: cwd)."),
@@ -68,7 +64,7 @@ def resolve_cmd(
         python=python,
         platforms=tuple(platform),
         channels=tuple(channel),
-        mirrors=parse_mirrors(mirror),
+        mirrors=parse_mirrors(mirror, project_dir),
         offline=offline,
         name=name,
         project_dir=project_dir,

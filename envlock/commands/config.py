@@ -1,0 +1,43 @@
+"""`envlock config` (adapter: options → envlock.config.load → render): what is in force, and from where."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+
+def config_cmd(
+    mirror: list[str] = typer.Option([], "--mirror", help="NAME=URL or NAME=PATH, as the other commands take it."),
+    project_dir: Path = typer.Option(Path("."), "--project-dir", help="Project directory (its envlock.toml)."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable report on stdout."),
+) -> int:
+    """Print the mirrors in force and where each comes from (--mirror > ENVLOCK_MIRRORS > project > user)."""
+    from envlock.config import load
+
+    cfg = load(mirror, project_dir)
+    if as_json:
+        sys.stdout.write(json.dumps(cfg.to_json(), indent=2, sort_keys=True) + "\n")
+        return 0
+    out = sys.stdout.write
+    out("mirrors (precedence: --mirror > ENVLOCK_MIRRORS > project envlock.toml > user envlock.toml):\n")
+    if not cfg.entries:
+        out("  none: every channel and index is fetched from its own URL\n")
+    width = max((len(e.key) for e in cfg.entries), default=0)
+    for e in cfg.entries:
+        out(f"  {e.key.ljust(width)}  {e.url}  (from {e.origin})\n")
+        for url, origin in e.shadows:
+            out(f"  {' ' * width}  overrides {url} (from {origin})\n")
+    out("config files:\n")
+    for scope, path, present in cfg.files:
+        out(f"  {scope:<8} {path}  ({'read' if present else 'absent'})\n")
+    out(f"cache dir   {cfg.cache_dir.path}  (from {cfg.cache_dir.origin})\n")
+    out(f"envs dir    {cfg.envs_dir.path}  (from {cfg.envs_dir.origin})\n")
+    return 0
+
+
+def register(app: typer.Typer) -> None:
+    """Add `config` to the app."""
+    app.command("config")(config_cmd)

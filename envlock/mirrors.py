@@ -1,0 +1,136 @@
+"""Mirrors: `NAME=URL` entries, and where a locked URL is fetched from (locks keep canonical URLs).
+
+A key is a conda channel name (`conda-forge`; `nvidia` also covers its labels, `nvidia/label/cuda-11.8.0`),
+a channel or index URL (`https://download.pytorch.org/whl/cu126`), or `pypi`: every wheel of the PyPI part,
+looked up by project name on a PEP 503 simple index (envlock/pypi_install.py). A value is an http(s):// or
+file:// URL, or a plain path (made a file:// URL, relative to the current directory or to the config file
+that names it). The longest key that covers a URL wins. Where the entries come from: envlock/config.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from envlock.errors import SpecError
+
+PYPI = "pypi"
+CANONICAL_BASE = "https://conda.anaconda.org/"
+_SCHEMES = ("http://", "https://", "file://")
+
+
+class MirrorMap(dict[str, str]):
+    """key -> URL to fetch from; `strict`: the keys given on the command line.
+
+    A strict key that no channel in play uses is refused (a typo such as `conda-forg=`); entries from
+    ENVLOCK_MIRRORS and config files are site-wide, so an unused one is simply not used.
+    """
+
+    def __init__(self, items: Mapping[str, str] | Iterable[tuple[str, str]] = (), strict: Iterable[str] = ()) -> None:
+        super().__init__(items)
+        self.strict = frozenset(strict)
+
+
+def normalise_key(key: str) -> str:
+    """`conda-forge/` -> `conda-forge`, `https://host/x/` -> `https://host/x`."""
+    return key.strip().rstrip("/")
+
+
+def parse_entry(text: str, *, base: Path | None = None, source: str = "--mirror") -> tuple[str, str]:
+    """`NAME=URL` (or `NAME=PATH`) -> (key, URL); SpecError naming `source` for anything else."""
+    name, sep, value = text.partition("=")
+    key, value = normalise_key(name), value.strip()
+    if not sep or not key or not value:
+        raise SpecError(f"{source} {text!r} is not NAME=URL",
+                        hint="e.g. conda-forge=https://mirror.example.org/conda-forge or conda-forge=/srv/mirror/conda-forge")
+    return key, mirror_url(value, base=base, source=f"{source} {key}=")
+
+
+def mirror_url(value: str, *, base: Path | None = None, source: str = "--mirror") -> str:
+    """An http(s):// or file:// URL as given; a plain path (must exist) as a file:// URL."""
+    if "://" in value:
+        if not value.lower().startswith(_SCHEMES):
+            raise SpecError(f"{source}{value}: only http://, https:// and file:// URLs (or a plain path) can be mirrors",
+                            hint="e.g. https://mirror.example.org/conda-forge or /srv/mirror/conda-forge")
+        return value.rstrip("/")
+    path = Path(value).expanduser()
+    if not path.is_absolute():
+        path = (base or Path.cwd()) / path
+    if not path.is_dir():
+        raise SpecError(f"{source}{value}: {path} is not a directory",
+                        hint="give an existing mirror directory, or a URL with its scheme (https://…)")
+    return path.resolve().as_uri()
+
+
+def key_prefix(key: str) -> str:
+    """The canonical URL prefix a key covers (ends with '/'; `pypi` stays `pypi`)."""
+    if key == PYPI:
+        return PYPI
+    from envlock.lockfile import strip_credentials
+
+    if "://" in key:
+        return strip_credentials(key).rstrip("/") + "/"
+    return CANONICAL_BASE + key.strip("/") + "/"
+
+
+def _best(url: str, mirrors: Mapping[str, str]) -> tuple[str, str] | None:
+    """(prefix, mirror URL) of the longest key covering `url`, or None."""
+    found = [(key_prefix(k), v) for k, v in mirrors.items() if k != PYPI]
+    found = [(p, v) for p, v in found if url.startswith(p)]
+    return max(found, key=lambda pv: len(pv[0])) if found else None
+
+
+def mirrored(url: str, mirrors: Mapping[str, str]) -> str:
+    """Where to fetch a canonical URL from (itself when no key covers it)."""
+    hit = _best(url, mirrors)
+    return url if hit is None else hit[1].rstrip("/") + "/" + url[len(hit[0]):]
+
+
+def channel_fetch_url(channel: str, mirrors: Mapping[str, str]) -> str:
+    """The URL a channel (name or URL) is read from, with a trailing '/'."""
+    canonical = key_prefix(channel)
+    hit = _best(canonical, mirrors)
+    if hit is not None:
+        return mirrored(canonical, mirrors).rstrip("/") + "/"
+    return channel.rstrip("/") + "/" if "://" in channel else canonical
+
+
+def display(url: str) -> str:
+    """A channel URL as users name it (`conda-forge`, `nvidia/label/cuda-11.8.0`, `pypi`, or the URL)."""
+    from envlock.lockfile import strip_credentials
+
+    if url.startswith(CANONICAL_BASE):
+        return url[len(CANONICAL_BASE):].strip("/")
+    return strip_credentials(url).rstrip("/")
+
+
+def check_in_play(mirrors: Mapping[str, str], channels: Iterable[str], wheel_urls: Iterable[str] = (),
+                  *, pypi: bool = False) -> None:
+    """Refuse a command-line mirror that no channel in play uses, naming the ones that are.
+
+    `channels`: the conda channels the command reads (names or URLs); `wheel_urls`: URLs of the PyPI part
+    (wheels, or the index URLs it is locked from); `pypi` (or any wheel URL) puts the PyPI part in play.
+    """
+    strict = getattr(mirrors, "strict", frozenset())
+    if not strict:
+        return
+    chans, wheels = sorted({key_prefix(c) for c in channels}), sorted(set(wheel_urls))
+    pypi = pypi or bool(wheels)
+    for key in sorted(strict):
+        prefix = key_prefix(key)
+        if key == PYPI and pypi:
+            continue
+        if any(u.startswith(prefix) for u in (*chans, *wheels)):
+            continue
+        names = sorted({display(u) for u in chans}) + ([PYPI] if pypi else [])
+        example = names[0] if names else "conda-forge"
+        raise SpecError(
+            f"--mirror {key}=… names no channel in play here (in play: {', '.join(names) or 'none'})",
+            hint=f"mirror one of those, e.g. --mirror {example}=URL (a channel name covers its labels: "
+                 "nvidia= also maps nvidia/label/…; pypi= maps the PyPI part)",
+        )
+
+
+def channel_of(package_url: str) -> str:
+    """`https://conda.anaconda.org/conda-forge/linux-64/x.conda` -> `https://conda.anaconda.org/conda-forge/`."""
+    return package_url.rsplit("/", 2)[0] + "/"
