@@ -18,6 +18,8 @@ from envlock.commands import create as _create
 from envlock.commands import doctor as _doctor
 from envlock.commands import export as _export
 from envlock.commands import lifecycle as _lifecycle
+from envlock.commands import mirror as _mirror
+from envlock.commands import pack as _pack
 from envlock.commands import resolve as _resolve
 from envlock.errors import EnvlockError, Interrupted
 
@@ -44,7 +46,7 @@ def _root(
     """envlock: torch → CUDA anchor → skew-ruled toolchain → per-platform locks."""
 
 
-for _module in (_resolve, _create, _doctor, _lifecycle, _export, _config):
+for _module in (_resolve, _create, _doctor, _lifecycle, _export, _config, _mirror, _pack):
     _module.register(app)
 
 

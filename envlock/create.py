@@ -88,6 +88,7 @@ class CreateRequest:
     mirrors: Mapping[str, str] = field(default_factory=dict)  # channel name or URL → URL to download from instead
     freshness_check: FreshnessCheck | None = None  # raises LockfileError for a stale lock (lock lifecycle)
     jobs: int = 4
+    lock_record: Path | None = None  # the lock path conda-meta/envlock records (unpack: a copy in the prefix)
 
 
 @dataclass(frozen=True)
@@ -261,7 +262,7 @@ def _env_meta(lock: LockFile, req: CreateRequest, digest: str, state: str, has_c
     return {
         "envlock_json_version": ENVLOCK_JSON_VERSION,
         "envlock_version": __version__,
-        "lock_path": str(req.lock_path.absolute()),
+        "lock_path": str((req.lock_record or req.lock_path).absolute()),
         "content_hash": lock.content_hash.get(req.platform, ""),
         "platform": req.platform,
         "anchor": {k: anchor.get(k) for k in ("torch", "cuda", "cudnn", "torch_source")},

@@ -10,6 +10,7 @@ The tree (other modules define no error classes of their own)::
     ├── SolveError               exit 3   no candidate CUDA minor solved (lists every attempt)
     ├── LockfileError            exit 1   missing, corrupt, stale or too-new lock
     ├── EnvCreateError           exit 1   installing a lock into a prefix failed
+    ├── ArchiveError             exit 1   a pack archive is damaged, incomplete or not envlock's
     └── Interrupted              exit 130 Ctrl-C
 
 Exit code 2 is left to usage errors reported by the argument parser.
@@ -64,6 +65,10 @@ class LockfileError(EnvlockError):
 
 class EnvCreateError(EnvlockError):
     """Installing a lock into a prefix failed."""
+
+
+class ArchiveError(EnvlockError):
+    """A pack archive (envlock pack/unpack) is damaged, incomplete or not envlock's."""
 
 
 class Interrupted(EnvlockError):

@@ -114,7 +114,7 @@ def check_in_play(mirrors: Mapping[str, str], channels: Iterable[str], wheel_url
     strict = getattr(mirrors, "strict", frozenset())
     if not strict:
         return
-    chans, wheels = sorted({key_prefix(c) for c in channels}), sorted(set(wheel_urls))
+    chans, wheels = sorted({key_prefix(c) for c in channels}), sorted({u.rstrip("/") + "/" for u in wheel_urls})
     pypi = pypi or bool(wheels)
     for key in sorted(strict):
         prefix = key_prefix(key)

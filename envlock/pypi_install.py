@@ -131,7 +131,7 @@ def _fetch_one(pkg: PypiPackage, cache: Path, mirrors: Mapping[str, str], sessio
 
 
 def _fetch_locked(pkg: PypiPackage, final: Path, mirrors: Mapping[str, str], session: Any) -> None:
-    url = _mirrored(pkg.url, mirrors, session)
+    url = _mirrored(pkg, mirrors, session)
     final.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=".download-", suffix=".part", dir=final.parent)
     tmp = Path(tmp_name)

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from envlock.mirrors import PYPI
 from envlock.models import Anchor, LockedPackage, Plan, PlatformResult, PypiPackage
 from envlock.spec import EnvSpec
 
@@ -39,6 +40,11 @@ def compile_request(
 
     requirements, _, ignored = pypi_part.pip_requirements(spec.pip, spec.torch, spec.torch_source)
     index, extras = pypi_part.spec_indexes(spec.torch, spec.torch_source, mirrors)
+    mirror_root, mirror_files = "", {}
+    if PYPI in mirrors:  # fetched from a mirror: the lock records each wheel's canonical URL from its wheels.json
+        from envlock.channeldir import canonical_wheel_urls
+
+        mirror_root, mirror_files = pypi_part._index_root(mirrors[PYPI]), canonical_wheel_urls(mirrors[PYPI])
     request = pypi_part.CompileRequest(
         requirements=requirements,
         python=spec.python or "3.11",  # lock_spec sets a full environment's python before it gets here
@@ -51,6 +57,8 @@ def compile_request(
         preferences=dict(pypi_locked or {}),
         upgrade=tuple(upgrade),
         exempt=("torch",) if "+" in spec.torch and spec.torch_source == "pip" else (),
+        mirror_files=mirror_files,
+        mirror_root=mirror_root,
     )
     return request, ignored
 

@@ -63,6 +63,9 @@ class CompileRequest:
     # Exactly pinned packages the cutoff does not apply to: the PyTorch wheel index serves no upload
     # dates (PEP 700), and uv drops an undated file whenever a cutoff applies to its package.
     exempt: tuple[str, ...] = ()
+    # file name -> canonical URL, for wheels fetched through a `pypi=` mirror (envlock/channeldir.py's wheels.json)
+    mirror_files: Mapping[str, str] = field(default_factory=dict)
+    mirror_root: str = ""  # the `pypi=` mirror's file prefix (_index_root of its URL), "" without one
 
 
 @dataclass(frozen=True)
@@ -199,7 +202,8 @@ def _base_args(uv: str, req: CompileRequest, platform: str) -> list[str]:
         "--index-url", req.index.url,
     ]  # fmt: skip
     for extra in req.extra_indexes:
-        args += ["--extra-index-url", extra.url]
+        if extra.url != req.index.url:  # a `pypi=` mirror serves the variant index's wheels too
+            args += ["--extra-index-url", extra.url]
     if req.exclude_newer:
         args += ["--exclude-newer", req.exclude_newer]
         for name in req.exempt:
@@ -377,6 +381,13 @@ def _choose_wheels(
 
 def _canonical_url(url: str, req: CompileRequest) -> str:
     """The URL the lock records: a mirror's prefix mapped back to its canonical index, no credentials."""
+    if req.mirror_root and url.startswith(req.mirror_root):
+        name = unquote(url.rsplit("/", 1)[-1])
+        if name not in req.mirror_files:
+            raise SolveError(f"the pypi mirror does not record where {name} comes from (its wheels.json lacks it)",
+                             hint="mirror the lock with `envlock mirror` (it writes wheels.json), or lock against the "
+                                  "index itself (PIP_INDEX_URL) instead of pypi=")
+        return req.mirror_files[name]
     for idx in (req.index, *req.extra_indexes):
         fetch, canon = _index_root(idx.url), _index_root(idx.canonical)
         if fetch != canon and url.startswith(fetch):
@@ -546,14 +557,19 @@ def pip_requirements(pip: Sequence[str], torch: str, torch_source: str) -> tuple
 
 
 def spec_indexes(torch: str, torch_source: str, mirrors: Mapping[str, str]) -> tuple[Index, tuple[Index, ...]]:
-    """(default index, extra indexes) for uv: the user's pip configuration, plus the variant index of a +cuXYZ torch."""
+    """(default index, extra indexes) for uv: the user's pip configuration, plus the variant index of a +cuXYZ torch.
+
+    With a `pypi=` mirror every index is read from it (it holds the variant index's wheels too).
+    """
+    from envlock.mirrors import PYPI
     from envlock.pypi import configured_extra_index_urls, configured_index_url
 
     default_url, _ = configured_index_url()
-    extras = [Index(u, u) for u in configured_extra_index_urls()[0]]
+    mirror = mirrors.get(PYPI)
+    extras = [] if mirror else [Index(u, u) for u in configured_extra_index_urls()[0]]
     label = torch.partition("+")[2]
     if label and torch_source == "pip":
         canon = variant_index_url(label)
-        fetch = next((v for k, v in mirrors.items() if k.rstrip("/") == canon.rstrip("/")), canon)
+        fetch = next((v for k, v in mirrors.items() if k.rstrip("/") == canon.rstrip("/")), mirror or canon)
         extras.insert(0, Index(fetch, canon))
-    return Index(default_url, default_url), tuple(extras)
+    return Index(mirror or default_url, default_url), tuple(extras)

@@ -1,0 +1,376 @@
+"""A local channel holding exactly some locks' packages: conda channels indexed by rattler, wheels in a PEP 503
+simple index. The shared part of `envlock pack` (a fresh one in the archive) and `envlock mirror` (kept and
+added to).
+
+Layout under the root:
+
+    <channel>/<subdir>/<archive> + repodata.json   conda-forge/, nvidia/label/cuda-11.8.0/, <host>/<path>/
+    pypi/files/<wheel> (+ <wheel>.metadata, PEP 658)  pypi/simple/index.html, pypi/simple/<name>/index.html
+    pypi/wheels.json                                 each wheel's canonical URL, sha256 and upload bound
+
+Every file is fetched with create's fetch (conda, envlock/create.py) or pypi_install's (wheels) and checked
+against the lock's sha256 before it is placed. The repodata is the packages' own index.json (as any indexer
+makes it): repodata patches of the upstream channel are not carried. Two timestamps are set so a re-lock
+against the copy keeps the spec's resolution cutoff: each record's `indexed_timestamp` is its build
+`timestamp` (rattler's indexer stamps "now"), and each wheel's `data-upload-time` is one second before the
+earliest cutoff of the locks that hold it (a lock does not record the real upload time; uv keeps a file
+uploaded strictly before the cutoff, which every locked file was).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from envlock.errors import ChannelError, EnvlockError
+from envlock.lockfile import LockFile, strip_credentials
+from envlock.mirrors import CANONICAL_BASE, channel_of
+from envlock.models import LockedPackage, PypiPackage
+
+PYPI_DIR = "pypi"
+WHEELS_JSON = "pypi/wheels.json"
+_FILE_MODE = 0o644
+
+
+@dataclass(frozen=True)
+class Content:
+    """What some locks need, deduplicated: conda packages, wheels, and each wheel's upload bound."""
+
+    packages: tuple[LockedPackage, ...]
+    wheels: tuple[PypiPackage, ...]
+    upload_bound: Mapping[str, str]  # wheel sha256 -> ISO time (the earliest spec cutoff that locked it)
+
+
+def content_of(locks: Iterable[tuple[LockFile, Sequence[str]]]) -> Content:
+    """The packages of each (lock, platforms) pair, once each (by URL), in lock order."""
+    packages: dict[str, LockedPackage] = {}
+    wheels: dict[str, PypiPackage] = {}
+    bound: dict[str, str] = {}
+    for lock, platforms in locks:
+        for platform in platforms:
+            for p in lock.packages_for(platform):
+                packages.setdefault(p.url, p)
+            cutoff = _second_before(cutoff_of(lock, platform))
+            for w in lock.pypi_for(platform):
+                wheels.setdefault(w.url, w)
+                if cutoff and (w.sha256 not in bound or cutoff < bound[w.sha256]):
+                    bound[w.sha256] = cutoff
+    return Content(tuple(packages.values()), tuple(wheels.values()), bound)
+
+
+def _second_before(cutoff: str | None) -> str | None:
+    """The upload time a mirror gives a wheel its lock's cutoff admitted: uv keeps files uploaded strictly before."""
+    if not cutoff:
+        return None
+    import datetime
+
+    when = datetime.datetime.fromisoformat(cutoff.replace("Z", "+00:00")) - datetime.timedelta(seconds=1)
+    return when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def cutoff_of(lock: LockFile, platform: str) -> str | None:
+    """The spec's resolution cutoff a platform was locked with (envlock.inputs.<platform>), if any."""
+    try:
+        inputs = json.loads(lock.custom_metadata.get(f"envlock.inputs.{platform}") or "{}")
+    except ValueError:
+        return None
+    return ((inputs.get("inputs") or {}).get("exclude_newer")) or None
+
+
+def channel_dir(channel_url: str) -> str:
+    """Where a channel lives under the root: `conda-forge`, `nvidia/label/cuda-11.8.0`, `<host>/<path>`."""
+    url = strip_credentials(channel_url).rstrip("/")
+    if url.startswith(CANONICAL_BASE):
+        return url[len(CANONICAL_BASE):]
+    parts = urlsplit(url)
+    host = parts.netloc.replace(":", "_") or parts.scheme
+    return "/".join(x for x in (host, parts.path.strip("/")) if x)
+
+
+def package_path(pkg: LockedPackage) -> str:
+    """`conda-forge/linux-64/x.conda` (relative to the root)."""
+    return f"{channel_dir(channel_of(pkg.url))}/{pkg.subdir or pkg.url.rsplit('/', 2)[-2]}/{pkg.filename}"
+
+
+def channels_of(packages: Iterable[LockedPackage]) -> dict[str, str]:
+    """canonical channel URL -> its dir under the root."""
+    return {c: channel_dir(c) for c in sorted({channel_of(p.url) for p in packages})}
+
+
+# --------------------------------------------------------------------------- conda packages
+
+
+def store_packages(root: Path, packages: Sequence[LockedPackage], *, mirrors: Mapping[str, str], jobs: int = 4,
+                   progress: Any = None) -> int:
+    """Put every package's verified archive under `root` (a file already there is kept); how many were fetched.
+
+    Every package is tried; the first failure in lock order is raised, so the error names the first one
+    that is missing whatever finished first.
+    """
+    from envlock.create import run_parallel
+
+    known = _indexed(root, packages)
+    todo = [p for p in packages if not _present(root, p, known)]
+    if progress is not None:
+        progress.start("fetch", len(packages))
+        for p in packages:
+            if p not in todo:
+                progress.advance("fetch", p.name)
+    if not todo:
+        return 0
+    def one(pkg: LockedPackage, cancel: threading.Event, session: Any) -> tuple[LockedPackage, EnvlockError | None]:
+        return pkg, _store_one(root, pkg, mirrors, work, cancel, session)
+
+    def done(result: tuple[LockedPackage, EnvlockError | None]) -> None:
+        if progress is not None:
+            progress.advance("fetch", result[0].name)
+
+    work = Path(tempfile.mkdtemp(prefix=".envlock-fetch-", dir=_mkdir(root)))
+    try:
+        outcomes = {p.url: err for p, err in run_parallel(todo, one, jobs=jobs, on_done=done)}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if progress is not None:
+            progress.finish("fetch")
+    failed = [err for p in todo if (err := outcomes.get(p.url)) is not None]
+    if failed:
+        err = failed[0]
+        more = f" ({len(failed) - 1} more not reachable)" if len(failed) > 1 else ""
+        raise type(err)(f"{err.message}{more}", hint=err.hint)
+    return len(todo)
+
+
+def _store_one(root: Path, pkg: LockedPackage, mirrors: Mapping[str, str], work: Path, cancel: threading.Event,
+               session: Any) -> EnvlockError | None:
+    from envlock.create import fetch_archive
+
+    dest = root / package_path(pkg)
+    try:
+        archive, *_ = fetch_archive(pkg, mirrors, work, cancel, session)
+    except EnvlockError as exc:
+        return exc
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if archive.parent == work:
+        os.replace(archive, dest)
+    else:  # a file:// source: copy, never move the user's file
+        _copy_atomic(archive, dest)
+    return None
+
+
+def _indexed(root: Path, packages: Sequence[LockedPackage]) -> dict[str, dict[str, Any]]:
+    """Records of the existing repodata.json files that hold some of `packages` (path -> record)."""
+    out: dict[str, dict[str, Any]] = {}
+    for sub in {str(Path(package_path(p)).parent) for p in packages}:
+        try:
+            doc = json.loads((root / sub / "repodata.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        for key in ("packages", "packages.conda"):
+            for fn, rec in (doc.get(key) or {}).items():
+                out[f"{sub}/{fn}"] = rec
+    return out
+
+
+def _present(root: Path, pkg: LockedPackage, known: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Whether the archive under root is the locked one: by its indexed record, else by hashing it."""
+    rel = package_path(pkg)
+    path = root / rel
+    if not path.is_file():
+        return False
+    rec = known.get(rel)
+    if rec is not None and rec.get("size") == path.stat().st_size:
+        return rec.get("sha256") == pkg.sha256 if pkg.sha256 else rec.get("md5") == pkg.md5
+    digest = hashlib.sha256() if pkg.sha256 else hashlib.md5()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest() == (pkg.sha256 or pkg.md5)
+
+
+def index_channels(root: Path, packages: Sequence[LockedPackage], *, zst_and_shards: bool) -> list[str]:
+    """rattler's indexer over every channel dir the packages live in; returns those dirs.
+
+    Incremental: records of files already indexed are kept. Each record's indexed_timestamp is set to its
+    build timestamp (see the module docstring), then a second pass writes .zst and shards from that.
+    """
+    import asyncio
+
+    from rattler.index import index_fs
+
+    dirs = sorted(set(channels_of(packages).values()))
+    for rel in dirs:
+        chan = root / rel
+        (chan / "noarch").mkdir(parents=True, exist_ok=True)  # rattler's indexer requires noarch
+        try:
+            asyncio.run(index_fs(chan, write_zst=False, write_shards=False))
+            for sub in chan.iterdir():
+                if (sub / "repodata.json").is_file():
+                    _pin_timestamps(sub / "repodata.json")
+            if zst_and_shards:
+                asyncio.run(index_fs(chan, write_zst=True, write_shards=True))
+        except Exception as exc:  # rattler's own exception types
+            raise ChannelError(f"indexing {chan} failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+                               hint="check the directory is writable and its archives are whole") from None
+    return dirs
+
+
+def _pin_timestamps(repodata: Path) -> None:
+    doc = json.loads(repodata.read_text(encoding="utf-8"))
+    changed = False
+    for key in ("packages", "packages.conda"):
+        for rec in (doc.get(key) or {}).values():
+            if "timestamp" in rec and rec.get("indexed_timestamp") != rec["timestamp"]:
+                rec["indexed_timestamp"] = rec["timestamp"]
+                changed = True
+    if changed:
+        write_text_atomic(repodata, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
+# --------------------------------------------------------------------------- wheels
+
+
+def store_wheels(root: Path, wheels: Sequence[PypiPackage], upload_bound: Mapping[str, str], *,
+                 mirrors: Mapping[str, str], cache: Path, jobs: int = 4) -> int:
+    """Every wheel (verified through envlock's wheel cache) under pypi/files/, and the simple index rewritten."""
+    from envlock.pypi_install import fetch_wheels
+
+    record = _read_wheels_json(root)
+    if not wheels and not record:
+        return 0
+    paths, _ = fetch_wheels(wheels, cache, offline=False, mirrors=mirrors, jobs=jobs)
+    files = _mkdir(root / PYPI_DIR / "files")
+    added = 0
+    for w, src in zip(wheels, paths):
+        dest = files / w.filename
+        if not (dest.is_file() and record.get(w.filename, {}).get("sha256") == w.sha256):
+            _link_or_copy(src, dest)
+            added += 1
+        meta = dest.with_name(dest.name + ".metadata")
+        if not meta.is_file():
+            _write_bytes_atomic(meta, _core_metadata(dest))
+        old = record.get(w.filename, {})
+        times = [t for t in (old.get("upload_time"), upload_bound.get(w.sha256)) if t]
+        record[w.filename] = {"name": w.name, "sha256": w.sha256, "url": strip_credentials(w.url),
+                              "metadata_sha256": hashlib.sha256(meta.read_bytes()).hexdigest(),
+                              **({"upload_time": min(times)} if times else {})}
+    _write_simple_index(root, record)
+    write_text_atomic(root / WHEELS_JSON, json.dumps(record, indent=1, sort_keys=True) + "\n")
+    return added
+
+
+def canonical_wheel_urls(pypi_index: str) -> dict[str, str]:
+    """file name -> canonical URL, from the wheels.json beside a `pypi=` mirror's simple index (re-locking)."""
+    from envlock.pypi_part import _index_root
+
+    url = _index_root(pypi_index) + "wheels.json"
+    try:
+        if url.startswith("file:"):
+            from urllib.request import url2pathname
+
+            text = Path(url2pathname(urlsplit(url).path)).read_text(encoding="utf-8")
+        else:
+            import requests
+
+            resp = requests.get(url, timeout=(10, 60))
+            resp.raise_for_status()
+            text = resp.text
+        doc = json.loads(text)
+        return {fn: str(rec["url"]) for fn, rec in doc.items()}
+    except Exception as exc:  # OSError, requests' errors, bad JSON: one message
+        raise ChannelError(f"cannot read {strip_credentials(url)} ({type(exc).__name__}): locking through a pypi= mirror "
+                           "needs the canonical URL of each wheel, which `envlock mirror` writes there",
+                           hint="mirror the lock with `envlock mirror`, or lock against the index itself (PIP_INDEX_URL)") from None
+
+
+def _read_wheels_json(root: Path) -> dict[str, dict[str, str]]:
+    try:
+        data = json.loads((root / WHEELS_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _core_metadata(wheel: Path) -> bytes:
+    """The wheel's METADATA (served as <wheel>.metadata, PEP 658: a resolver need not fetch the wheel)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            name = next(n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
+            return zf.read(name)
+    except (OSError, zipfile.BadZipFile, StopIteration):
+        raise ChannelError(f"{wheel.name} has no readable .dist-info/METADATA", hint="the wheel is damaged; re-lock") from None
+
+
+def _write_simple_index(root: Path, record: Mapping[str, Mapping[str, str]]) -> None:
+    """PEP 503 pages (with PEP 658 metadata and PEP 700-style upload times), deterministic."""
+    by_name: dict[str, list[str]] = {}
+    for fn, rec in record.items():
+        by_name.setdefault(rec["name"], []).append(fn)
+    simple = _mkdir(root / PYPI_DIR / "simple")
+    head = "<!DOCTYPE html>\n<html><head><meta name=\"pypi:repository-version\" content=\"1.1\"></head><body>\n"
+    for name, fns in sorted(by_name.items()):
+        rows = []
+        for fn in sorted(fns):
+            rec = record[fn]
+            attrs = f' data-dist-info-metadata="sha256={rec["metadata_sha256"]}"' \
+                    f' data-core-metadata="sha256={rec["metadata_sha256"]}"'
+            if rec.get("upload_time"):
+                attrs += f' data-upload-time="{html.escape(rec["upload_time"])}"'
+            rows.append(f'<a href="../../files/{quote(fn)}#sha256={rec["sha256"]}"{attrs}>{html.escape(fn)}</a><br>\n')
+        write_text_atomic(_mkdir(simple / name) / "index.html", head + "".join(rows) + "</body></html>\n")
+    links = "".join(f'<a href="{quote(n)}/">{html.escape(n)}</a><br>\n' for n in sorted(by_name))
+    write_text_atomic(simple / "index.html", head + links + "</body></html>\n")
+
+
+# --------------------------------------------------------------------------- files
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _link_or_copy(src: Path, dest: Path) -> None:
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(src, tmp)
+    except OSError:  # another filesystem
+        shutil.copyfile(src, tmp)
+    os.chmod(tmp, _FILE_MODE)  # a mirror is served by another user's web server
+    os.replace(tmp, dest)
+
+
+def _copy_atomic(src: Path, dest: Path) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        os.chmod(tmp, _FILE_MODE)
+        os.replace(tmp, dest)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def _write_bytes_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.chmod(tmp, _FILE_MODE)
+    os.replace(tmp, path)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write a world-readable file by temp file + rename (a mirror is served while it grows)."""
+    _write_bytes_atomic(path, text.encode("utf-8"))

@@ -1,0 +1,138 @@
+"""`envlock mirror`: a directory holding exactly what some locks need, servable by any static HTTP server.
+
+Conda packages per channel and subdir with rattler-indexed repodata (+ .zst and shards), wheels in a PEP 503
+simple index (envlock/channeldir.py). Incremental: a file already there is kept, only what is new is
+fetched, and the indexes are brought up to date. Use it with `--mirror conda-forge=file://DIR/conda-forge`
+(or `http://host/DIR/conda-forge`) and `pypi=…/pypi/simple`; `MirrorResult.mirror_entries` says which.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envlock import __version__
+from envlock.errors import SpecError
+
+MANIFEST = "envlock-mirror.json"
+MANIFEST_VERSION = 1
+
+
+@dataclass(frozen=True)
+class MirrorRequest:
+    """Which locks (and platforms) to mirror into which directory, fetching through which mirrors."""
+
+    dest: Path
+    locks: tuple[Path, ...]
+    platforms: tuple[str, ...] = ()  # default: every platform of each lock
+    mirrors: Mapping[str, str] = field(default_factory=dict)
+    jobs: int = 4
+
+
+@dataclass(frozen=True)
+class MirrorResult:
+    """What the directory holds now, and what this run added."""
+
+    dest: Path
+    locks: tuple[str, ...]
+    packages: int
+    fetched: int
+    wheels: int
+    wheels_added: int
+    channels: dict[str, str]  # mirror key (conda-forge, nvidia, or a channel URL) -> dir under dest
+    pypi: bool  # the directory has a PyPI part (pypi/simple)
+    seconds: float
+
+    def mirror_entries(self, base: str | None = None) -> list[str]:
+        """`NAME=URL` entries for ENVLOCK_MIRRORS (base: the URL dest is served at; default file://)."""
+        root = (base or self.dest.absolute().as_uri()).rstrip("/")
+        out = [f"{k}={root}/{v}" for k, v in sorted(self.channels.items())]
+        return out + ([f"pypi={root}/pypi/simple"] if self.pypi else [])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dest": str(self.dest), "locks": list(self.locks), "packages": self.packages, "fetched": self.fetched,
+                "wheels": self.wheels, "wheels_added": self.wheels_added, "channels": self.channels,
+                "pypi": self.pypi, "mirrors": self.mirror_entries(), "seconds": round(self.seconds, 3)}
+
+
+def mirror_key(channel_url: str) -> tuple[str, str]:
+    """(key, dir): `https://conda.anaconda.org/nvidia/label/x/` -> ("nvidia", "nvidia"); others keep their URL."""
+    from envlock.channeldir import channel_dir
+    from envlock.mirrors import CANONICAL_BASE
+
+    if channel_url.startswith(CANONICAL_BASE):
+        top = channel_url[len(CANONICAL_BASE):].strip("/").split("/", 1)[0]
+        return top, top  # a channel name covers its labels
+    return channel_url.rstrip("/"), channel_dir(channel_url)
+
+
+def selected(lock_paths: Sequence[Path], platforms: Sequence[str]) -> list[tuple[Any, tuple[str, ...]]]:
+    """(lock, its platforms to mirror) for each lock; SpecError for a platform no lock has."""
+    from envlock.lockfile import read_lock
+
+    out = []
+    for path in lock_paths:
+        lock = read_lock(path)
+        out.append((lock, tuple(p for p in lock.platforms if not platforms or p in platforms)))
+    missing = sorted(set(platforms) - {p for _, ps in out for p in ps})
+    if missing:
+        have = sorted({p for lock, _ in out for p in lock.platforms})
+        raise SpecError(f"no lock given has {', '.join(missing)} (they lock {', '.join(have) or 'nothing'})",
+                        hint="drop that --platform, or re-lock with it")
+    return out
+
+
+def mirror(req: MirrorRequest, progress: Any = None) -> MirrorResult:
+    """Fill (or bring up to date) `req.dest` with every package of the locks' platforms, then index it."""
+    from envlock.channeldir import content_of, index_channels, store_packages, store_wheels
+    from envlock.config import cache_location
+    from envlock.filelock import FileLock
+    from envlock.mirrors import channel_of, check_in_play
+
+    started = time.perf_counter()
+    if not req.locks:
+        raise SpecError("nothing to mirror: no lock given", hint="name locks (envlock mirror NAME… DIR) or pass --lock FILE")
+    chosen = selected(req.locks, req.platforms)
+    content = content_of(chosen)
+    check_in_play(req.mirrors, {channel_of(p.url) for p in content.packages}, [w.url for w in content.wheels])
+    if req.dest.exists() and not req.dest.is_dir():
+        raise SpecError(f"{req.dest} exists and is not a directory", hint="give a directory to mirror into")
+    req.dest.mkdir(parents=True, exist_ok=True)
+    with FileLock(req.dest / ".envlock-mirror.lock", f"the mirror {req.dest}"):
+        fetched = store_packages(req.dest, content.packages, mirrors=req.mirrors, jobs=req.jobs, progress=progress)
+        index_channels(req.dest, content.packages, zst_and_shards=True)
+        added = store_wheels(req.dest, content.wheels, content.upload_bound, mirrors=req.mirrors,
+                             cache=cache_location().path, jobs=req.jobs)
+        manifest = _update_manifest(req.dest, chosen, {mirror_key(channel_of(p.url)) for p in content.packages},
+                                    bool(content.wheels))
+    return MirrorResult(req.dest, tuple(sorted(manifest["locks"])), len(content.packages), fetched,
+                        len(content.wheels), added, dict(manifest["channels"]), bool(manifest["pypi"]),
+                        time.perf_counter() - started)
+
+
+def _update_manifest(dest: Path, chosen: Sequence[tuple[Any, tuple[str, ...]]], keys: set[tuple[str, str]],
+                     has_wheels: bool) -> dict[str, Any]:
+    """envlock-mirror.json: which locks (name, platforms, content hashes) and channels the directory serves."""
+    from envlock.channeldir import write_text_atomic
+
+    path = dest / MANIFEST
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        doc = {}
+    if doc.get("envlock_mirror_version", MANIFEST_VERSION) > MANIFEST_VERSION:
+        raise SpecError(f"{path} was written by a newer envlock", hint="upgrade envlock (`pip install -U envlock-cuda`)")
+    locks = dict(doc.get("locks") or {})
+    for lock, platforms in chosen:
+        name = lock.envlock_meta().get("env_name") or (lock.path.parent.name if lock.path else "lock")
+        locks[name] = {"platforms": sorted(set(platforms) | set((locks.get(name) or {}).get("platforms", ()))),
+                       "content_hash": {p: lock.content_hash.get(p, "") for p in platforms}}
+    channels = {**(doc.get("channels") or {}), **dict(keys)}
+    doc = {"envlock_mirror_version": MANIFEST_VERSION, "envlock_version": __version__, "locks": locks,
+           "channels": channels, "pypi": bool(doc.get("pypi")) or has_wheels}
+    write_text_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return doc

@@ -1,0 +1,308 @@
+"""`envlock pack` / `envlock unpack`: one archive that carries a lock's packages to a node that never saw a channel.
+
+The archive (an uncompressed tar: conda packages and wheels are compressed already) holds, for one platform:
+
+    envlock-pack.json                  first member: format, the lock's path, channel dirs, every member's sha256
+    locks/<name>/…                     the lock dir's files (conda-lock.yml, @EXPLICIT, requirements, activation)
+    environments/<name>.yml            the spec, where the lock has one beside it
+    channels/<channel>/<subdir>/…      every conda package + repodata.json (rattler's indexer; channeldir.py)
+    pypi/simple/…, pypi/files/…        the PyPI part's wheels in a PEP 503 index
+    conda-<platform>.txt               exact specs for plain conda (`conda create --offline --file`), usage on top
+
+Same lock, same bytes: members sorted, fixed owner, mode and mtime. `pack` writes a temp file beside the
+output and renames it, so a failure (a package not reachable, Ctrl-C) leaves no archive. `unpack` checks the
+prefix first, extracts into a temp dir while checking every member against the manifest (a corrupted or
+extra member is refused before anything is installed), then runs create (envlock/create.py) with every
+channel mirrored to the extracted copy: each package is checked against the lock again, linking is atomic,
+and no network is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import tarfile
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from envlock import __version__
+from envlock.errors import ArchiveError, LockfileError, SpecError
+
+MANIFEST = "envlock-pack.json"
+FORMAT = 1
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class PackRequest:
+    lock_path: Path
+    platform: str
+    output: Path
+    mirrors: Mapping[str, str] = field(default_factory=dict)
+    force: bool = False
+    jobs: int = 4
+
+
+@dataclass(frozen=True)
+class PackResult:
+    output: Path
+    name: str
+    platform: str
+    packages: int
+    wheels: int
+    size: int
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"output": str(self.output), "name": self.name, "platform": self.platform, "packages": self.packages,
+                "wheels": self.wheels, "bytes": self.size, "seconds": round(self.seconds, 3)}
+
+
+@dataclass(frozen=True)
+class UnpackRequest:
+    archive: Path
+    prefix: Path
+    jobs: int = 4
+
+
+# --------------------------------------------------------------------------- pack
+
+
+def pack(req: PackRequest, progress: Any = None) -> PackResult:
+    """Every package of the lock's platform, verified, in one archive at `req.output` (all or nothing)."""
+    from envlock.channeldir import content_of
+    from envlock.lockfile import read_lock
+    from envlock.mirrors import channel_of, check_in_play
+
+    started = time.perf_counter()
+    lock = read_lock(req.lock_path)
+    if req.platform not in lock.platforms:
+        raise LockfileError(f"{req.lock_path} has no {req.platform} packages (it locks {', '.join(lock.platforms)})",
+                            hint=f"pass --platform {lock.platforms[0]}" if lock.platforms else "re-lock it")
+    content = content_of([(lock, (req.platform,))])
+    check_in_play(req.mirrors, {channel_of(p.url) for p in content.packages}, [w.url for w in content.wheels])
+    out = req.output.absolute()
+    if out.exists() and not req.force:
+        raise SpecError(f"{out} exists", hint="pass --force to replace it, or choose another -o")
+    if not out.parent.is_dir():
+        raise SpecError(f"{out.parent} is not a directory", hint="create it, or choose another -o")
+    name = lock.envlock_meta().get("env_name") or req.lock_path.parent.name
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        manifest = _stage(staging, lock, req, content, name, progress)
+        tmp = staging.with_suffix(".tar")
+        try:
+            _write_tar(staging, manifest, tmp)
+            os.replace(tmp, out)
+        finally:
+            tmp.unlink(missing_ok=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return PackResult(out, name, req.platform, len(content.packages), len(content.wheels), out.stat().st_size,
+                      time.perf_counter() - started)
+
+
+def _stage(staging: Path, lock: Any, req: PackRequest, content: Any, name: str, progress: Any) -> dict[str, Any]:
+    """Fill the staging dir; return the manifest (without member hashes)."""
+    from envlock.channeldir import channels_of, index_channels, store_packages, store_wheels
+    from envlock.config import cache_location
+
+    store_packages(staging / "channels", content.packages, mirrors=req.mirrors, jobs=req.jobs, progress=progress)
+    index_channels(staging / "channels", content.packages, zst_and_shards=False)
+    store_wheels(staging, content.wheels, content.upload_bound, mirrors=req.mirrors, cache=cache_location().path,
+                 jobs=req.jobs)
+    lock_dir = PurePosixPath("locks") / name
+    for src in _lock_files(req.lock_path, req.platform):
+        dest = staging / lock_dir / src.name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)
+    spec = _spec_of(lock, req.lock_path)
+    if spec is not None:
+        (staging / "environments").mkdir()
+        shutil.copyfile(spec, staging / "environments" / spec.name)
+    channels = {url: f"channels/{rel}" for url, rel in channels_of(content.packages).items()}
+    (staging / f"conda-{req.platform}.txt").write_text(_conda_specs(content.packages, channels, req.platform, name))
+    return {"envlock_pack_version": FORMAT, "envlock_version": __version__, "name": name, "platform": req.platform,
+            "lock": str(lock_dir / req.lock_path.name), "channels": channels,
+            "pypi": "pypi/simple" if content.wheels else None}
+
+
+def _lock_files(lock_path: Path, platform: str) -> list[Path]:
+    """The lock and what lies beside it for this platform (@EXPLICIT, requirements, activation scripts)."""
+    wanted = {lock_path.name, f"conda-{platform}.lock", f"requirements-{platform}.txt"}
+    out = [lock_path]
+    for p in sorted(lock_path.parent.iterdir()):
+        if p != lock_path and p.is_file() and (p.name in wanted or p.stem in ("activate", "deactivate")):
+            out.append(p)
+    return out
+
+
+def _spec_of(lock: Any, lock_path: Path) -> Path | None:
+    """environments/<name>.yml of the lock's project (conda-lock's `metadata.sources`, relative to the lock)."""
+    for source in lock.sources:
+        path = (lock_path.parent / source).resolve()
+        if path.is_file() and path.suffix in (".yml", ".yaml"):
+            return path
+    return None
+
+
+def _conda_specs(packages: Any, channels: Mapping[str, str], platform: str, name: str) -> str:
+    """Exact `name=version=build` specs for `conda create --offline --file`, with the command to run."""
+    from envlock.mirrors import channel_of
+
+    chans = " ".join(f"-c file://$PWD/{channels[c]}" for c in sorted({channel_of(p.url) for p in packages}))
+    head = [
+        f"# {name} ({platform}) for plain conda, without envlock and without a network:",
+        "#   mkdir unpacked && tar -xf ARCHIVE -C unpacked && cd unpacked",
+        f"#   conda create --offline -p PREFIX --override-channels {chans} --file conda-{platform}.txt",
+        "# (no GPU on this machine: CONDA_OVERRIDE_CUDA=X.Y before it; a PyPI part: PREFIX/bin/python -m pip install",
+        f"#  --no-index --find-links pypi/files --no-deps --require-hashes -r locks/{name}/requirements-{platform}.txt)",
+        "# envlock's own way, which also checks every package against the lock: envlock unpack ARCHIVE -p PREFIX",
+    ]
+    return "\n".join(head + [f"{p.name}={p.version}={p.build}" for p in packages]) + "\n"
+
+
+def _write_tar(staging: Path, manifest: dict[str, Any], dest: Path) -> None:
+    """The manifest first (with every member's sha256), then the members, sorted; deterministic headers."""
+    members = sorted(str(p.relative_to(staging)).replace(os.sep, "/") for p in staging.rglob("*") if p.is_file())
+    manifest = {**manifest, "members": {m: _sha256(staging / m) for m in members}}
+    data = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
+    with tarfile.open(dest, "w", format=tarfile.PAX_FORMAT) as tf:
+        tf.addfile(_info(MANIFEST, len(data)), io.BytesIO(data))
+        for m in members:
+            with (staging / m).open("rb") as fh:
+                tf.addfile(_info(m, (staging / m).stat().st_size), fh)
+
+
+def _info(name: str, size: int) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.mtime, info.uid, info.gid, info.uname, info.gname = size, 0o644, 0, 0, 0, "", ""
+    return info
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+# --------------------------------------------------------------------------- unpack
+
+
+def unpack(req: UnpackRequest, progress: Any = None) -> Any:
+    """Create the archive's env at `req.prefix` offline; returns create's CreateResult."""
+    from envlock.config import cache_location
+    from envlock.create import CreateRequest, check_writable, create_env, prefix_state
+
+    try:
+        tf = tarfile.open(req.archive, "r:")
+    except (OSError, tarfile.TarError) as exc:
+        raise ArchiveError(f"{req.archive} is not a readable tar archive ({exc})",
+                           hint="give the .tar file `envlock pack` wrote") from None
+    with tf:
+        manifest = _read_manifest(tf, req.archive)
+        prefix_state(req.prefix)  # a file, or a non-empty dir that is not an env: refused before extracting
+        check_writable(req.prefix)
+        work_root = cache_location().path / "unpack"
+        work_root.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix="unpack-", dir=work_root))
+        try:
+            _extract_checked(tf, manifest, work, req.archive)
+            mirrors = _local_mirrors(work, manifest, req.archive)
+            kept = req.prefix / "share" / "envlock"
+            result = create_env(CreateRequest(lock_path=work / manifest["lock"], prefix=req.prefix,
+                                              platform=manifest["platform"], mirrors=mirrors, jobs=req.jobs,
+                                              lock_record=kept / manifest["lock"]), progress)
+            # The lock and spec stay with the env: conda-meta/envlock points at that copy (doctor's repair hint).
+            for rel in sorted(m for m in manifest["members"] if m.startswith(("locks/", "environments/"))):
+                (kept / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(work / rel, kept / rel)
+            return replace(result, lock_path=req.archive)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _read_manifest(tf: tarfile.TarFile, archive: Path) -> dict[str, Any]:
+    try:
+        first = tf.next()
+        fh = tf.extractfile(first) if first is not None and first.name == MANIFEST else None
+        doc = json.loads(fh.read()) if fh is not None else None
+    except (OSError, tarfile.TarError, ValueError):
+        doc = None
+    if not isinstance(doc, dict) or not isinstance(doc.get("members"), dict) or "envlock_pack_version" not in doc:
+        raise ArchiveError(f"{archive} is not an envlock pack archive (no {MANIFEST} as its first member)",
+                           hint="give the .tar file `envlock pack` wrote")
+    if int(doc["envlock_pack_version"]) > FORMAT:
+        raise ArchiveError(f"{archive} was packed by a newer envlock ({doc.get('envlock_version')})",
+                           hint="upgrade envlock (`pip install -U envlock-cuda`)")
+    for key in ("lock", "platform", "channels"):
+        if key not in doc:
+            raise ArchiveError(f"{archive}: {MANIFEST} lacks {key!r}", hint="re-create the archive with `envlock pack`")
+    if doc["lock"] not in doc["members"]:
+        raise ArchiveError(f"{archive}: the lock {doc['lock']} is not among its members", hint="re-create the archive")
+    return doc
+
+
+def _safe(name: str) -> bool:
+    path = PurePosixPath(name)
+    return bool(name) and not path.is_absolute() and ".." not in path.parts and "\\" not in name
+
+
+def _extract_checked(tf: tarfile.TarFile, manifest: Mapping[str, Any], work: Path, archive: Path) -> None:
+    """Every member to `work`, each checked against the manifest's sha256 as it is written."""
+    want: Mapping[str, str] = manifest["members"]
+    seen: set[str] = set()
+    try:
+        for member in tf:
+            name = member.name
+            if name == MANIFEST and not seen:
+                continue  # read first, by _read_manifest
+            if not member.isfile() or not _safe(name) or name not in want or name in seen:
+                raise ArchiveError(f"{archive}: unexpected member {name!r} (not a file the manifest lists)",
+                                   hint="the archive was altered; re-create it with `envlock pack`")
+            seen.add(name)
+            dest = work / name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            digest = hashlib.sha256()
+            src = tf.extractfile(member)
+            assert src is not None
+            with dest.open("wb") as fh:
+                while chunk := src.read(_CHUNK):
+                    digest.update(chunk)
+                    fh.write(chunk)
+            if digest.hexdigest() != want[name]:
+                raise ArchiveError(f"{archive}: member {name} is corrupt (its sha256 is not the one recorded at pack time)",
+                                   hint="nothing was installed; copy the archive again (or re-pack it)")
+    except (OSError, tarfile.TarError, EOFError) as exc:
+        raise ArchiveError(f"{archive} cannot be read to its end ({exc})",
+                           hint="the archive is truncated or damaged; copy it again") from None
+    missing = sorted(set(want) - seen)
+    if missing:
+        raise ArchiveError(f"{archive} lacks {missing[0]}" + (f" and {len(missing) - 1} more" if len(missing) > 1 else ""),
+                           hint="the archive is incomplete; copy it again (or re-pack it)")
+
+
+def _local_mirrors(work: Path, manifest: Mapping[str, Any], archive: Path) -> dict[str, str]:
+    """Every channel of the lock -> its extracted copy (file://); a package none covers is refused here."""
+    from envlock.lockfile import read_lock
+
+    mirrors = {url.rstrip("/"): (work / rel).as_uri() for url, rel in manifest["channels"].items()}
+    if manifest.get("pypi"):
+        mirrors["pypi"] = (work / manifest["pypi"]).as_uri()
+    lock = read_lock(work / manifest["lock"])
+    for pkg in lock.packages_for(manifest["platform"]):
+        if not any(pkg.url.startswith(url) for url in manifest["channels"]):
+            raise ArchiveError(f"{archive} does not hold {pkg.filename} (channel {pkg.url.rsplit('/', 2)[0]})",
+                               hint="re-create the archive with `envlock pack` from this lock")
+    if lock.pypi_for(manifest["platform"]) and not manifest.get("pypi"):
+        raise ArchiveError(f"{archive} does not hold the lock's PyPI part", hint="re-create the archive with `envlock pack`")
+    return mirrors
