@@ -13,6 +13,7 @@ and the wall time from the first spawn to the last exit is taken, with the slowe
 package file and the bytes served. Nothing is asserted; the table goes to benchmarks/README.md.
 
     python benchmarks/bench_nodes.py [--nodes 1,5,10,20] [--runs 3] [--payload-mb 200] [--json out.json] [--keep DIR]
+    python benchmarks/bench_nodes.py --envlock-src DIR   # the creates from another source tree (before a fix)
 """
 
 from __future__ import annotations
@@ -75,13 +76,17 @@ def run(args: list[str], env: dict[str, str]) -> None:
         raise SystemExit(f"{' '.join(args[:5])} … failed:\n{done.stderr}{done.stdout[-2000:]}")
 
 
-def one_round(lock: Path, server: CountingServer, work: Path, n: int, mode: str) -> dict:
-    """N creates at once; wall time, per-process times, requests per package, bytes."""
+def one_round(lock: Path, server: CountingServer, work: Path, n: int, mode: str, src: Path | None = None) -> dict:
+    """N creates at once; wall time, per-process times, requests per package, bytes.
+
+    `src`: run another envlock source tree's create (PYTHONPATH), e.g. before a change, for comparison.
+    """
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     mark = server.mark()
     base = {k: v for k, v in os.environ.items() if k not in ("ENVLOCK_MIRRORS",)}
-    base["ENVLOCK_MIRRORS"] = f"conda-forge={server.url}/plain/conda-forge"
+    if src is not None:
+        base["PYTHONPATH"] = str(src)
     procs = []
     started = time.perf_counter()
     for i in range(n):
@@ -89,7 +94,7 @@ def one_round(lock: Path, server: CountingServer, work: Path, n: int, mode: str)
         env = {**base, "ENVLOCK_CACHE_DIR": str(cache)}
         procs.append((time.perf_counter(), subprocess.Popen(
             [sys.executable, "-m", "envlock", "create", "--lock", str(lock), "-p", str(work / f"env{i}"),
-             "--platform", "linux-64", "--frozen", "-q"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)))
+             "--platform", "linux-64", "--frozen", "-q", "--mirror", f"conda-forge={server.url}/plain/conda-forge"], env=env, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)))
     times, failures = [], []
     for t0, proc in procs:
         _, err = proc.communicate()
@@ -111,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--payload-mb", type=int, default=200, help="incompressible MB spread over the CUDA libraries")
     parser.add_argument("--json", type=Path, default=None, help="write every round here")
     parser.add_argument("--keep", type=Path, default=None, help="work dir to keep (default: a temp dir)")
+    parser.add_argument("--envlock-src", type=Path, default=None,
+                        help="run the creates from this envlock source tree (e.g. `git archive` of an older commit)")
     args = parser.parse_args(argv)
     nodes = [int(x) for x in args.nodes.split(",") if x.strip()]
     root = args.keep or Path(tempfile.mkdtemp(prefix="envlock-bench-nodes-"))
@@ -123,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in nodes:
             for mode in ("shared", "separate"):
                 for _ in range(max(1, args.runs)):
-                    rounds.append(one_round(lock, server, root / "work", n, mode))
+                    rounds.append(one_round(lock, server, root / "work", n, mode, args.envlock_src))
     shutil.rmtree(root / "work", ignore_errors=True)
     print(f"\n{'N':>3}  {'cache':<9} {'wall (median)':>13} {'per env':>8} {'slowest':>8} {'fetches/pkg':>11} "
           f"{'MB served':>9} {'failed':>6}")

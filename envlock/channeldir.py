@@ -270,9 +270,9 @@ def store_wheels(root: Path, wheels: Sequence[PypiPackage], upload_bound: Mappin
 
 def canonical_wheel_urls(pypi_index: str) -> dict[str, str]:
     """file name -> canonical URL, from the wheels.json beside a `pypi=` mirror's simple index (re-locking)."""
-    from envlock.pypi_part import _index_root
+    from envlock.pypi_part import index_root
 
-    url = _index_root(pypi_index) + "wheels.json"
+    url = index_root(pypi_index) + "wheels.json"
     try:
         if url.startswith("file:"):
             from urllib.request import url2pathname

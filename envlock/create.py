@@ -462,17 +462,11 @@ def fetch_archive(pkg: LockedPackage, mirrors: Mapping[str, str], work: Path, ca
     return archive, sha256, md5, size
 
 
-def entry_lock(cache: Path, name: str) -> Any:
-    """The inter-process lock of one package cache entry (several envlock processes may share a cache)."""
-    from envlock.filelock import FileLock
-
-    # Quiet: the progress display already shows the package being fetched.
-    return FileLock(cache / ".envlock-locks" / f"{name}.lock", f"the package cache entry {name}", notify=lambda _: None)
-
-
 def _fetch_one(pkg: LockedPackage, cache: Path, work: Path, req: CreateRequest, cancel: threading.Event,
                session: Any) -> _Fetched:
     """Get one archive, verify it against the lock, extract it into the cache (once per shared cache)."""
+    from envlock.filelock import entry_lock
+
     with entry_lock(cache, _dist(pkg)):
         hit = _cached(cache, pkg)
         if hit is not None:  # another envlock process sharing this cache fetched it while we waited

@@ -84,3 +84,9 @@ class FileLock:
         finally:
             self._fh.close()
             self._fh = None
+
+
+def entry_lock(cache: Path, name: str) -> FileLock:
+    """The lock of one package cache entry: envlock processes sharing a cache (a cluster's shared
+    filesystem) fetch each entry once. Quiet: the waiter's progress display already names the package."""
+    return FileLock(cache / ".envlock-locks" / f"{name}.lock", f"the package cache entry {name}", notify=lambda _: None)

@@ -101,7 +101,10 @@ def mirror(req: MirrorRequest, progress: Any = None) -> MirrorResult:
     check_in_play(req.mirrors, {channel_of(p.url) for p in content.packages}, [w.url for w in content.wheels])
     if req.dest.exists() and not req.dest.is_dir():
         raise SpecError(f"{req.dest} exists and is not a directory", hint="give a directory to mirror into")
-    req.dest.mkdir(parents=True, exist_ok=True)
+    try:
+        req.dest.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SpecError(f"cannot create {req.dest}: {exc.strerror or exc}", hint="choose a directory you can write to") from None
     with FileLock(req.dest / ".envlock-mirror.lock", f"the mirror {req.dest}"):
         fetched = store_packages(req.dest, content.packages, mirrors=req.mirrors, jobs=req.jobs, progress=progress)
         index_channels(req.dest, content.packages, zst_and_shards=True)

@@ -19,6 +19,7 @@ and no network is used.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -33,7 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from envlock import __version__
-from envlock.errors import ArchiveError, LockfileError, SpecError
+from envlock.errors import ArchiveError, EnvCreateError, LockfileError, SpecError
 
 MANIFEST = "envlock-pack.json"
 FORMAT = 1
@@ -94,7 +95,7 @@ def pack(req: PackRequest, progress: Any = None) -> PackResult:
     if not out.parent.is_dir():
         raise SpecError(f"{out.parent} is not a directory", hint="create it, or choose another -o")
     name = lock.envlock_meta().get("env_name") or req.lock_path.parent.name
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    staging = _mkdtemp(f".{out.name}.", out.parent)
     try:
         manifest = _stage(staging, lock, req, content, name, progress)
         tmp = staging.with_suffix(".tar")
@@ -212,9 +213,7 @@ def unpack(req: UnpackRequest, progress: Any = None) -> Any:
         manifest = _read_manifest(tf, req.archive)
         prefix_state(req.prefix)  # a file, or a non-empty dir that is not an env: refused before extracting
         check_writable(req.prefix)
-        work_root = cache_location().path / "unpack"
-        work_root.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix="unpack-", dir=work_root))
+        work = _mkdtemp("unpack-", cache_location().path / "unpack")
         try:
             _extract_checked(tf, manifest, work, req.archive)
             mirrors = _local_mirrors(work, manifest, req.archive)
@@ -229,6 +228,15 @@ def unpack(req: UnpackRequest, progress: Any = None) -> Any:
             return replace(result, lock_path=req.archive)
         finally:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _mkdtemp(prefix: str, parent: Path) -> Path:
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    except OSError as exc:
+        raise SpecError(f"cannot write to {parent}: {exc.strerror or exc}",
+                        hint="choose a writable place (-o for pack; ENVLOCK_CACHE_DIR for unpack's temp files)") from None
 
 
 def _read_manifest(tf: tarfile.TarFile, archive: Path) -> dict[str, Any]:
@@ -275,10 +283,16 @@ def _extract_checked(tf: tarfile.TarFile, manifest: Mapping[str, Any], work: Pat
             digest = hashlib.sha256()
             src = tf.extractfile(member)
             assert src is not None
-            with dest.open("wb") as fh:
-                while chunk := src.read(_CHUNK):
-                    digest.update(chunk)
-                    fh.write(chunk)
+            try:
+                with dest.open("wb") as fh:
+                    while chunk := src.read(_CHUNK):
+                        digest.update(chunk)
+                        fh.write(chunk)
+            except OSError as exc:
+                if exc.filename is None and exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES):
+                    raise  # a read error of the archive: reported below
+                raise EnvCreateError(f"cannot extract {archive} into {work}: {exc.strerror or exc}",
+                                     hint="free space there (it is under ENVLOCK_CACHE_DIR), then run unpack again") from None
             if digest.hexdigest() != want[name]:
                 raise ArchiveError(f"{archive}: member {name} is corrupt (its sha256 is not the one recorded at pack time)",
                                    hint="nothing was installed; copy the archive again (or re-pack it)")

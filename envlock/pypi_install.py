@@ -19,7 +19,7 @@ from envlock.errors import ChannelError, EnvCreateError
 from envlock.lockfile import strip_credentials
 from envlock.mirrors import PYPI
 from envlock.models import PypiPackage
-from envlock.pypi_part import _index_root, _timeout, python_platform, uv_binary, uv_environ
+from envlock.pypi_part import index_root, _timeout, python_platform, uv_binary, uv_environ
 
 _CHUNK = 1 << 20
 
@@ -58,9 +58,9 @@ def fetch_wheels(packages: Sequence[PypiPackage], cache: Path, *, offline: bool,
 def _mirrored(pkg: PypiPackage, mirrors: Mapping[str, str], session: Any) -> str:
     """Where to fetch a locked wheel: a mirror of its index by URL prefix, else `pypi=` by name, else itself."""
     for src, dst in mirrors.items():
-        root = _index_root(src)
+        root = index_root(src)
         if "://" in src and pkg.url.startswith(root):
-            return _index_root(dst) + pkg.url[len(root):]
+            return index_root(dst) + pkg.url[len(root):]
     if PYPI in mirrors:
         return find_on_index(mirrors[PYPI], pkg, session)
     return pkg.url
@@ -122,7 +122,7 @@ def _hrefs(html: str) -> list[str]:
 
 
 def _fetch_one(pkg: PypiPackage, cache: Path, mirrors: Mapping[str, str], session: Any) -> None:
-    from envlock.create import entry_lock
+    from envlock.filelock import entry_lock
 
     final = _cached_path(cache, pkg)
     with entry_lock(wheel_cache(cache), pkg.sha256):  # once per cache, even when processes share it

@@ -65,7 +65,7 @@ class CompileRequest:
     exempt: tuple[str, ...] = ()
     # file name -> canonical URL, for wheels fetched through a `pypi=` mirror (envlock/channeldir.py's wheels.json)
     mirror_files: Mapping[str, str] = field(default_factory=dict)
-    mirror_root: str = ""  # the `pypi=` mirror's file prefix (_index_root of its URL), "" without one
+    mirror_root: str = ""  # the `pypi=` mirror's file prefix (index_root of its URL), "" without one
 
 
 @dataclass(frozen=True)
@@ -389,14 +389,14 @@ def _canonical_url(url: str, req: CompileRequest) -> str:
                                   "index itself (PIP_INDEX_URL) instead of pypi=")
         return req.mirror_files[name]
     for idx in (req.index, *req.extra_indexes):
-        fetch, canon = _index_root(idx.url), _index_root(idx.canonical)
+        fetch, canon = index_root(idx.url), index_root(idx.canonical)
         if fetch != canon and url.startswith(fetch):
             url = canon + url[len(fetch):]
             break
     return strip_credentials(url)
 
 
-def _index_root(url: str) -> str:
+def index_root(url: str) -> str:
     """`https://host/whl/cu126` and `…/simple/` -> the prefix its file URLs share (without `simple/`)."""
     url = url.rstrip("/")
     return (url.removesuffix("/simple") if url.endswith("/simple") else url) + "/"

@@ -219,7 +219,7 @@ def render(spec: DockerfileSpec) -> str:
         f"# Re-generate: {spec.regenerate}",
         f"# Build: {spec.build_command}",
         "# Build arguments: PIP_INDEX_URL (the package index for envlock and the PyPI part; default: pip's),",
-        "#   ENVLOCK_MIRRORS ('NAME=URL ...': take conda channel NAME's packages from URL, as envlock create --mirror),",
+        "#   ENVLOCK_MIRRORS ('NAME=URL,...': take channel NAME's packages from URL; envlock reads it, see envlock config),",
         "#   ENVLOCK_UID, ENVLOCK_GID (the user's ids; default 1000).",
         "",
         f"FROM {spec.build_base} AS build",
@@ -236,10 +236,11 @@ def render(spec: DockerfileSpec) -> str:
             f'--root-user-action=ignore "envlock-cuda=={spec.envlock_version}"',
         ),
         f"COPY {spec.explicit} {explicit_in}",
+        # envlock reads ENVLOCK_MIRRORS itself (the build argument is in RUN's environment): a site-wide list,
+        # so an entry this lock does not use (pypi=, nvidia=) is not an error, as a --mirror would be.
         *_run(
-            'set -- && for mirror in ${ENVLOCK_MIRRORS}; do set -- "$@" --mirror "$mirror"; done',
             f"ENVLOCK_CACHE_DIR=/tmp/envlock/cache /opt/envlock/bin/envlock create --lock {explicit_in} "
-            f'--prefix {PREFIX} --platform {spec.platform} --frozen --quiet "$@"',
+            f"--prefix {PREFIX} --platform {spec.platform} --frozen --quiet",
             "rm -rf /tmp/envlock/cache",
         ),
     ]
