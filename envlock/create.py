@@ -437,8 +437,11 @@ def fetch_archive(pkg: LockedPackage, mirrors: Mapping[str, str], work: Path, ca
     if scheme == "file":
         archive = _local_path(url)
         if not archive.is_file():
+            from envlock.mirrors import missing_file_hint
+
             raise EnvCreateError(f"package file {archive} is missing (locked as {pkg.url})",
-                                 hint="the local channel moved or was cleaned; restore it or re-lock")
+                                 hint=missing_file_hint(archive, pkg.url)
+                                 or "the local channel moved or was cleaned; restore it or re-lock")
     elif scheme in ("http", "https"):
         archive = work / pkg.filename
         _download(url, archive, pkg, cancel, session)

@@ -134,3 +134,13 @@ def check_in_play(mirrors: Mapping[str, str], channels: Iterable[str], wheel_url
 def channel_of(package_url: str) -> str:
     """`https://conda.anaconda.org/conda-forge/linux-64/x.conda` -> `https://conda.anaconda.org/conda-forge/`."""
     return package_url.rsplit("/", 2)[0] + "/"
+
+
+def missing_file_hint(path: Path, canonical_url: str) -> str | None:
+    """For a file:// mirror pointed at the root of an `envlock mirror` directory instead of a channel in it."""
+    channel = display(channel_of(canonical_url)).split("/", 1)[0]
+    for root in list(path.parents)[:4]:
+        if (root / "envlock-mirror.json").is_file() and (root / channel).is_dir():
+            return (f"{root} is an envlock mirror: its channels are subdirectories, so use {channel}={(root / channel).as_uri()} "
+                    "(`envlock mirror` prints the whole ENVLOCK_MIRRORS line)")
+    return None

@@ -84,8 +84,14 @@ def test_mirror_then_create_with_only_the_mirror_and_a_fresh_cache(project: Path
     assert {p.parent.name for p in dest.glob("conda-forge/*/repodata.json")} == {"noarch", "linux-64", "linux-aarch64", "win-64"}
     upstream.stop()
     shutil.rmtree(tmp_path / "upstream")
-    env = offline_env(tmp_path, ENVLOCK_MIRRORS=doc["mirrors"][0])
     prefix = tmp_path / "env"
+    # the mirror's root is not a channel: the error says which subdirectory is
+    wrong = cli("create", "--project-dir", str(project), "-p", str(prefix), "--platform", "linux-64",
+                env=offline_env(tmp_path, ENVLOCK_MIRRORS=f"conda-forge={dest.as_uri()}"))
+    assert_one_error(wrong, 1, "is missing")
+    assert f"hint: {dest} is an envlock mirror" in wrong.stderr and f"conda-forge={dest.as_uri()}/conda-forge" in wrong.stderr
+    assert not prefix.exists()
+    env = offline_env(tmp_path, ENVLOCK_MIRRORS=doc["mirrors"][0])
     proc = cli("create", "--project-dir", str(project), "-p", str(prefix), "--platform", "linux-64", "-q", env=env)
     assert proc.returncode == 0, proc.stderr
     nvcc = cli("run", "-p", str(prefix), "--", "nvcc", "--version", env=env)
