@@ -123,11 +123,13 @@ def store_packages(root: Path, packages: Sequence[LockedPackage], *, mirrors: Ma
     todo = [p for p in packages if not _present(root, p, known)]
     if progress is not None:
         progress.start("fetch", len(packages))
-        for p in packages:
-            if p not in todo:
-                progress.advance("fetch", p.name)
+        for p in set(packages) - set(todo):
+            progress.advance("fetch", p.name)
     if not todo:
+        if progress is not None:
+            progress.finish("fetch")
         return 0
+
     def one(pkg: LockedPackage, cancel: threading.Event, session: Any) -> tuple[LockedPackage, EnvlockError | None]:
         return pkg, _store_one(root, pkg, mirrors, work, cancel, session)
 
