@@ -53,13 +53,16 @@ def mirror_url(value: str, *, base: Path | None = None, source: str = "--mirror"
             raise SpecError(f"{source}{value}: only http://, https:// and file:// URLs (or a plain path) can be mirrors",
                             hint="e.g. https://mirror.example.org/conda-forge or /srv/mirror/conda-forge")
         return value.rstrip("/")
-    path = Path(value).expanduser()
-    if not path.is_absolute():
-        path = (base or Path.cwd()) / path
-    if not path.is_dir():
-        raise SpecError(f"{source}{value}: {path} is not a directory",
-                        hint="give an existing mirror directory, or a URL with its scheme (https://…)")
-    return path.resolve().as_uri()
+    try:
+        path = Path(value).expanduser()
+        if not path.is_absolute():
+            path = (base or Path.cwd()) / path
+        if path.is_dir():
+            return path.resolve().as_uri()
+    except (OSError, ValueError, RuntimeError):  # a NUL byte, an unknown ~user, a path too long
+        pass
+    raise SpecError(f"{source}{value}: no such directory",
+                    hint="give an existing mirror directory, or a URL with its scheme (https://…)")
 
 
 def key_prefix(key: str) -> str:

@@ -56,7 +56,9 @@ def test_the_longest_key_wins_and_a_name_covers_its_labels() -> None:
     ("conda-forge=", "is not NAME=URL"),
     ("=file:///x", "is not NAME=URL"),
     ("conda-forge=s3://bucket/cf", "only http://, https:// and file:// URLs"),
-    ("conda-forge=./no/such/dir", "is not a directory"),
+    ("conda-forge=./no/such/dir", "no such directory"),
+    ("conda-forge=~nosuchuser/x", "no such directory"),
+    ("conda-forge=a\x00b", "no such directory"),
 ])
 def test_bad_mirror_values_are_one_error(value: str, needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = run(["config", "--mirror", value, "--project-dir", str(tmp_path)])
