@@ -122,6 +122,14 @@ def main(argv: list[str] | None = None) -> int:
     nodes = [int(x) for x in args.nodes.split(",") if x.strip()]
     root = args.keep or Path(tempfile.mkdtemp(prefix="envlock-bench-nodes-"))
     root.mkdir(parents=True, exist_ok=True)
+    try:
+        return measure(args, nodes, root)
+    finally:
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def measure(args: argparse.Namespace, nodes: list[int], root: Path) -> int:
     lock, mirror, size = make_mirror(root, args.payload_mb)
     packages = len(list((mirror / "conda-forge").glob("*/*.conda")))
     print(f"lock: {packages} packages, {size / 1e6:.1f} MB; mirror {mirror} on 127.0.0.1; {os.cpu_count()} CPUs", flush=True)
@@ -144,8 +152,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps({"packages": packages, "bytes": size, "cpus": os.cpu_count(),
                                          "rounds": rounds}, indent=1))
-    if args.keep is None:
-        shutil.rmtree(root, ignore_errors=True)
     return 0
 
 
