@@ -18,6 +18,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from envlock import REINSTALL_HINT
 from envlock.errors import AnchorError, SpecError
 from envlock.models import CUDA_PLATFORMS, KNOWN_SUBDIRS, Anchor, TorchSource
 from envlock.pypi import IndexSettings
@@ -103,7 +104,7 @@ class TorchTable:
 def _table_error(msg: str) -> AnchorError:
     return AnchorError(
         f"envlock's torch table is invalid: {msg}",
-        hint="reinstall envlock; if you edited envlock/data/torch.yaml, fix it (tests/test_torch_table.py)",
+        hint=f"{REINSTALL_HINT}; if you edited envlock/data/torch.yaml, fix it (tests/test_torch_table.py)",
     )
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from envlock import REINSTALL_HINT
 from envlock.doctor_probe import CUDA_LIB_PREFIXES, bundled_nvidia_libs
 from envlock.errors import SpecError
 from envlock.models import Finding
@@ -189,7 +190,7 @@ def driver_table() -> dict[str, Any]:
     doc = yaml.safe_load(text)
     if doc.get("schema_version") != 1:
         raise SpecError(
-            "envlock's package data is invalid: driver.yaml schema_version is not 1", hint="reinstall envlock"
+            "envlock's package data is invalid: driver.yaml schema_version is not 1", hint=REINSTALL_HINT
         )
     return doc
 

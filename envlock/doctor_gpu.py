@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from envlock import REINSTALL_HINT
 from envlock.models import Finding
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ def arch_table() -> dict[str, dict[str, Any]]:
         for k, v in arches.items()
     )
     if not ok:
-        raise EnvlockError("envlock's package data is invalid: gpu_arch.yaml", hint="reinstall envlock")
+        raise EnvlockError("envlock's package data is invalid: gpu_arch.yaml", hint=REINSTALL_HINT)
     return arches
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from envlock import REINSTALL_HINT
 from envlock.models import Finding
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ def deepspeed_ops() -> dict[str, Any]:
     doc = yaml.safe_load(text)
     ops = doc.get("ops") if isinstance(doc, dict) and doc.get("schema_version") == 1 else None
     if not isinstance(ops, dict) or not all(isinstance(r.get("cuda_headers"), list) for r in ops.values()):
-        raise EnvlockError("envlock's package data is invalid: deepspeed_ops.yaml", hint="reinstall envlock")
+        raise EnvlockError("envlock's package data is invalid: deepspeed_ops.yaml", hint=REINSTALL_HINT)
     return doc
 
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from envlock import UPGRADE_HINT
 from envlock.errors import EnvlockError, LockfileError, SpecError
 from envlock.lockfile import (
     META_PREFIX,
@@ -123,7 +124,7 @@ class CheckReport:
         names = ", ".join(e.name for e in stale)
         what = f"{len(stale)} of {len(self.envs)} environment(s) not fresh: {names}"
         if "newer-envlock" in kinds:
-            return LockfileError(what, hint="upgrade envlock (`pip install -U envlock`) to read these locks")
+            return LockfileError(what, hint=f"{UPGRADE_HINT} to read these locks")
         if "invalid-spec" in kinds:
             return LockfileError(
                 what, hint="fix the spec named above (or restore it from git), then `envlock lock`"
@@ -646,7 +647,7 @@ def assert_fresh(project_dir: Path, name_or_lock_path: str | Path, platform: str
     more = f" (+{len(changes) - 1} more)" if len(changes) > 1 else ""
     hint = RELOCK_HINT + ", or pass --frozen to install the lock as it is"
     if first.kind == "newer-envlock":
-        hint = "upgrade envlock (`pip install -U envlock`)"
+        hint = UPGRADE_HINT
     elif first.kind == "missing-spec":
         hint = f"--locked compares the lock with environments/{status.name}.yml; restore it, or pass --frozen"
     raise LockfileError(f"the lock of {status.name} is stale: {first.message}{where}{more}", hint=hint)
@@ -723,7 +724,7 @@ def _refuse(status: EnvStatus) -> EnvlockError:
         )
     if first.kind == "newer-envlock":
         return LockfileError(
-            f"{status.name}: {first.message}", hint="upgrade envlock (`pip install -U envlock`)"
+            f"{status.name}: {first.message}", hint=UPGRADE_HINT
         )
     hint = first.hint or "fix the spec, or restore it from git"
     return SpecError(f"{status.name}: {first.message}", hint=f"{hint}; nothing was written")

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from envlock import UPGRADE_HINT
 from envlock.errors import LockfileError, SpecError
 from envlock.lockfile import LOCK_FORMAT, META_PREFIX, parse_explicit, strip_credentials
 
@@ -136,7 +137,7 @@ def lock_entries(text: str, label: str) -> Entries:
     if not fmt.isdigit() or int(fmt) > LOCK_FORMAT:
         raise LockfileError(
             f"{label} was written by a newer envlock (lock format {fmt})",
-            hint="upgrade envlock (`pip install -U envlock`)",
+            hint=UPGRADE_HINT,
         )
     if version not in (1, 2) or not isinstance(doc.get("package"), list):
         raise LockfileError(

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
-from envlock import __version__
+from envlock import UPGRADE_HINT, __version__
 from envlock.errors import EnvlockError, LockfileError
 from envlock.models import LockedPackage, PypiPackage
 
@@ -402,7 +402,7 @@ def check_lock_header(doc: dict[str, Any], p: Path | None) -> tuple[dict[str, An
     if fmt is not None and (not fmt.isdigit() or int(fmt) > LOCK_FORMAT):
         raise LockfileError(
             f"{p} was written by a newer envlock ({custom.get(META_PREFIX + 'version', '?')}, lock format {fmt})",
-            hint="upgrade envlock (`pip install -U envlock`) to read it",
+            hint=f"{UPGRADE_HINT} to read it",
         )
     return meta, custom
 

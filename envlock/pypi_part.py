@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from envlock import REINSTALL_HINT
 from envlock.errors import AnchorError, ChannelError, SolveError, SpecError
 from envlock.lockfile import strip_credentials
 from envlock.models import PypiPackage
@@ -86,7 +87,7 @@ def uv_binary() -> str:
     except (ImportError, FileNotFoundError) as exc:
         raise SpecError(
             f"uv is not installed ({exc})",
-            hint="reinstall envlock (`pip install envlock` brings uv), or lock with --toolchain-only",
+            hint=f"{REINSTALL_HINT[:-1]}: it brings uv), or lock with --toolchain-only",
         ) from None
 
 
@@ -116,7 +117,7 @@ def table() -> dict[str, Any]:
     text = resources.files("envlock").joinpath("data", "pypi.yaml").read_text(encoding="utf-8")
     data = yaml.safe_load(text)
     if not isinstance(data, dict) or "{variant}" not in str(data.get("variant_index", "")):
-        raise SpecError("envlock's data/pypi.yaml is damaged", hint="reinstall envlock")
+        raise SpecError("envlock's data/pypi.yaml is damaged", hint=REINSTALL_HINT)
     return data
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from envlock import UPGRADE_HINT
 from envlock.errors import LockfileError, SpecError
 from envlock.lockfile import read_text
 
@@ -204,7 +205,7 @@ def parse_spec(text: str, path: Path | None = None) -> EnvSpec:
     if not isinstance(version, int) or version > SPEC_VERSION:
         raise LockfileError(
             f"{where} has spec_version {version!r}, newer than this envlock reads ({SPEC_VERSION})",
-            hint="upgrade envlock (`pip install -U envlock`)",
+            hint=UPGRADE_HINT,
         )
 
     def strs(key: str, default: Sequence[str]) -> tuple[str, ...]:

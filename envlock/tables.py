@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from envlock import REINSTALL_HINT
 from envlock.errors import EnvlockError
 
 _MINOR = re.compile(r"^\d+\.\d+$")
@@ -65,7 +66,7 @@ def minor_key(cuda: str) -> tuple[int, int]:
 
 
 def _table_error(what: str) -> EnvlockError:
-    return EnvlockError(f"envlock's package data is invalid: {what}", hint="reinstall envlock")
+    return EnvlockError(f"envlock's package data is invalid: {what}", hint=REINSTALL_HINT)
 
 
 def _parse(raw: dict[str, Any]) -> CudaTables:

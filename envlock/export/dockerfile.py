@@ -29,6 +29,7 @@ from importlib import resources
 
 import yaml
 
+from envlock import DISTRIBUTION, REINSTALL_HINT
 from envlock.activation.model import TARGETS, TARGETS_TOKEN, env_ops, join
 from envlock.errors import EnvlockError
 
@@ -105,10 +106,10 @@ def docker_tables() -> DockerTables:
             requires={str(k): str(v) for k, v in (act.get("requires") or {}).items()},
         )
     except (KeyError, TypeError, AttributeError) as exc:
-        raise EnvlockError(f"envlock's data/docker.yaml is malformed ({exc})", hint="reinstall envlock") from None
+        raise EnvlockError(f"envlock's data/docker.yaml is malformed ({exc})", hint=REINSTALL_HINT) from None
     for ref in (tables.build_base, tables.runtime_base):
         if split_ref(ref)[1] is None:
-            raise EnvlockError(f"data/docker.yaml: {ref} has no digest", hint="reinstall envlock")
+            raise EnvlockError(f"data/docker.yaml: {ref} has no digest", hint=REINSTALL_HINT)
     return tables
 
 
@@ -233,7 +234,7 @@ def render(spec: DockerfileSpec) -> str:
         *_run(
             "python -m venv /opt/envlock",
             "/opt/envlock/bin/python -m pip install --no-cache-dir --disable-pip-version-check "
-            f'--root-user-action=ignore "envlock-cuda=={spec.envlock_version}"',
+            f'--root-user-action=ignore "{DISTRIBUTION}=={spec.envlock_version}"',
         ),
         f"COPY {spec.explicit} {explicit_in}",
         # envlock reads ENVLOCK_MIRRORS itself (the build argument is in RUN's environment): a site-wide list,
