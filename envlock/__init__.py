@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+import os as _os
+import _signal  # the C module: `signal` builds enums first (~2 ms more of a window)
+import sys as _sys
 
 __version__ = "0.1.0"
 #: The name on the package index (`envlock` there is an unrelated project); the command stays `envlock`.
@@ -12,10 +14,61 @@ REINSTALL_HINT = f"reinstall envlock (`pip install --force-reinstall {DISTRIBUTI
 __all__ = ["DISTRIBUTION", "EnvlockError", "__version__"]
 
 
-def __getattr__(name: str) -> Any:
-    # Lazy: the console script imports this package first, before envlock.cli can take over Ctrl-C.
+def __getattr__(name: str) -> object:
+    # Lazy: the console script imports this package first, before envlock.cli has its imports done.
     if name == "EnvlockError":
         from envlock.errors import EnvlockError
 
         return EnvlockError
     raise AttributeError(f"module 'envlock' has no attribute {name!r}")
+
+
+# --------------------------------------------------------------------------- Ctrl-C during start-up
+# The console script imports this package, then envlock.cli (typer, rich: ~70 ms). A Ctrl-C in that
+# window would print a traceback from the import machinery; envlock's own handler says `interrupted`
+# and exits 130 instead (nothing has started). envlock.cli.main gives Ctrl-C back to Python first thing.
+
+_startup_previous: object = None
+
+
+def _interrupted_at_startup(signum: int, frame: object) -> None:
+    if "--json" in _sys.argv[1:]:
+        _os.write(1, b'{"error": "interrupted", "hint": "nothing was started; run the command again", '
+                     b'"exit_code": 130}\n')
+    else:
+        _os.write(2, b"error: interrupted\nhint: nothing was started; run the command again\n")
+    _os._exit(130)
+
+
+def _is_the_program() -> bool:
+    """Whether this process is the `envlock` console script or `python -m envlock` (not an importer)."""
+    main = _sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None:
+        return bool(spec.name == "envlock.__main__")
+    return _os.path.basename(getattr(main, "__file__", "") or "").lower() in ("envlock", "envlock.exe")
+
+
+def _take_startup_sigint() -> None:
+    """Own SIGINT until envlock.cli.main runs, when this process is envlock itself."""
+    global _startup_previous
+    if _startup_previous is not None or not _is_the_program():
+        return
+    try:
+        if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+            _startup_previous = _signal.signal(_signal.SIGINT, _interrupted_at_startup)
+    except ValueError:  # not the main thread
+        return
+    if _os.environ.get("ENVLOCK_TEST_ANNOUNCE_STARTUP"):  # test hook (tests/test_cli_usage.py)
+        _os.write(2, b"envlock-test: start-up\n")
+
+
+def _give_back_sigint() -> None:
+    """From here on Ctrl-C is a KeyboardInterrupt again (envlock.cli.run reports it as `interrupted`)."""
+    global _startup_previous
+    if _startup_previous is not None:
+        _signal.signal(_signal.SIGINT, _startup_previous)  # type: ignore[arg-type]
+        _startup_previous = None
+
+
+_take_startup_sigint()

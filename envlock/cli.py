@@ -6,22 +6,29 @@ conda-lock, requests) are imported inside them, so `envlock --help` and `envlock
 
 from __future__ import annotations
 
-import json
 import os
+import signal
 import sys
+from typing import Any
 
-import typer
+import envlock  # its import owns Ctrl-C until main() runs (see envlock/__init__.py)
 
-from envlock import __version__
-from envlock.commands import config as _config
-from envlock.commands import create as _create
-from envlock.commands import doctor as _doctor
-from envlock.commands import export as _export
-from envlock.commands import lifecycle as _lifecycle
-from envlock.commands import mirror as _mirror
-from envlock.commands import pack as _pack
-from envlock.commands import resolve as _resolve
-from envlock.errors import EnvlockError, Interrupted
+envlock._take_startup_sigint()  # `python -m envlock`: __main__ is known only now
+
+import json  # noqa: E402 - after the start-up Ctrl-C handler on purpose
+
+import typer  # noqa: E402
+
+from envlock import __version__  # noqa: E402
+from envlock.commands import config as _config  # noqa: E402
+from envlock.commands import create as _create  # noqa: E402
+from envlock.commands import doctor as _doctor  # noqa: E402
+from envlock.commands import export as _export  # noqa: E402
+from envlock.commands import lifecycle as _lifecycle  # noqa: E402
+from envlock.commands import mirror as _mirror  # noqa: E402
+from envlock.commands import pack as _pack  # noqa: E402
+from envlock.commands import resolve as _resolve  # noqa: E402
+from envlock.errors import EnvlockError, Interrupted, UsageError  # noqa: E402
 
 app = typer.Typer(
     name="envlock",
@@ -50,39 +57,121 @@ for _module in (_resolve, _create, _doctor, _lifecycle, _export, _config, _mirro
     _module.register(app)
 
 
-def report_error(err: EnvlockError, *, as_json: bool) -> int:
-    """Print one `error:` line and one `hint:` line (or a JSON object) and return the exit code."""
+
+if not envlock._is_the_program():
+    envlock._give_back_sigint()
+
+INTERRUPTED_HINT = "nothing was left half-written; run the command again"
+
+
+def report_error(err: EnvlockError, *, as_json: bool, verbose: bool = False) -> int:
+    """Print one `error:` line and one `hint:` line (or a JSON object) and return the exit code.
+
+    An error's `detail` (a solve's every attempt) goes into the JSON object, and above the two lines
+    with --verbose.
+    """
+    detail = tuple(getattr(err, "detail", ()) or ())
     if as_json:
-        sys.stdout.write(json.dumps({"error": err.message, "hint": err.hint, "exit_code": err.exit_code}) + "\n")
+        doc: dict[str, Any] = {"error": err.message, "hint": err.hint, "exit_code": err.exit_code}
+        if detail:
+            doc["detail"] = list(detail)
+        sys.stdout.write(json.dumps(doc) + "\n")
     else:
+        if verbose and detail:
+            sys.stderr.write("".join(f"  {line}\n" for line in detail))
         sys.stderr.write(f"error: {err.message}\nhint: {err.hint}\n")
     return err.exit_code
+
+
+def usage_error(exc: Any, args: list[str]) -> EnvlockError:
+    """A click/typer usage error as envlock's one-line form (exit 2)."""
+    text = " ".join(str(exc.format_message()).split()).rstrip(".")
+    text = text[:1].lower() + text[1:]
+    ctx = getattr(exc, "ctx", None)
+    if ctx is None:  # an option's value error comes without a context: find the command in argv
+
+        words = [a for a in args if not a.startswith("-")]
+        try:
+            root = typer.main.get_command(app)
+            ctx = root.make_context("envlock", [], resilient_parsing=True)
+            for word in words:
+                sub = ctx.command.get_command(ctx, word) if hasattr(ctx.command, "get_command") else None
+                if sub is None:
+                    break
+                ctx = sub.make_context(word, [], parent=ctx, resilient_parsing=True)
+        except Exception:  # noqa: BLE001 - a better hint is all this is for
+            ctx = None
+    command = ctx.command_path if ctx is not None else "envlock"
+    usage = " ".join(ctx.get_usage().split()).removeprefix("Usage: ") if ctx is not None else ""
+    hint = f"usage: {usage}; `{command} --help` lists the options" if usage else f"see `{command} --help`"
+    return UsageError(text, hint=hint)
+
+
+def _own_args(args: list[str]) -> list[str]:
+    """The arguments envlock itself reads (those after `--` belong to `envlock run`'s command)."""
+    return args[: args.index("--")] if "--" in args else args
+
+
+class _SigintSeen:
+    """A SIGINT handler that notes the signal, then raises KeyboardInterrupt as Python's own does.
+
+    typer turns a KeyboardInterrupt inside a command into a silent `return 130` (no exception reaches
+    run()); the note is how run() knows to say `interrupted`.
+    """
+
+    def __init__(self) -> None:
+        self.seen = False
+        self.previous: Any = None
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.seen = True
+        signal.default_int_handler(signum, frame)
+
+    def __enter__(self) -> _SigintSeen:
+        try:
+            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+                self.previous = signal.signal(signal.SIGINT, self)
+        except ValueError:  # not the main thread: no signal reaches this run
+            pass
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
 
 
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (never raises, never prints a traceback)."""
     args = sys.argv[1:] if argv is None else argv
-    as_json = "--json" in args
+    own = _own_args(args)
+    as_json, verbose = "--json" in own, "--verbose" in own or "-v" in own
+    interrupted = Interrupted("interrupted", hint=INTERRUPTED_HINT)
+    sigint = _SigintSeen()
     try:
-        result = app(args=args, prog_name="envlock", standalone_mode=False)
+        with sigint:
+            result = app(args=args, prog_name="envlock", standalone_mode=False)
+        if sigint.seen and result == 130:  # typer's silent Exit(130) for a KeyboardInterrupt
+            return report_error(interrupted, as_json=as_json)
         return result if isinstance(result, int) else 0
     except EnvlockError as err:
-        return report_error(err, as_json=as_json)
+        return report_error(err, as_json=as_json, verbose=verbose)
     except KeyboardInterrupt:
-        return report_error(
-            Interrupted("interrupted", hint="nothing was left half-written; run the command again"),
-            as_json=as_json,
-        )
+        return report_error(interrupted, as_json=as_json)
     except typer.Exit as exc:
+        if exc.exit_code == 130 and (sigint.seen or isinstance(exc.__cause__, KeyboardInterrupt)):
+            return report_error(interrupted, as_json=as_json)
         return exc.exit_code
     except typer.Abort:
-        return report_error(Interrupted("aborted", hint="run the command again"), as_json=as_json)
+        return report_error(interrupted, as_json=as_json)
     except Exception as exc:  # click usage errors and anything unforeseen
-        # typer >= 0.29 raises its vendored click's exceptions, older typer plain click's: match by name.
+        # typer >= 0.28 raises its vendored click's exceptions, older typer plain click's: match by name.
         kinds = {cls.__name__ for cls in type(exc).__mro__}
+        if "UsageError" in kinds:
+            return report_error(usage_error(exc, own), as_json=as_json)
         if "ClickException" in kinds:
-            exc.show()  # type: ignore[attr-defined]
-            return 2 if "UsageError" in kinds else int(exc.exit_code)  # type: ignore[attr-defined]
+            err = EnvlockError(" ".join(str(exc.format_message()).split()), hint="see `envlock --help`")  # type: ignore[attr-defined]
+            report_error(err, as_json=as_json)
+            return int(exc.exit_code)  # type: ignore[attr-defined]
         if os.environ.get("ENVLOCK_DEBUG"):
             raise
         err = EnvlockError(
@@ -98,7 +187,11 @@ def main() -> None:
     py-rattler 0.28 can segfault at interpreter exit (a tokio worker racing finalisation), so the
     process never runs interpreter teardown once a command has finished.
     """
-    code = run()
+    try:
+        envlock._give_back_sigint()
+        code = run()
+    except KeyboardInterrupt:  # between two statements of run(), outside its own handlers
+        code = report_error(Interrupted("interrupted", hint=INTERRUPTED_HINT), as_json="--json" in sys.argv[1:])
     try:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -3,6 +3,7 @@
 The tree (other modules define no error classes of their own)::
 
     EnvlockError                 exit 1   message + hint, printed as `error:` / `hint:` by cli.py
+    ├── UsageError               exit 2   the command line itself is malformed (unknown option, missing value)
     ├── SpecError                exit 1   bad command-line input or environment spec
     ├── AnchorError              exit 1   torch version unknown / CPU build / no CUDA on the platform
     ├── PlanError                exit 1   the rules cannot build a plan (e.g. --cuda 12.7)
@@ -13,7 +14,8 @@ The tree (other modules define no error classes of their own)::
     ├── ArchiveError             exit 1   a pack archive is damaged, incomplete or not envlock's
     └── Interrupted              exit 130 Ctrl-C
 
-Exit code 2 is left to usage errors reported by the argument parser.
+Exit code 2 is for usage errors: the argument parser's (mapped by cli.py) and UsageError.
+A SolveError may carry `detail`: the full per-attempt record, printed under --verbose and in --json.
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ class EnvlockError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+
+class UsageError(EnvlockError):
+    """The command line is malformed: an unknown option, a missing value, an invalid choice."""
+
+    exit_code: ClassVar[int] = 2
 
 
 class SpecError(EnvlockError):
@@ -57,6 +65,10 @@ class SolveError(EnvlockError):
     """No candidate of the plan could be solved."""
 
     exit_code: ClassVar[int] = 3
+
+    def __init__(self, message: str, *, hint: str | None = None, detail: tuple[str, ...] = ()) -> None:
+        super().__init__(message, hint=hint)
+        self.detail = detail  # every attempt in full (--verbose, --json); the message is the short form
 
 
 class LockfileError(EnvlockError):

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from envlock import __version__
-from envlock.errors import AnchorError, EnvlockError, SpecError
+from envlock.errors import AnchorError, EnvlockError, SpecError, UsageError
 from envlock.lockfile import (
     LOCK_FORMAT,
     META_PREFIX,
@@ -470,7 +470,7 @@ def spec_from_request(req: ResolveRequest, anchor: Anchor) -> EnvSpec:
     platforms = check_platforms(req.platforms or (host_platform(),))
     name = validate_name(req.name) if req.name else default_name(anchor)
     if req.toolchain_only and (req.python or req.pip):
-        raise SpecError(
+        raise UsageError(
             "--toolchain-only locks no python and no PyPI part, so --python/--pip have nothing to act on",
             hint="drop --python/--pip, or drop --toolchain-only for the full environment",
         )
@@ -533,7 +533,12 @@ def solve_options(req_mirrors: Mapping[str, str], offline: bool, allow_insecure:
 def resolve(req: ResolveRequest) -> ResolveResult:
     """`envlock resolve`: anchor → plan → solve → write (or plan only with dry_run)."""
     if req.torch_source not in ("pip", "conda-forge"):
-        raise SpecError(f"--torch-source {req.torch_source!r}", hint="use pip or conda-forge")
+        close = "conda-forge" if "conda" in req.torch_source.lower() else "pip"
+        raise UsageError(
+            f"--torch-source {req.torch_source!r} is not a torch source (pip or conda-forge)",
+            hint=f"did you mean --torch-source {close}? pip: torch from the package index; "
+            "conda-forge: conda-forge's pytorch builds",
+        )
     check_platforms(req.platforms or (host_platform(),))
     lookup = None
     if req.torch_source == "conda-forge" and not req.dry_run:

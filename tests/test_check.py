@@ -327,20 +327,21 @@ def test_several_environments_only_the_stale_one_is_listed(project, capsys, test
 
 
 @pytest.mark.parametrize(
-    ("args", "needle"),
-    [
-        (["check", "--bogus"], "unknown option --bogus"),
-        (["check", "nope"], "no environment named nope"),
-        (["check", "--project-dir"], "--project-dir needs a directory"),
+    ("args", "needle", "exit_code"),
+    [  # usage errors exit 2 (CI must not read them as "stale"), a name that is not there 1
+        (["check", "--bogus"], "no such option: --bogus", 2),
+        (["check", "nope"], "no environment named nope", 1),
+        (["check", "--project-dir"], "option '--project-dir' requires an argument", 2),
     ],
 )
-def test_bad_arguments_are_one_error(project, capsys, args, needle) -> None:
+def test_bad_arguments_are_one_error(project, capsys, args, needle, exit_code) -> None:
     code, out, err = (
         cli(capsys, *args, "--project-dir", str(project))
         if args[-1] != "--project-dir"
         else cli(capsys, *args)
     )
-    assert code != 0 and needle in err and "hint:" in err, err
+    assert code == exit_code and needle in err and "hint:" in err, err
+    assert err.count("error:") == 1 and err.count("hint:") == 1
 
 
 def test_empty_project_is_an_error(tmp_path, capsys) -> None:

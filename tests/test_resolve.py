@@ -201,7 +201,6 @@ BAD = [
     (["--torch", "2.3.0", "--platform", "linux-sparc"], "linux-sparc"),
     (["--torch", "2.3.0", "--platform", "osx-arm64"], "macOS"),
     (["--torch", "2.3.0", "--mirror", "nonsense"], "NAME=URL"),
-    (["--torch", "2.3.0", "--torch-source", "homebrew"], "homebrew"),
     (["--torch", "2.3.0", "--name", "../evil"], "../evil"),
     (["--torch", "2.3.0", "--channel", "http://127.0.0.1:9/conda-forge"], "127.0.0.1"),
 ]

@@ -61,16 +61,17 @@ def test_run_compiles_against_the_env_headers(prefixes: dict[str, Path]) -> None
 
 
 def test_run_refuses_clearly(prefixes: dict[str, Path], tmp_path: Path) -> None:
-    cases = [
-        (["run", "-p", str(prefixes["linux-64"])], "no command given"),
-        (["run", "-p", str(tmp_path / "nope"), "--", "true"], "is not a conda environment"),
-        (["run", "--", "true"], "which environment?"),
-        (["run", "-p", str(prefixes["win-64"]), "--", "true"], "is a win-64 environment"),
-        (["run", "-p", str(prefixes["linux-64"]), "--", "no-such-command-xyz"], "cannot run 'no-such-command-xyz'"),
+    cases = [  # usage errors exit 2, the others 1
+        (["run", "-p", str(prefixes["linux-64"])], "no command given", 2),
+        (["run", "-p", str(tmp_path / "nope"), "--", "true"], "is not a conda environment", 1),
+        (["run", "--", "true"], "which environment?", 2),
+        (["run", "-p", "x", "-n", "y", "--", "true"], "either -p/--prefix or -n/--name", 2),
+        (["run", "-p", str(prefixes["win-64"]), "--", "true"], "is a win-64 environment", 1),
+        (["run", "-p", str(prefixes["linux-64"]), "--", "no-such-command-xyz"], "cannot run 'no-such-command-xyz'", 1),
     ]
-    for args, needle in cases:
+    for args, needle, code in cases:
         proc = envlock(*args)
-        assert proc.returncode == 1, (args, proc.stderr)
+        assert proc.returncode == code, (args, proc.stderr)
         lines = proc.stderr.strip().splitlines()
         assert lines[0].startswith("error: ") and needle in lines[0], proc.stderr
         assert lines[1].startswith("hint: ") and "Traceback" not in proc.stderr
@@ -150,14 +151,14 @@ def test_shell_hook_text_per_shell(prefixes: dict[str, Path]) -> None:
     assert bat.returncode == 0 and f'@set "_ENVLOCK_P={win}"' in bat.stdout
     default = envlock("shell-hook", "-p", str(linux), env={**BASE, "SHELL": "/usr/bin/fish"})
     assert default.stdout == fish.stdout  # the shell comes from $SHELL
-    for args, needle in (
-        (["--shell", "cmd", "-p", str(linux)], "no cmd hook for a linux-64 environment"),
-        (["--shell", "tcsh", "-p", str(linux)], "unknown shell 'tcsh'"),
-        (["--shell", "bash", "-p", str(win)], "no bash hook for a win-64 environment"),
-        (["--shell", "bash", "--deactivate", "-p", str(linux)], "--deactivate takes no -p/-n"),
+    for args, needle, code in (
+        (["--shell", "cmd", "-p", str(linux)], "no cmd hook for a linux-64 environment", 1),
+        (["--shell", "tcsh", "-p", str(linux)], "unknown shell 'tcsh'", 2),
+        (["--shell", "bash", "-p", str(win)], "no bash hook for a win-64 environment", 1),
+        (["--shell", "bash", "--deactivate", "-p", str(linux)], "--deactivate takes no -p/-n", 2),
     ):
         proc = envlock("shell-hook", *args)
-        assert proc.returncode == 1 and proc.stderr.startswith("error: ") and needle in proc.stderr, proc.stderr
+        assert proc.returncode == code and proc.stderr.startswith("error: ") and needle in proc.stderr, proc.stderr
 
 
 def test_doctor_gives_the_same_verdict_inside_run_as_with_p(prefixes: dict[str, Path]) -> None:

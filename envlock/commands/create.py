@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from envlock.errors import EnvlockError, SpecError
+from envlock.errors import EnvlockError, SpecError, UsageError
 
 if TYPE_CHECKING:
     from envlock.create import CreateResult
@@ -43,10 +43,10 @@ def create_cmd(
     from envlock.lockfile import read_lock
 
     if lock is not None and name:
-        raise SpecError("give either a lock NAME or --lock PATH, not both", hint="`envlock create NAME` reads locks/NAME/")
-    lock_path = lock if lock is not None else find_lock(project_dir, name)
+        raise UsageError("give either a lock NAME or --lock PATH, not both", hint="`envlock create NAME` reads locks/NAME/")
     if locked and frozen:
-        raise SpecError("--locked and --frozen contradict each other", hint="--locked checks the lock, --frozen skips it")
+        raise UsageError("--locked and --frozen contradict each other", hint="--locked checks the lock, --frozen skips it")
+    lock_path = lock if lock is not None else find_lock(project_dir, name)
     target = default_prefix(read_lock(lock_path), prefix, env_name)
     from envlock.commands.lifecycle import freshness_check  # lock lifecycle: check the lock against its spec
 
@@ -135,9 +135,9 @@ def _target_prefix(prefix: Optional[str], env_name: Optional[str]) -> Path:
     from envlock.create import envs_dir
 
     if prefix and env_name:
-        raise SpecError("give either -p/--prefix or -n/--name, not both", hint="-p takes a path, -n a name")
+        raise UsageError("give either -p/--prefix or -n/--name, not both", hint="-p takes a path, -n a name")
     if not prefix and not env_name:
-        raise SpecError("which environment? pass -p PREFIX or -n NAME", hint="e.g. -p ~/envs/train")
+        raise UsageError("which environment? pass -p PREFIX or -n NAME", hint="e.g. -p ~/envs/train")
     path = Path(prefix).expanduser().absolute() if prefix else envs_dir() / str(env_name)
     if not (path / "conda-meta").is_dir():
         raise SpecError(f"{path} is not a conda environment (no conda-meta/)",
@@ -154,10 +154,13 @@ def run_cmd(
     from envlock.activation.conda import activated_environ, host_platform, prefix_activation
 
     command = list(ctx.args)
+    if command and command[0].startswith("-") and command[0] != "--":  # an option of run's that it lacks
+        raise UsageError(f"no such option: {command[0]}",
+                         hint="usage: envlock run [-p PREFIX | -n NAME] -- CMD [ARGS…]; `envlock run --help` lists the options")
     if command and command[0] == "--":
         command = command[1:]
     if not command:
-        raise SpecError("no command given", hint="envlock run -p PREFIX -- CMD [ARGS…]")
+        raise UsageError("no command given", hint="envlock run -p PREFIX -- CMD [ARGS…]")
     path = _target_prefix(prefix, env_name)
     platform = prefix_activation(path)[0]
     if platform != host_platform():
@@ -197,12 +200,12 @@ def shell_hook_cmd(
     chosen = shell or Path(os.environ.get("SHELL", "bash")).name
     if chosen not in _SHELL_CHOICES:
         if shell:
-            raise SpecError(f"unknown shell {shell!r}", hint=f"one of: {', '.join(_SHELL_CHOICES)}")
+            raise UsageError(f"unknown shell {shell!r}", hint=f"one of: {', '.join(_SHELL_CHOICES)}")
         chosen = "bash"
     windows_shell = chosen in ("powershell", "cmd")
     if deactivate and not windows_shell:
         if prefix or env_name:
-            raise SpecError("--deactivate takes no -p/-n: it deactivates the active env ($CONDA_PREFIX)",
+            raise UsageError("--deactivate takes no -p/-n: it deactivates the active env ($CONDA_PREFIX)",
                             hint='eval "$(envlock shell-hook --deactivate)"')
         sys.stdout.write(render_step(deactivation_step(os.environ, chosen), chosen))
         return 0

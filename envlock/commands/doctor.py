@@ -57,11 +57,11 @@ def doctor(
     """Can this environment JIT-compile a CUDA extension? One line per check; exit 1 on any error."""
     from envlock.doctor import DoctorOptions, exit_code, result_json, run_doctor
     from envlock.doctor_groups import FOR_CHOICES
-    from envlock.errors import SpecError
+    from envlock.errors import UsageError
 
     unknown = [f for f in for_ if f not in FOR_CHOICES]
     if unknown:
-        raise SpecError(f"--for {unknown[0]!r} is not known", hint=f"use one of: {', '.join(FOR_CHOICES)}")
+        raise UsageError(f"--for {unknown[0]!r} is not known", hint=f"use one of: {', '.join(FOR_CHOICES)}")
     options = DoctorOptions(prefix=prefix, compile=compile_, python_exe=python_exe, for_=tuple(for_))
     findings = run_doctor(options)
     if as_json:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import typer
 
-from envlock.errors import SpecError
+from envlock.errors import UsageError
 
 if TYPE_CHECKING:
     from envlock.lifecycle import SolveSettings
@@ -49,21 +49,19 @@ def _columns(rows: list[list[str]], indent: str = "") -> None:
 # --------------------------------------------------------------------------- check
 
 
-CHECK_USAGE = "usage: envlock check [NAME…] [--project-dir DIR] [--json]"
-
-
 def check_cmd(
-    ctx: typer.Context,
+    names: Optional[list[str]] = typer.Argument(
+        None, metavar="[NAME]...", help="Environments to check (default: every one)."
+    ),
+    project_dir: str = typer.Option(".", "--project-dir", metavar="DIR", help=PROJECT_HELP),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable report on stdout."),
 ) -> int:
-    """Exit 0 if every lock matches its spec, else 1 naming what changed. No network, no solve.
-
-    Arguments: NAME… (default: every environment) and --project-dir DIR (default: cwd).
-    """
-    names, project_dir = parse_check_args(ctx.args)
+    """Exit 0 if every lock matches its spec, else 1 naming what changed. No network, no solve."""
     from envlock.lifecycle import check
 
-    report = check(project_dir, names or ())
+    # project_dir is a str, not a Path: typer >= 0.29 coerces Path parameters through pydantic (~0.1 s of
+    # imports) and check runs in every commit's pre-commit hook.
+    report = check(Path(project_dir), names or ())
     if as_json:
         _dump(report.to_json())
         return 0 if report.fresh else 1
@@ -82,26 +80,6 @@ def check_cmd(
     if err is not None:
         raise err
     return 0
-
-
-def parse_check_args(args: list[str]) -> tuple[list[str], Path]:
-    """NAME… and --project-dir DIR / --project-dir=DIR from `check`'s extra args."""
-    names: list[str] = []
-    project_dir = Path(".")
-    it = iter(args)
-    for arg in it:
-        if arg == "--project-dir":
-            value = next(it, None)
-            if value is None:
-                raise SpecError("--project-dir needs a directory", hint=CHECK_USAGE)
-            project_dir = Path(value)
-        elif arg.startswith("--project-dir="):
-            project_dir = Path(arg.split("=", 1)[1])
-        elif arg.startswith("-"):
-            raise SpecError(f"unknown option {arg}", hint=CHECK_USAGE)
-        else:
-            names.append(arg)
-    return names, project_dir
 
 
 # --------------------------------------------------------------------------- lock
@@ -238,14 +216,14 @@ def diff_cmd(
     given = list(paths or ())
     if git is not None:
         if len(given) > 1:
-            raise SpecError(
+            raise UsageError(
                 "--git takes at most one lock path",
                 hint="envlock diff --git HEAD~1 [locks/NAME/conda-lock.yml]",
             )
         diffs = diff_git(project_dir, git, Path(given[0]) if given else None)
     else:
         if len(given) != 2:
-            raise SpecError(
+            raise UsageError(
                 "envlock diff needs two locks, or --git REF",
                 hint="envlock diff A.yml B.yml, or envlock diff --git HEAD~1",
             )
@@ -284,10 +262,6 @@ def freshness_check(project_dir: Path, lock_path: Path, *, locked: bool) -> Call
 def register(app: typer.Typer) -> None:
     """Add `lock`, `check`, `update` and `diff` to the app."""
     app.command("lock")(lock_cmd)
-    # typer 0.29 coerces every non-bool parameter through pydantic (~0.1 s of imports), so `check`
-    # takes NAME… and --project-dir as extra args and parses them itself: it runs in every commit.
-    app.command("check", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
-        check_cmd
-    )
+    app.command("check")(check_cmd)
     app.command("update")(update_cmd)
     app.command("diff")(diff_cmd)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from envlock import __version__
-from envlock.errors import LockfileError, SpecError
+from envlock.errors import LockfileError, SpecError, UsageError
 from envlock.export.dockerfile import ARCHES, DockerfileSpec, devcontainer, docker_tables, render, split_ref
 from envlock.lockfile import LockFile, read_lock, write_atomic
 from envlock.models import CUDNN_NAMES
@@ -58,7 +58,7 @@ def export_dockerfile(req: ExportRequest) -> ExportResult:
     from envlock.create import find_lock
 
     if req.lock is not None and req.name:
-        raise SpecError("give either a lock NAME or --lock PATH, not both", hint="`envlock export dockerfile NAME`")
+        raise UsageError("give either a lock NAME or --lock PATH, not both", hint="`envlock export dockerfile NAME`")
     project = req.project_dir.resolve()
     lock_path = (req.lock if req.lock is not None else find_lock(req.project_dir, req.name)).resolve()
     lock = read_lock(lock_path)
@@ -82,7 +82,7 @@ def export_dockerfile(req: ExportRequest) -> ExportResult:
     output = req.output if req.output is not None else project / "Dockerfile"
     to_stdout = output == STDOUT
     if to_stdout and req.devcontainer:
-        raise SpecError("--devcontainer needs the Dockerfile in a file", hint="pass -o FILE (not -o -)")
+        raise UsageError("--devcontainer needs the Dockerfile in a file", hint="pass -o FILE (not -o -)")
     output = output if to_stdout else output.resolve()
     dc_path = None if to_stdout else output.parent / ".devcontainer" / "devcontainer.json"
     targets = [] if to_stdout else [output] + ([dc_path] if req.devcontainer and dc_path else [])

@@ -1,0 +1,209 @@
+"""Usage errors (exit 2, one `error:` + one `hint:` line), every --help listing its options, and Ctrl-C.
+
+All through real processes: the console script next to this interpreter (what users run) and
+`python -m envlock`; Ctrl-C is a real SIGINT.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import typer
+
+from envlock.cli import app
+
+ENVLOCK = [sys.executable, "-m", "envlock"]
+SCRIPT = Path(sys.executable).with_name("envlock")
+INTERRUPTED = ["error: interrupted", "hint: nothing was started; run the command again"]
+
+
+def envlock(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ENVLOCK, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def _commands() -> Iterator[tuple[tuple[str, ...], object]]:
+    """(path, click command) of every leaf command of the app (export dockerfile included)."""
+    root = typer.main.get_command(app)
+    ctx = root.make_context("envlock", [], resilient_parsing=True)
+
+    def walk(cmd: object, path: tuple[str, ...], ctx: object) -> Iterator[tuple[tuple[str, ...], object]]:
+        if hasattr(cmd, "list_commands"):
+            for name in cmd.list_commands(ctx):  # type: ignore[attr-defined]
+                sub = cmd.get_command(ctx, name)  # type: ignore[attr-defined]
+                yield from walk(sub, (*path, name), sub.make_context(name, [], parent=ctx, resilient_parsing=True))
+        else:
+            yield path, cmd
+
+    yield from walk(root, (), ctx)
+
+
+COMMANDS = dict(_commands())
+
+
+def test_the_command_list_is_what_the_readme_documents() -> None:
+    names = {" ".join(p) for p in COMMANDS}
+    assert {"resolve", "create", "run", "shell-hook", "doctor", "check", "lock", "update", "diff",
+            "export dockerfile"} <= names
+
+
+@pytest.mark.parametrize("path", sorted(COMMANDS), ids=" ".join)
+def test_every_command_help_lists_each_of_its_options(path: tuple[str, ...]) -> None:
+    options = [o for p in COMMANDS[path].params if type(p).__name__ == "TyperOption" or hasattr(p, "opts")
+               for o in (*p.opts, *p.secondary_opts) if o.startswith("-")]  # type: ignore[attr-defined]
+    assert options, path
+    proc = envlock(*path, "--help", env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert proc.returncode == 0, proc.stderr
+    missing = [o for o in options if o not in proc.stdout]
+    assert missing == [], proc.stdout
+
+
+def _one_usage_error(proc: subprocess.CompletedProcess[str], needle: str, command: str | None) -> None:
+    """Exit 2, one error line, one hint line; a parser error's hint names the command's --help."""
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 2, proc.stderr
+    assert lines[0].startswith("error: ") and needle in lines[0], proc.stderr
+    assert lines[1].startswith("hint: ") and len(lines[1]) > 20, proc.stderr
+    if command is not None:
+        assert f"`{command} --help`" in lines[1], proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+@pytest.mark.parametrize("path", sorted(COMMANDS), ids=" ".join)
+def test_an_unknown_option_is_a_usage_error_for_every_command(path: tuple[str, ...]) -> None:
+    proc = envlock(*path, "--bogus", *(["--", "true"] if path == ("run",) else []))
+    _one_usage_error(proc, "no such option: --bogus", "envlock " + " ".join(path))
+
+
+USAGE = [
+    (["check", "--project-dir"], "option '--project-dir' requires an argument", "envlock check"),
+    (["resolve"], "missing option '--torch'", "envlock resolve"),
+    (["resolve", "--torch"], "option '--torch' requires an argument", "envlock resolve"),
+    (["resolve", "--torch", "2.7.1", "--torch-source", "conda"], "'conda' is not a torch source", None),
+    (["resolve", "--torch", "2.7.1", "--toolchain-only", "--python", "3.11"], "--toolchain-only locks no python",
+     None),
+    (["update"], "missing argument", "envlock update"),
+    (["create", "NAME", "--lock", "x.yml"], "either a lock NAME or --lock PATH", None),
+    (["create", "--locked", "--frozen"], "contradict", None),
+    (["doctor", "--for", "flash-attn"], "--for 'flash-attn' is not known", None),
+    (["diff", "one.yml"], "needs two locks", None),
+    (["export", "dockerfile", "--platform"], "option '--platform' requires an argument", "envlock export dockerfile"),
+    (["nonsense"], "no such command 'nonsense'", "envlock"),
+]
+
+
+@pytest.mark.parametrize(("args", "needle", "command"), USAGE, ids=[" ".join(a) for a, _, _ in USAGE])
+def test_usage_errors_exit_2_in_the_one_line_form(args: list[str], needle: str, command: str | None, tmp_path: Path) -> None:
+    proc = subprocess.run([*ENVLOCK, *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    _one_usage_error(proc, needle, command)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_usage_error_with_json_is_the_json_object_on_stdout() -> None:
+    proc = envlock("lock", "--json", "--bogus")
+    assert proc.returncode == 2 and proc.stderr == ""
+    doc = json.loads(proc.stdout)
+    assert doc["exit_code"] == 2 and doc["error"] == "no such option: --bogus" and "envlock lock --help" in doc["hint"]
+
+
+def test_check_bogus_is_not_read_as_stale_by_ci() -> None:
+    """The issue's case: `check --bogus` exited 1, which CI reads as 'stale'."""
+    proc = envlock("check", "--bogus")
+    assert proc.returncode == 2
+
+
+# --------------------------------------------------------------------------- Ctrl-C
+
+
+def _interrupt_after_startup(cmd: list[str], tmp_path: Path) -> tuple[int, list[str], str]:
+    """Start cmd, wait for envlock's start-up announcement (test hook), send SIGINT at once."""
+    env = {**os.environ, "ENVLOCK_TEST_ANNOUNCE_STARTUP": "1", "ENVLOCK_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    assert proc.stderr is not None
+    first = proc.stderr.readline()
+    assert first == "envlock-test: start-up\n", first
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    return proc.returncode, err.strip().splitlines(), out
+
+
+@pytest.mark.parametrize("how", ["console-script", "python -m"])
+def test_ctrl_c_during_start_up_is_one_interrupted_line_and_exit_130(how: str, tmp_path: Path) -> None:
+    if how == "console-script" and not SCRIPT.is_file():
+        pytest.skip(f"no console script at {SCRIPT} (envlock not installed into this interpreter's environment)")
+    cmd = [str(SCRIPT)] if how == "console-script" else list(ENVLOCK)
+    code, lines, out = _interrupt_after_startup([*cmd, "check", "--project-dir", str(tmp_path)], tmp_path)
+    assert code == 130, lines
+    assert lines == INTERRUPTED and out == ""
+
+
+def test_ctrl_c_during_start_up_with_json_is_the_json_object(tmp_path: Path) -> None:
+    code, lines, out = _interrupt_after_startup([*ENVLOCK, "check", "--json"], tmp_path)
+    assert code == 130 and lines == []
+    assert json.loads(out) == {"error": "interrupted", "hint": INTERRUPTED[1].removeprefix("hint: "),
+                               "exit_code": 130}
+
+
+def test_ctrl_c_at_any_moment_of_start_up_never_prints_a_traceback_from_envlock(tmp_path: Path) -> None:
+    """SIGINT 0–120 ms after the console script starts: `interrupted` + 130 once envlock's code runs.
+
+    Before the script's first line Python itself is starting (site, .pth files): a KeyboardInterrupt
+    there is the interpreter's, with no envlock frame in it; that is the one other outcome allowed.
+    """
+    if not SCRIPT.is_file():
+        pytest.skip(f"no console script at {SCRIPT}")
+    package = str(Path(__file__).resolve().parent.parent / "envlock") + os.sep
+    outcomes: list[str] = []
+    for i in range(24):
+        proc = subprocess.Popen([str(SCRIPT), "check", "--project-dir", str(tmp_path)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env={**os.environ, "ENVLOCK_CACHE_DIR": str(tmp_path)})
+        time.sleep(i * 0.005)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        lines = err.strip().splitlines()
+        if proc.returncode == 130:
+            assert lines[-2:] == ["error: interrupted", lines[-1]] and lines[-1].startswith("hint: "), err
+            assert "Traceback" not in err
+            outcomes.append("interrupted")
+        elif proc.returncode == 1 and lines[:1] and lines[0].startswith(f"error: no environments in {tmp_path}"):
+            outcomes.append("finished")  # the command ran to its end before the signal
+        else:
+            assert package not in err, err  # interrupted inside Python's own start-up, not in envlock
+            outcomes.append("python start-up")
+    assert outcomes.count("interrupted") >= 6, outcomes
+
+
+@pytest.fixture
+def stalled_channel(make_channel_server, channel_root: Path):  # type: ignore[no-untyped-def]
+    """The test channel over http, its shard index answering only after 30 s."""
+    return make_channel_server(channel_root, faults={"*repodata_shards*": "stall:30"})
+
+
+def test_ctrl_c_during_a_resolve_stalled_on_a_channel(stalled_channel, tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    project.mkdir()
+    cmd = [*ENVLOCK, "resolve", "--torch", "2.3.0", "--toolchain-only", "--platform", "linux-64",
+           "--channel", stalled_channel.channel_url("conda-forge"), "--project-dir", str(project)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "ENVLOCK_CACHE_DIR": str(tmp_path / "cache")})
+    deadline = time.monotonic() + 60
+    while not stalled_channel.faults[0].hits:  # the stalled request has arrived (it is logged when answered)
+        assert time.monotonic() < deadline and proc.poll() is None, "the resolve never asked for the shard index"
+        time.sleep(0.02)
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert time.monotonic() - started < 10  # not after the 30 s stall
+    assert err.strip().splitlines() == ["error: interrupted", "hint: nothing was left half-written; run the command again"]
+    assert out == "" and list(project.iterdir()) == []
