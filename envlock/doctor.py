@@ -37,7 +37,7 @@ from envlock.errors import SpecError
 from envlock.models import Finding
 from envlock.tables import cuda_tables
 
-DOCTOR_RESULT_VERSION = 1
+DOCTOR_RESULT_VERSION = 2  # 2: severity "skipped" (a check that could not run here)
 PROBE = Path(__file__).with_name("doctor_probe.py")
 PROBE_MARK = "ENVLOCK_PROBE_JSON="
 ACTIVE_VAR = "_ENVLOCK_PREFIX"  # set by envlock's activation (envlock.activation.ACTIVE)
@@ -388,10 +388,14 @@ def _package_hint(ctx: Context, package: str, what: str) -> str:
     if ctx.mode == "prefix":
         return f"add the conda-forge package {package}{pin} to {ctx.prefix}"
     apt = f" (NVIDIA apt repo: {package}-{minor.replace('.', '-')})" if minor and package != "cudnn" else ""
-    return (
-        f"install {package}{pin} (conda-forge){apt}, or let envlock build a matched env: "
-        "envlock resolve --torch installed && envlock create"
-    )
+    return f"install {package}{pin} (conda-forge){apt}, or let envlock build a matched env: {_resolve_hint(ctx)}"
+
+
+def _resolve_hint(ctx: Context) -> str:
+    """`envlock resolve … && envlock create`: from the installed torch when there is one to ask."""
+    if (ctx.py.get("torch") or {}).get("cuda"):
+        return "envlock resolve --torch installed && envlock create"
+    return "envlock resolve --torch VERSION (the torch you will use) && envlock create"
 
 
 # ------------------------------------------------------------------------------------------ checks
@@ -466,7 +470,7 @@ def check_torch(ctx: Context) -> Finding:
     }
     if ctx.python is None:
         return Finding(
-            "torch.found", "ok", "no python found: torch not checked (pass --python-exe)", details=details
+            "torch.found", "skipped", "no python found to ask for torch (pass --python-exe)", details=details
         )
     if "probe_error" in py:
         return Finding(
@@ -518,7 +522,7 @@ def check_nvcc_found(ctx: Context) -> Finding:
         hint = (
             _package_hint(ctx, "cuda-nvcc", "nvcc")
             if ctx.mode == "prefix" or ctx.root
-            else "install a CUDA toolkit and set CUDA_HOME to it, or: envlock resolve --torch installed && envlock create"
+            else f"install a CUDA toolkit and set CUDA_HOME to it, or: {_resolve_hint(ctx)}"
         )
         return Finding("nvcc.found", "error", f"no nvcc at {where}", hint=hint, details=details)
     details.update(
@@ -543,13 +547,13 @@ def check_nvcc_skew(ctx: Context) -> list[Finding]:
     nv, ref = ctx.nvcc, _reference(ctx)
     if nv is None or nv.minor is None or ref is None:
         why = (
-            "no working nvcc"
+            "no working nvcc to compare"
             if nv is None or nv.minor is None
             else "no torch and no envlock anchor to compare with"
         )
         return [
-            Finding("nvcc.skew", "ok", f"not checked: {why}"),
-            Finding("nvcc.deepspeed", "ok", f"not checked: {why}"),
+            Finding("nvcc.skew", "skipped", why),
+            Finding("nvcc.deepspeed", "skipped", why),
         ]
     want, who = ref
     (nmaj, nmin), (tmaj, tmin) = _vtuple(nv.minor)[:2], _vtuple(want)[:2]
@@ -967,7 +971,7 @@ def check_ccbin(ctx: Context) -> Finding:
             details=details,
         )
     rc, said, output = ccbin_probe(ctx.nvcc.path, env["CC"], env)
-    details.update(rc=rc, output=output)
+    details.update(rc=rc, output=output, nvcc_said=said)
     if rc != 0:
         return Finding(
             "host_compiler.ccbin",
@@ -978,13 +982,27 @@ def check_ccbin(ctx: Context) -> Finding:
             details=details,
         )
     if said:
+        from envlock.doctor_compilers import identify, one_gcc_toolchain
+
+        used, dropped = identify(env["CC"], env, _run), identify(pre, env, _run)
+        details["same_toolchain"] = one_gcc_toolchain(used, dropped)
+        if details["same_toolchain"]:  # conda-forge's -cc and -c++ of one gcc install: nothing changes
+            return Finding(
+                "host_compiler.ccbin",
+                "ok",
+                f"nvcc {ctx.nvcc.version} uses torch's -ccbin $CC={env['CC']} (gcc {used.version}, "
+                f"{used.target}); NVCC_*_FLAGS' {pre} is the C++ driver of the same gcc install, "
+                "so nvcc's 'incompatible redefinition' warning changes nothing",
+                details=details,
+            )
         return Finding(
             "host_compiler.ccbin",
             "warning",
             f"nvcc {ctx.nvcc.version} warns '{said}' and uses the last one: "
-            f"torch's -ccbin $CC={env['CC']} wins over {pre}",
-            hint="harmless if both are the same gcc; "
-            "to silence it, unset CC for torch builds or drop -ccbin from NVCC_PREPEND_FLAGS",
+            f"torch's -ccbin $CC={env['CC']} wins over {pre}, a different compiler "
+            f"({_compiler_label(used)} vs {_compiler_label(dropped)})",
+            hint="point CC and CXX at one gcc install (e.g. the env's own x86_64-conda-linux-gnu-cc/-c++), "
+            "or unset CC for torch builds",
             details=details,
         )
     return Finding(
@@ -993,6 +1011,12 @@ def check_ccbin(ctx: Context) -> Finding:
         f"nvcc accepts -ccbin {pre} (NVCC_*_FLAGS) with torch's -ccbin {env['CC']} silently",
         details=details,
     )
+
+
+def _compiler_label(c: object) -> str:
+    """`gcc 13.3.0 in /x/bin` for a finding's message."""
+    kind = "gcc" if getattr(c, "gcc", False) else "compiler"
+    return f"{kind} {getattr(c, 'version', None) or '?'} in {getattr(c, 'install', None) or '?'}"
 
 
 def driver_version(ctx: Context) -> tuple[str | None, dict[str, Any]]:
@@ -1028,7 +1052,7 @@ def check_driver(ctx: Context) -> list[Finding]:
             hint="fine for CPU-only CI; on a GPU machine install the NVIDIA driver",
             details=details,
         )
-        return [present, Finding("driver.version", "ok", "not checked: no driver", details=details)]
+        return [present, Finding("driver.version", "skipped", "no NVIDIA driver to compare with", details=details)]
     gpu = f" ({details['gpu']})" if details.get("gpu") else ""
     present = Finding("driver.present", "ok", f"NVIDIA driver {version}{gpu}", details=details)
     runtimes = {}
@@ -1263,10 +1287,10 @@ def check_compile_nvcc(ctx: Context) -> Finding:
 def check_compile_torch(ctx: Context) -> Finding:
     if not ctx.python or not ctx.py.get("torch"):
         return Finding(
-            "compile.torch_extension", "ok", "not run: torch is not importable here (see torch.found)"
+            "compile.torch_extension", "skipped", "not run: torch is not importable here (see torch.found)"
         )
     if not (ctx.py["torch"].get("cuda")):
-        return Finding("compile.torch_extension", "ok", "not run: torch is a CPU build")
+        return Finding("compile.torch_extension", "skipped", "not run: torch is a CPU build")
     env = dict(ctx.env)
     if not ctx.py["torch"].get("cuda_available") and not env.get("TORCH_CUDA_ARCH_LIST"):
         env["TORCH_CUDA_ARCH_LIST"] = (
@@ -1345,7 +1369,7 @@ def exit_code(findings: Sequence[Finding]) -> int:
 
 
 def summary(findings: Sequence[Finding]) -> dict[str, int]:
-    counts: dict[str, int] = {"ok": 0, "info": 0, "warning": 0, "error": 0}
+    counts: dict[str, int] = {"ok": 0, "info": 0, "skipped": 0, "warning": 0, "error": 0}
     for f in findings:
         counts[f.severity] += 1
     return counts

@@ -142,7 +142,7 @@ def judge_nvcc(
     sm = f"sm_{cc[0]}{cc[1]}"
     details: dict[str, Any] = {"capability": f"{cc[0]}.{cc[1]}", "gpu": gpu, "nvcc": nvcc_version}
     if nvcc_arches is None:
-        return Finding("gpu.arch.nvcc", "ok", f"{gpu} is {sm}; nvcc did not list its targets: not checked", details=details)
+        return Finding("gpu.arch.nvcc", "skipped", f"{gpu} is {sm}; nvcc did not list its targets", details=details)
     details["nvcc_arches"] = sorted(nvcc_arches)
     if cc[0] * 10 + cc[1] in nvcc_arches:
         return Finding("gpu.arch.nvcc", "ok", f"{gpu} is {sm}: nvcc {nvcc_version} can build for it", details=details)
@@ -181,7 +181,7 @@ def judge_torch(cc: tuple[int, int], gpu: str, torch: dict[str, Any], fix: str) 
     arch_list = list(torch.get("arch_list") or [])
     details = {"capability": f"{cc[0]}.{cc[1]}", "gpu": gpu, "torch": torch.get("version"), "arch_list": arch_list}
     if not arch_list:
-        return Finding("gpu.arch.torch", "ok", f"torch reports no arch list for {gpu}: not checked", details=details)
+        return Finding("gpu.arch.torch", "skipped", f"torch reports no arch list for {gpu}", details=details)
     if torch_runs_on(cc, arch_list):
         return Finding("gpu.arch.torch", "ok", f"torch {torch.get('version')} has kernels for {gpu} ({sm})", details=details)
     return Finding(
@@ -240,7 +240,7 @@ def checks(ctx: Context, *, deepspeed: bool = False) -> list[Finding]:
     out = judge_arch_list(ctx.env.get("TORCH_CUDA_ARCH_LIST"), arches, version, deepspeed=ds)
     cc, gpu = gpu_capability(ctx)
     if cc is None:
-        out.append(Finding("gpu.arch.nvcc", "ok", "no GPU visible (torch, nvidia-smi): GPU targets not checked"))
+        out.append(Finding("gpu.arch.nvcc", "skipped", "no GPU visible (torch, nvidia-smi) to check targets for"))
         return out
     out.append(judge_nvcc(cc, gpu, arches, version, _fix(ctx, cc)))
     torch = ctx.py.get("torch") or {}

@@ -91,7 +91,8 @@ def _add_hint(ctx: Context, group: str, package: str) -> str:
         return f"add the conda-forge package {package} to {ctx.prefix}" + (
             f", or activate it: {_activation_hint(ctx)}" if not ctx.active else ""
         )
-    return f"install {package} (conda-forge, or the CUDA toolkit's component), or: envlock resolve --torch installed --with {group}"
+    installed = "installed" if (ctx.py.get("torch") or {}).get("cuda") else "VERSION"  # no torch here to ask
+    return f"install {package} (conda-forge, or the CUDA toolkit's component), or: envlock resolve --torch {installed} --with {group}"
 
 
 def check_header_groups(ctx: Context, headers: Headers) -> list[Finding]:

@@ -18,7 +18,7 @@ KNOWN_SUBDIRS: tuple[str, ...] = (
 )
 TorchSource = Literal["pip", "conda-forge"]
 Skew = Literal["exact", "minor-1", "minor+1"]
-Severity = Literal["ok", "info", "warning", "error"]  # info: optional, not a problem (doctor)
+Severity = Literal["ok", "info", "skipped", "warning", "error"]  # info: optional, not a problem; skipped: not checked (doctor)
 
 #: The conda-forge packages that ship cuDNN (its headers and libraries).
 CUDNN_NAMES = frozenset({"cudnn", "libcudnn", "libcudnn-dev"})

@@ -395,7 +395,7 @@ def test_no_nvidia_smi_is_a_warning(tmp_path: Path, cudart_stub: Path) -> None:
     p = make_prefix(tmp_path, cudart_stub)
     f = doctor(p, base_env(tmp_path))
     assert f["driver.present"].severity == "warning" and "no NVIDIA driver" in f["driver.present"].message
-    assert f["driver.version"].severity == "ok"
+    assert f["driver.version"].severity == "skipped"  # not checked: its own state, not "ok"
 
 
 @pytest.mark.parametrize(
@@ -433,12 +433,12 @@ def test_cli_json_schema_and_exit_codes(tmp_path: Path, cudart_stub: Path) -> No
     green = cli("doctor", "-p", str(p), "--json", "--python-exe", sys.executable, env=env)
     assert green.returncode == 0, green.stderr
     doc = json.loads(green.stdout)
-    assert doc["doctor_result_version"] == 1 and doc["exit_code"] == 0
+    assert doc["doctor_result_version"] == 2 and doc["exit_code"] == 0
     codes = [f["code"] for f in doc["findings"]]
     assert len(codes) == len(set(codes))
     for f in doc["findings"]:
         assert set(f) == {"code", "severity", "message", "hint", "details"}
-        assert f["severity"] in ("ok", "info", "warning", "error") and isinstance(f["details"], dict)
+        assert f["severity"] in ("ok", "info", "skipped", "warning", "error") and isinstance(f["details"], dict)
     assert {
         "env.target",
         "torch.found",
@@ -467,7 +467,7 @@ def test_cli_json_schema_and_exit_codes(tmp_path: Path, cudart_stub: Path) -> No
 def test_result_json_matches_findings() -> None:
     findings = [Finding("a.b", "ok", "fine"), Finding("c.d", "warning", "hmm", hint="do x", details={"k": 1})]
     doc = result_json(findings)
-    assert doc["exit_code"] == 0 and doc["summary"] == {"ok": 1, "info": 0, "warning": 1, "error": 0}
+    assert doc["exit_code"] == 0 and doc["summary"] == {"ok": 1, "info": 0, "skipped": 0, "warning": 1, "error": 0}
     assert doc["findings"][1] == {
         "code": "c.d",
         "severity": "warning",
@@ -516,3 +516,52 @@ def test_doctor_never_imports_rattler_or_conda_lock(tmp_path: Path, cudart_stub:
     )
     heavy = json.loads(next(ln for ln in r.stdout.splitlines() if ln.startswith("HEAVY="))[len("HEAVY=") :])
     assert heavy == []
+
+
+# ------------------------------------------------------- not checked: its own state, -n, hints without torch
+
+
+def test_checks_that_could_not_run_are_skipped_not_ok_in_text_and_json(tmp_path: Path, cudart_stub: Path) -> None:
+    """No driver, no GPU, no torch: those checks say `skipped` with the reason; the exit code does not change."""
+    p = make_prefix(tmp_path, cudart_stub, meta=META)
+    env = base_env(tmp_path, PYTHONPATH=os.pathsep.join(sys.path))  # this python: no torch
+    text = cli("doctor", "-p", str(p), "--python-exe", sys.executable, "--compile", env=env)
+    doc = json.loads(cli("doctor", "-p", str(p), "--python-exe", sys.executable, "--compile", "--json", env=env).stdout)
+    skipped = {f["code"]: f["message"] for f in doc["findings"] if f["severity"] == "skipped"}
+    assert {"driver.version", "compile.torch_extension", "gpu.arch.nvcc"} <= set(skipped), skipped
+    assert "torch is not importable" in skipped["compile.torch_extension"]
+    assert doc["summary"]["skipped"] == len(skipped) and doc["doctor_result_version"] == 2
+    lines = text.stdout.splitlines()
+    for code, message in skipped.items():
+        assert any(ln.startswith("skipped") and code in ln and message in ln for ln in lines), (code, text.stdout)
+    assert lines[-1].endswith(f"{len(skipped)} skipped")
+    # Not a problem: skipped checks leave the verdict (and the exit code) to the others.
+    assert text.returncode == doc["exit_code"] == (1 if doc["summary"]["error"] else 0)
+    assert not any(f["severity"] == "ok" and "not checked" in f["message"] for f in doc["findings"])
+
+
+def test_doctor_n_names_an_env_under_the_envs_dir(tmp_path: Path, cudart_stub: Path) -> None:
+    envs = tmp_path / "envs"
+    envs.mkdir()
+    p = make_prefix(tmp_path, cudart_stub, meta=META)
+    p.rename(envs / "train")
+    env = base_env(tmp_path, PYTHONPATH=os.pathsep.join(sys.path), ENVLOCK_ENVS_DIR=str(envs))
+    by_n = json.loads(cli("doctor", "-n", "train", "--json", "--python-exe", sys.executable, env=env).stdout)
+    by_p = json.loads(cli("doctor", "-p", str(envs / "train"), "--json", "--python-exe", sys.executable, env=env).stdout)
+    assert by_n["findings"] == by_p["findings"]
+    assert by_n["findings"][0]["details"]["prefix"] == str(envs / "train")
+    missing = cli("doctor", "-n", "nope", env=env)
+    assert missing.returncode == 1 and missing.stderr.splitlines()[0] == f"error: no environment named nope in {envs}"
+    both = cli("doctor", "-n", "train", "-p", str(envs / "train"), env=env)
+    assert both.returncode == 2 and both.stderr.startswith("error: give either -p/--prefix or -n/--name")
+
+
+def test_without_torch_the_hint_does_not_say_torch_installed(tmp_path: Path) -> None:
+    """No toolkit and no torch: `--torch installed` would fail (nothing installed to ask), so name a version."""
+    toolkit = tmp_path / "cuda"  # CUDA_HOME at a folder without nvcc (system mode, no conda env)
+    (toolkit / "include").mkdir(parents=True)
+    env = base_env(tmp_path, PYTHONPATH=os.pathsep.join(sys.path), CUDA_HOME=str(toolkit))
+    doc = json.loads(cli("doctor", "--json", "--python-exe", sys.executable, env=env).stdout)
+    nvcc = next(f for f in doc["findings"] if f["code"] == "nvcc.found")
+    assert nvcc["severity"] == "error"
+    assert "envlock resolve --torch VERSION" in nvcc["hint"] and "--torch installed" not in nvcc["hint"]

@@ -124,3 +124,70 @@ def test_ccbin_is_no_clash_without_torch() -> None:
     )
     f = next(f for f in json.loads(proc.stdout)["findings"] if f["code"] == "host_compiler.ccbin")
     assert f["severity"] == "ok" and "only torch's builder" in f["message"]
+
+
+# ------------------------------------------------- two -ccbin: conda-forge's $CXX and torch's $CC
+
+TORCH_STAND_IN = '''"""A stand-in torch for doctor's probe: version, CUDA, no cuDNN, no GPU (torch adds -ccbin $CC)."""
+__version__ = "2.11.0+cu130"
+class version:
+    cuda = "13.0"
+class backends:
+    class cudnn:
+        @staticmethod
+        def version():
+            return None
+class cuda:
+    @staticmethod
+    def is_available():
+        return False
+'''
+
+
+def _ccbin_doctor(tmp_path: Path, cc: Path, cxx: Path) -> dict:
+    """doctor --json with conda-forge's activation shape: CC, CXX, NVCC_PREPEND_FLAGS=-ccbin=$CXX, torch importable."""
+    site = tmp_path / "site"
+    (site / "torch").mkdir(parents=True)
+    (site / "torch" / "__init__.py").write_text(TORCH_STAND_IN)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONDA", "CUDA", "CPATH", "NVCC_"))}
+    env.update(CUDA_HOME=str(TOOLKIT), CC=str(cc), CXX=str(cxx), NVCC_PREPEND_FLAGS=f" -ccbin={cxx}",
+               PATH=f"{cc.parent}{os.pathsep}{env['PATH']}", PYTHONPATH=os.pathsep.join([str(site), *sys.path]))
+    proc = subprocess.run([sys.executable, "-m", "envlock", "doctor", "--json", "--python-exe", sys.executable],
+                          env=env, capture_output=True, text=True, timeout=300)
+    doc = json.loads(proc.stdout)
+    assert doc["exit_code"] == proc.returncode
+    return next(f for f in doc["findings"] if f["code"] == "host_compiler.ccbin")
+
+
+@pytest.fixture
+def conda_style_gcc(tmp_path: Path) -> tuple[Path, Path]:
+    """<env>/bin/x86_64-conda-linux-gnu-cc and -c++: the C and C++ drivers of one gcc install, as conda-forge names them."""
+    gcc, gxx = shutil.which("gcc"), shutil.which("g++")
+    if not (gcc and gxx):
+        pytest.skip("needs gcc and g++")
+    bindir = tmp_path / "env" / "bin"
+    bindir.mkdir(parents=True)
+    (bindir / "x86_64-conda-linux-gnu-cc").symlink_to(gcc)
+    (bindir / "x86_64-conda-linux-gnu-c++").symlink_to(gxx)
+    return bindir / "x86_64-conda-linux-gnu-cc", bindir / "x86_64-conda-linux-gnu-c++"
+
+
+def test_ccbin_of_one_gcc_install_is_ok_and_names_the_compiler_nvcc_uses(tmp_path: Path, conda_style_gcc) -> None:
+    """What every env envlock makes has (the H200 record: the one thing between doctor --compile and all green)."""
+    cc, cxx = conda_style_gcc
+    f = _ccbin_doctor(tmp_path, cc, cxx)
+    assert f["severity"] == "ok", f
+    assert f"uses torch's -ccbin $CC={cc}" in f["message"] and "same gcc install" in f["message"]
+    assert f["details"]["same_toolchain"] is True and "compiler-bindir" in f["details"]["nvcc_said"]  # nvcc did warn
+
+
+def test_ccbin_of_two_different_compilers_stays_a_warning(tmp_path: Path, conda_style_gcc) -> None:
+    _, cxx = conda_style_gcc
+    other = tmp_path / "elsewhere" / "cc"  # another install: a wrapper of its own, not the C++ driver's sibling
+    other.parent.mkdir()
+    other.write_text(f"#!/bin/sh\nexec {shutil.which('gcc')} \"$@\"\n")
+    other.chmod(0o755)
+    f = _ccbin_doctor(tmp_path, other, cxx)
+    assert f["severity"] == "warning", f
+    assert "a different compiler" in f["message"] and f"torch's -ccbin $CC={other} wins over {cxx}" in f["message"]
+    assert f["details"]["same_toolchain"] is False

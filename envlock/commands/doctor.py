@@ -12,7 +12,7 @@ import typer
 if TYPE_CHECKING:
     from envlock.models import Finding
 
-_COLOURS = {"ok": "green", "info": "cyan", "warning": "yellow", "error": "red"}
+_COLOURS = {"ok": "green", "info": "cyan", "skipped": "blue", "warning": "yellow", "error": "red"}
 
 
 def render_human(findings: list[Finding], *, colour: bool) -> str:
@@ -29,13 +29,17 @@ def render_human(findings: list[Finding], *, colour: bool) -> str:
         if f.hint and f.severity != "ok":
             lines.append(f"{'':<7} {'':<{width}}  fix: {f.hint}")
     counts = summary(findings)
-    lines.append(f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['ok']} ok, {counts['info']} info")
+    lines.append(f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['ok']} ok, {counts['info']} info, "
+                 f"{counts['skipped']} skipped")
     return "\n".join(lines) + "\n"
 
 
 def doctor(
     prefix: Optional[Path] = typer.Option(
         None, "-p", "--prefix", help="Environment to check (default: $CONDA_PREFIX, else the system CUDA)."
+    ),
+    env_name: Optional[str] = typer.Option(
+        None, "-n", "--name", help="Environment name, under the envs dir (as `envlock create -n`)."
     ),
     compile_: bool = typer.Option(
         False,
@@ -62,6 +66,17 @@ def doctor(
     unknown = [f for f in for_ if f not in FOR_CHOICES]
     if unknown:
         raise UsageError(f"--for {unknown[0]!r} is not known", hint=f"use one of: {', '.join(FOR_CHOICES)}")
+    if prefix is not None and env_name:
+        raise UsageError("give either -p/--prefix or -n/--name, not both", hint="-p takes a path, -n a name")
+    if env_name:
+        from envlock.create import envs_dir
+
+        prefix = envs_dir() / env_name
+        if not prefix.is_dir():
+            from envlock.errors import SpecError
+
+            raise SpecError(f"no environment named {env_name} in {envs_dir()}",
+                            hint="create it with `envlock create -n NAME`, or pass -p PREFIX")
     options = DoctorOptions(prefix=prefix, compile=compile_, python_exe=python_exe, for_=tuple(for_))
     findings = run_doctor(options)
     if as_json:
