@@ -21,8 +21,10 @@ What the packages ship (linux-64; aarch64 uses targets/sbsa-linux; win-64 uses L
                    cublas_api.h, cublasLt.h, cublas.h / cusparse.h / cusolverDn.h, cusolver_common.h
   libcurand(-dev) and the `--with` groups (cuda-profiler-api, libcufft-dev, ...): tests/channel_extras.py
   cudnn 8.x; libcudnn/libcudnn-dev/cudnn 9.x: include/cudnn.h, include/cudnn_version.h, lib/libcudnn.so.*
-  gcc_impl/gxx_impl_<plat>: bin/<triplet>-gcc|g++ scripts (--version, -dumpversion, -dumpfullversion)
-  gcc_/gxx_<plat>: etc/conda/{activate,deactivate}.d scripts (read ${CONDA_PREFIX} unguarded, like CF's)
+  gcc_impl/gxx_impl_<plat>: bin/<triplet>-gcc|g++ scripts (--version, -dumpversion, -dumpfullversion,
+                          -dumpmachine) and their <triplet>-cc|c++ symlinks, as conda-forge ships them
+  gcc_/gxx_<plat>: etc/conda/{activate,deactivate}.d scripts: CC=$CONDA_PREFIX/bin/<triplet>-cc, CXX=…-c++
+                   (read ${CONDA_PREFIX} unguarded, like CF's)
   python: bin/pythonX.Y (answers --version, else execs $ENVLOCK_TEST_REAL_PYTHON or /usr/bin/python3)
   pytorch: <site-packages>/torch/{__init__,version}.py with __version__ and version.cuda
 On linux-64 every lib*.so.<version> is a loadable x86_64 ELF (dlopen works) whose real entry points
@@ -424,18 +426,24 @@ def nvcc_script(version: str, compiler_build: int, built_on: str) -> str:
 
 
 def gcc_script(tool: str, version: str) -> str:
-    """An executable `<triplet>-gcc`/`g++` stand-in answering --version / -dumpversion like conda-forge's."""
+    """An executable `<triplet>-gcc`/`g++` stand-in answering --version / -dumpversion like conda-forge's.
+
+    Also called through its `<triplet>-cc`/`-c++` symlinks (what conda-forge's activation puts in CC/CXX):
+    like a real gcc driver, its banner names the program it was called as.
+    """
     major = version.split(".")[0]
+    triplet = tool.rsplit("-", 1)[0]
     return (
         "#!/bin/sh\n"
         f"# envlock test-channel stand-in for {tool} {version}.\n"
         'case "${1:-}" in\n'
-        f"  --version) printf '%s\\n' '{tool} (conda-forge gcc {version}-1) {version}' "
+        f"  --version) printf '%s\\n' \"$(basename \"$0\") (conda-forge gcc {version}-1) {version}\" "
         "'Copyright (C) 2024 Free Software Foundation, Inc.' "
         "'This is free software; see the source for copying conditions.  There is NO' "
         "'warranty; not even for MERCHANTABILITY or FITNESS FOR A PARTICULAR PURPOSE.' ''; exit 0 ;;\n"
         f"  -dumpversion) echo {major}; exit 0 ;;\n"
         f"  -dumpfullversion) echo {version}; exit 0 ;;\n"
+        f"  -dumpmachine) echo {triplet}; exit 0 ;;\n"
         "esac\n"
         f'echo "{tool}: envlock test-channel stand-in cannot compile" >&2\n'
         "exit 1\n"
@@ -1043,6 +1051,7 @@ def compiler_packages(subdir: str) -> list[PackageSpec]:
             license=lic,
             depends=[f"libgcc >={version}", f"libstdcxx >={version}", f"sysroot_{plat}"],
             files={f"bin/{triplet}-gcc": gcc_script(f"{triplet}-gcc", version)},
+            symlinks={f"bin/{triplet}-cc": f"{triplet}-gcc"},  # conda-forge ships both names
             executables={f"bin/{triplet}-gcc"},
         )
         gxx_impl = PackageSpec(
@@ -1053,6 +1062,7 @@ def compiler_packages(subdir: str) -> list[PackageSpec]:
             license=lic,
             depends=[f"gcc_impl_{plat} {version} {gcc_impl.build}", f"sysroot_{plat}"],
             files={f"bin/{triplet}-g++": gcc_script(f"{triplet}-g++", version)},
+            symlinks={f"bin/{triplet}-c++": f"{triplet}-g++"},
             executables={f"bin/{triplet}-g++"},
         )
         gcc = PackageSpec(
@@ -1063,7 +1073,7 @@ def compiler_packages(subdir: str) -> list[PackageSpec]:
             license="BSD-3-Clause",
             depends=[f"gcc_impl_{plat} {version}.*", f"binutils_{plat}", f"sysroot_{plat}"],
             files={
-                f"etc/conda/activate.d/activate-gcc_{plat}.sh": _gcc_activate_sh(triplet, "CC", "gcc"),
+                f"etc/conda/activate.d/activate-gcc_{plat}.sh": _gcc_activate_sh(triplet, "CC", "cc"),
                 f"etc/conda/deactivate.d/deactivate-gcc_{plat}.sh": _gcc_deactivate_sh("CC"),
             },
         )
@@ -1080,7 +1090,7 @@ def compiler_packages(subdir: str) -> list[PackageSpec]:
                 f"sysroot_{plat}",
             ],
             files={
-                f"etc/conda/activate.d/activate-gxx_{plat}.sh": _gcc_activate_sh(triplet, "CXX", "g++"),
+                f"etc/conda/activate.d/activate-gxx_{plat}.sh": _gcc_activate_sh(triplet, "CXX", "c++"),
                 f"etc/conda/deactivate.d/deactivate-gxx_{plat}.sh": _gcc_deactivate_sh("CXX"),
             },
         )
@@ -1091,7 +1101,8 @@ def compiler_packages(subdir: str) -> list[PackageSpec]:
 def _gcc_activate_sh(triplet: str, var: str, tool: str) -> str:
     """conda-forge's activate-gcc.sh/activate-g++.sh in their `_tc_activation` shape, cut to the compiler.
 
-    Like the real one: reads ${CONDA_PREFIX} unguarded (so it fails under `set -u` without it), keeps the
+    Like the real one: CC=${CONDA_PREFIX}/bin/<triplet>-cc and CXX=…-c++ (the -cc/-c++ names, not -gcc/-g++),
+    reads ${CONDA_PREFIX} unguarded (so it fails under `set -u` without it), keeps the
     old value in CONDA_BACKUP_<VAR> only when there was one (else unsets the backup), and exports HOST
     and CONDA_BUILD_SYSROOT the same way.
     """

@@ -75,7 +75,7 @@ BASE_ENV = {
     "CPATH": "",  # set but empty: must come back empty, not unset
     "LIBRARY_PATH": "/opt/other/lib",
     "CUDA_HOME": "/usr/local/cuda-11.8",  # an old value that deactivation must restore
-    "CC": "x86_64-conda-linux-gnu-gcc",
+    "CC": "x86_64-conda-linux-gnu-cc",
     "NVCC_PREPEND_FLAGS": "-ccbin=x86_64-conda-linux-gnu-c++",
 }
 

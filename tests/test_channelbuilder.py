@@ -234,6 +234,14 @@ def test_install_with_rattler_gives_a_working_nvcc_and_headers(test_channel_url:
         check=False,
     )
     assert gcc.stdout.strip() == "13.3.0"
+    # conda-forge's activation names the -cc/-c++ drivers (symlinks to -gcc/-g++), and so does the stand-in's.
+    for var, name in (("CC", "x86_64-conda-linux-gnu-cc"), ("CXX", "x86_64-conda-linux-gnu-c++")):
+        driver = prefix / "bin" / name
+        assert driver.is_symlink() and os.access(driver, os.X_OK), name
+        banner = subprocess.run([driver, "--version"], capture_output=True, text=True, check=True).stdout
+        assert banner.startswith(f"{name} (conda-forge gcc 13.3.0-1) 13.3.0\n"), banner
+        script = next((prefix / "etc/conda/activate.d").glob(f"activate-g{'cc' if var == 'CC' else 'xx'}_linux-64.sh"))
+        assert f'export {var}="${{CONDA_PREFIX}}/bin/{name}"' in script.read_text()
     assert not (prefix / "include" / "cusparse.h").exists()  # CUDA 12 headers are NOT in $PREFIX/include
 
 

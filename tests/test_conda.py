@@ -120,7 +120,7 @@ def test_conda_deactivate_after_a_user_path_change(conda_venv: Path, conda_env: 
     env = {**conda_env, "CUDA_HOME": "/usr/local/cuda-11.8", "CC": "/usr/bin/gcc", "LD_LIBRARY_PATH": "/torch/lib"}
     base, active, after = snapshots(exe, [_hook(shell, conda_venv), f"conda activate '{prefix}'; {add}",
                                           "conda deactivate"], env, tmp_path)
-    assert active["CUDA_HOME"] == str(prefix) and active["CC"] == f"{prefix}/bin/x86_64-conda-linux-gnu-gcc"
+    assert active["CUDA_HOME"] == str(prefix) and active["CC"] == f"{prefix}/bin/x86_64-conda-linux-gnu-cc"
     assert active["LD_LIBRARY_PATH"] == f"/torch/lib:{prefix}/lib"  # pip torch: the env's libs after torch's
     path = after["PATH"].split(":")
     assert f"{prefix}/bin" not in path and path[0] == "/x/bin"
@@ -152,9 +152,9 @@ def test_three_doors_give_one_environment(conda_venv: Path, conda_env: dict[str,
     via_run = dict(item.split("=", 1) for item in raw if item)
     condabin = f"{conda_venv}/condabin"
     assert _view(via_conda, condabin) == _view(via_hook, condabin) == _view(via_run, condabin)
-    for var, value in (("CUDA_HOME", str(prefix)), ("CUDA_PATH", str(prefix)), ("CXX", f"{prefix}/bin/x86_64-conda-linux-gnu-g++"),
+    for var, value in (("CUDA_HOME", str(prefix)), ("CUDA_PATH", str(prefix)), ("CXX", f"{prefix}/bin/x86_64-conda-linux-gnu-c++"),
                        ("CPATH", f"{prefix}/targets/x86_64-linux/include:/opt/inc"),
-                       ("NVCC_PREPEND_FLAGS", f" -ccbin={prefix}/bin/x86_64-conda-linux-gnu-g++")):
+                       ("NVCC_PREPEND_FLAGS", f" -ccbin={prefix}/bin/x86_64-conda-linux-gnu-c++")):
         assert via_conda[var] == value, var
 
 

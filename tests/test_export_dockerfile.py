@@ -185,31 +185,31 @@ def test_activation_step_compares_the_env_s_own_activation_with_the_env_lines(
         proj: Path, created: Path, tmp_path: Path) -> None:
     """The build stage's `envlock run` step, run on an env made from the test channel.
 
-    The test channel's gcc/gxx stand-ins export CC=<prefix>/bin/<triplet>-gcc and CXX=…-g++, where
-    conda-forge's activate-gcc.sh exports …-cc and …-c++ (facts §6, what the Dockerfile bakes): the step
-    must catch that drift. With conda-forge's right-hand sides in the scripts, it passes.
+    The test channel's gcc/gxx stand-ins export CC=<prefix>/bin/<triplet>-cc and CXX=…-c++, as conda-forge's
+    activate-gcc.sh does (facts §6, what the Dockerfile bakes): the step passes. A compiler package whose
+    activation exports other values (here …-gcc and …-g++, the drift the stand-ins once had) fails it.
     """
     r = export(proj, NAME, "--platform", "linux-64")
     assert r.returncode == 0, r.stderr
     prefix = created  # its hooks name its own path: edited below, restored after
     (tmp_path / "envlock").mkdir()
     step = _step(str(proj / "Dockerfile"), "envlock run", prefix).replace("/tmp/envlock/", f"{tmp_path}/envlock/")
-    drift = subprocess.run(["sh", "-c", step], capture_output=True, text=True, timeout=120)
-    assert drift.returncode == 1, drift.stderr
-    assert "error: the activation of" in drift.stderr
-    assert f"CC={prefix}/bin/x86_64-conda-linux-gnu-gcc" in drift.stderr  # what the stand-in's activation sets
-    assert "hint: re-generate the Dockerfile with: envlock export dockerfile" in drift.stderr
+    ok = subprocess.run(["sh", "-c", step], capture_output=True, text=True, timeout=120)
     scripts = {prefix / "etc/conda/activate.d" / f"activate-{n}_linux-64.sh": (old, new)
-               for n, old, new in (("gcc", "-gcc\"", "-cc\""), ("gxx", "-g++\"", "-c++\""))}
+               for n, old, new in (("gcc", "-cc\"", "-gcc\""), ("gxx", "-c++\"", "-g++\""))}
     saved = {script: script.read_text() for script in scripts}
     try:
         for script, (old, new) in scripts.items():
             assert old in saved[script]
-            script.write_text(saved[script].replace(old, new))  # conda-forge's own right-hand side
-        ok = subprocess.run(["sh", "-c", step], capture_output=True, text=True, timeout=120)
+            script.write_text(saved[script].replace(old, new))  # a compiler activation that drifted
+        drift = subprocess.run(["sh", "-c", step], capture_output=True, text=True, timeout=120)
     finally:
         for script, text in saved.items():
             script.write_text(text)
+    assert drift.returncode == 1, drift.stderr
+    assert "error: the activation of" in drift.stderr
+    assert f"CC={prefix}/bin/x86_64-conda-linux-gnu-gcc" in drift.stderr  # what the drifted activation sets
+    assert "hint: re-generate the Dockerfile with: envlock export dockerfile" in drift.stderr
     assert ok.returncode == 0, ok.stderr
     names = {p.name for p in read_lock(proj / "locks" / NAME / "conda-lock.yml").packages_for("linux-64")}
     assert compiler_values("linux-64", names, prefix=str(prefix)) == {

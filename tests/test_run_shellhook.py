@@ -115,8 +115,8 @@ def test_shell_hook_eval_equals_envlock_run(prefixes: dict[str, Path], tmp_path:
     shell_own = {"LOGNAME", "USER"}  # zsh and fish export these by themselves
     assert {k: v for k, v in via_hook.items() if k not in shell_own} == via_run
     assert via_run["CUDA_HOME"] == str(prefix) and via_run["CONDA_PREFIX"] == str(prefix)
-    assert via_run["CC"] == f"{prefix}/bin/x86_64-conda-linux-gnu-gcc"
-    assert via_run["NVCC_PREPEND_FLAGS"].strip() == f"-ccbin={prefix}/bin/x86_64-conda-linux-gnu-g++"
+    assert via_run["CC"] == f"{prefix}/bin/x86_64-conda-linux-gnu-cc"  # conda-forge's names (…-cc, …-c++)
+    assert via_run["NVCC_PREPEND_FLAGS"].strip() == f"-ccbin={prefix}/bin/x86_64-conda-linux-gnu-c++"
     assert via_run["PATH"].split(":")[0] == f"{prefix}/bin"
 
 
