@@ -681,11 +681,13 @@ class LockOutcome:
     files: tuple[Path, ...] = ()
     platforms: dict[str, dict[str, Any]] = field(default_factory=dict)
     cutoff: tuple[str | None, str | None] | None = None  # (old, new) resolution cutoff when it moved
+    warnings: tuple[str, ...] = ()  # as resolve's (a spec line the plan replaces, …)
 
     def to_json(self, project_dir: Path) -> dict[str, Any]:
         return {
             "name": self.name,
             "action": self.action,
+            "warnings": list(self.warnings),
             "cutoff": list(self.cutoff) if self.cutoff else None,
             "reasons": [c.to_json() for c in self.reasons],
             "written": [_rel(p, project_dir) for p in self.written],
@@ -798,6 +800,7 @@ def lock(
                     for r in result.results
                 },
                 cutoff,
+                result.warnings,
             )
         )
     return out

@@ -233,8 +233,10 @@ def relaxed_cudnn(c: Candidate, anchor: Anchor) -> list[Candidate]:
             cudnn=None,
             notes=(
                 *c.notes,
-                f"no cuDNN solves with nvcc {c.cuda} on the channel: cuDNN is not locked "
-                "(extensions that include cudnn.h will not build; add a cudnn dependency to the spec)",
+                f"no cuDNN solves with nvcc {c.cuda} on the channel: cuDNN is not locked (extensions that "
+                f"include cudnn.h will not build; a cudnn line in the spec is replaced by the plan: lock against "
+                f"a channel with cuDNN for CUDA {c.cuda} (--channel/--mirror), or a torch variant for a CUDA "
+                "that has it)",
             ),
             relaxed=True,
         )

@@ -260,3 +260,30 @@ def test_cli_exit_codes_stay_right_over_100_runs(tmp_path, cf) -> None:
         codes.append((proc.returncode, want))
     wrong = [(i, got, want) for i, (got, want) in enumerate(codes) if got != want]
     assert wrong == []
+
+
+def test_a_dropped_cudnn_says_what_works_and_the_advice_holds(tmp_path, capsys, make_channel, test_channel) -> None:
+    """The note once said "add a cudnn dependency to the spec": the plan replaces such a line. What it says now
+    is checked here: the line is replaced (so cuDNN stays out), a channel that has cuDNN brings it."""
+    bare = make_channel(cuda_minors=["12.1"], subdirs=("linux-64",), with_cudnn=False, with_pytorch=False,
+                        with_cuda11=False)
+    args = ["--torch", "2.3.0", "--platform", "linux-64", "--toolchain-only"]
+    code, doc = resolve(tmp_path, capsys, *args, "--mirror", f"conda-forge={bare.as_uri()}")
+    assert code == 0, doc
+    plat = doc["platforms"]["linux-64"]
+    assert plat["cudnn"] is None and plat["cuda"] == "12.1"
+    (note,) = [n for n in plat["notes"] if "cuDNN is not locked" in n]
+    assert "add a cudnn dependency" not in note
+    assert "a cudnn line in the spec is replaced by the plan" in note and "a channel with cuDNN for CUDA 12.1" in note
+    spec = tmp_path / "environments" / "torch2.3.0-cu121.yml"
+    text = spec.read_text()
+    assert "  - python" not in text  # toolchain only: add the line after the toolchain's own
+    spec.write_text(text.replace("\nplatforms:", "\n  - cudnn\nplatforms:", 1))
+    lock = tmp_path / "locks" / "torch2.3.0-cu121" / "conda-lock.yml"
+    code = run(["lock", "--all", "--project-dir", str(tmp_path), "--mirror", f"conda-forge={bare.as_uri()}"])
+    out = capsys.readouterr().out
+    assert code == 0 and "warning: spec line 'cudnn' is replaced by the plan" in out, out
+    assert "cudnn" not in {p.name for p in read_lock(lock).packages}  # the hand-added line changed nothing
+    code = run(["lock", "--all", "--project-dir", str(tmp_path), "--mirror", f"conda-forge={test_channel.as_uri()}"])
+    assert code == 0, capsys.readouterr()
+    assert "cudnn" in {p.name for p in read_lock(lock).packages}  # the advice: a channel that builds it

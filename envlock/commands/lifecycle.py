@@ -127,6 +127,8 @@ def lock_cmd(
             ],
             indent="  ",
         )
+        for warning in o.warnings:
+            _out(f"  warning: {warning}")
         written = set(o.written)
         for f in o.files:
             _out(f"  {'wrote' if f in written else 'unchanged'} {_shown(f, project_dir)}")
