@@ -70,6 +70,7 @@ class TorchRow:
     pypi_verified: bool
     variants: tuple[TorchVariant, ...] | None  # None: variant list unverified
     aarch64_pypi_cuda: bool
+    python: tuple[str, str] | None = None  # (oldest, newest) CPython X.Y with wheels; None: not in the table
 
     def variant(self, cuda: str) -> TorchVariant | None:
         """The cuXYZ build for that CUDA, if the table lists one."""
@@ -197,7 +198,18 @@ def _parse_row(minor: Any, raw: Any) -> TorchRow:
         pypi_verified=verified,
         variants=_parse_variants(minor, raw.get("variants"), cuda),
         aarch64_pypi_cuda=aarch64,
+        python=_parse_python(minor, raw.get("python")),
     )
+
+
+def _parse_python(minor: str, raw: Any) -> tuple[str, str] | None:
+    """[oldest, newest] CPython X.Y (optional key)."""
+    if raw is None:
+        return None
+    ok = isinstance(raw, list) and len(raw) == 2 and all(isinstance(x, str) and _CUDA_RE.match(x) for x in raw)
+    if not ok or _cuda_key(raw[0]) > _cuda_key(raw[1]):
+        raise _table_error(f"{minor}: python must be [oldest, newest] as 'X.Y' strings")
+    return raw[0], raw[1]
 
 
 def _parse_variants(minor: str, raw: Any, default_cuda: str) -> tuple[TorchVariant, ...] | None:
@@ -330,7 +342,10 @@ def _release_name(version: Version, row: TorchRow | None) -> str:
 
 
 def _from_override(version: Version, cuda: str, local: str | None, source: TorchSource) -> Anchor:
+    from envlock.torch_support import check_cuda_major  # noqa: PLC0415 - it reads this module's table
+
     row = load_torch_table().row_for(version)
+    check_cuda_major(_release_name(version, row), cuda)
     known = ", ".join(v.tag for v in row.variants or ()) if row else ""
     detail = f"CUDA {cuda} set by --cuda"
     if row is not None and row.variants is not None and row.variant(cuda) is None and cuda != row.pypi_cuda:
@@ -523,6 +538,11 @@ def _from_installed(req: AnchorRequest, override: str | None) -> Anchor:
         ) from None
     version, local = Version(v.public), v.local
     if override is not None:
+        built = _normalise_runtime_cuda(str(found["cuda"])) if found.get("cuda") else None
+        if built:  # what this torch itself was built for, whatever the table says of the release
+            from envlock.torch_support import check_cuda_major  # noqa: PLC0415
+
+            check_cuda_major(str(v), override, built_for=(built,))
         anchor = _from_override(version, override, local, req.torch_source)
         return dataclasses.replace(anchor, detail=anchor.detail + f" (torch {v} installed in {exe})")
     cuda = _normalise_runtime_cuda(str(found["cuda"])) if found.get("cuda") else None

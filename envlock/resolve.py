@@ -610,6 +610,10 @@ def lock_spec(
         spec = replace(spec, exclude_newer=now_cutoff())  # the first resolve of a spec fixes its cutoff
     if not spec.toolchain_only and not spec.python:
         spec = replace(spec, python=default_python(anchor.torch))  # the PyPI part installs into that python
+    if not spec.toolchain_only and spec.torch_source == "pip" and spec.python:
+        from envlock.torch_support import check_python
+
+        check_python(anchor.torch, spec.python)  # torch's wheels for that python (envlock's torch table)
     plan, extras = plan_for(spec, anchor)
     check_mirrors(mirrors or {}, sorted({c for pp in plan.platforms for cand in pp.candidates for c in cand.channels}),
                   torch=spec.torch, torch_source=spec.torch_source, toolchain_only=spec.toolchain_only)

@@ -89,6 +89,27 @@ def test_override_takes_the_cudnn_of_a_known_variant() -> None:
     assert resolve_anchor(AnchorRequest(torch="2.16.0", cuda="13.2")).cudnn is None  # unknown: no guess
 
 
+def test_override_of_another_cuda_major_is_refused_naming_the_builds() -> None:
+    """torch 2.5.1 was built for 11.8/12.1/12.4: a CUDA 13 nvcc can never build its extensions."""
+    with pytest.raises(AnchorError) as info:
+        resolve_anchor(AnchorRequest(torch="2.5.1", cuda="13.0"))
+    assert "CUDA 11.8, 12.1, 12.4 (cu118, cu121, cu124), never for CUDA 13" in info.value.message
+    assert "--cuda 12.4" in info.value.hint
+    assert resolve_anchor(AnchorRequest(torch="2.5.1", cuda="12.6")).cuda == "12.6"  # a minor skew: allowed
+    assert resolve_anchor(AnchorRequest(torch="2.5.1+cu118", cuda="11.8")).cuda == "11.8"
+    # A release the table does not know is asked of nobody here: not judged.
+    assert resolve_anchor(AnchorRequest(torch="2.16.0", cuda="13.2")).cuda == "13.2"
+
+
+def test_override_of_another_major_than_the_installed_torch_is_refused(installed: Callable[..., str]) -> None:
+    exe = installed(version="2.11.0+cu130", cuda="13.0", cudnn=91900)
+    with pytest.raises(AnchorError) as info:
+        resolve_anchor(AnchorRequest(torch="installed", cuda="12.6", python_exe=exe))
+    assert "torch 2.11.0+cu130 was built for CUDA 13.0, never for CUDA 12" in info.value.message
+    assert "--cuda 13.0" in info.value.hint
+    assert resolve_anchor(AnchorRequest(torch="installed", cuda="13.2", python_exe=exe)).cuda == "13.2"
+
+
 @pytest.mark.parametrize("bad", ["12", "12.x", "v12.1", "12.1.0", "", "cu121"])
 def test_override_must_be_major_minor(bad: str) -> None:
     with pytest.raises(SpecError, match="X.Y") as info:

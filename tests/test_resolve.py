@@ -287,3 +287,21 @@ def test_a_dropped_cudnn_says_what_works_and_the_advice_holds(tmp_path, capsys, 
     code = run(["lock", "--all", "--project-dir", str(tmp_path), "--mirror", f"conda-forge={test_channel.as_uri()}"])
     assert code == 0, capsys.readouterr()
     assert "cudnn" in {p.name for p in read_lock(lock).packages}  # the advice: a channel that builds it
+
+
+@pytest.mark.parametrize(("args", "error", "hint"), [
+    (["--torch", "2.5.1", "--cuda", "13.0"],
+     "torch 2.5.1 was built for CUDA 11.8, 12.1, 12.4 (cu118, cu121, cu124), never for CUDA 13", "--cuda 12.4"),
+    (["--torch", "2.7.1", "--python", "3.14"],
+     "torch 2.7.1 has no wheels for Python 3.14 (it has 3.9 to 3.13; the newest is 3.13)", "--python 3.13"),
+    (["--torch", "2.9.0", "--python", "3.9"], "torch 2.9.0 has no wheels for Python 3.9", "--python 3.14"),
+])  # fmt: skip
+def test_domain_refusals_exit_1_before_any_solve(tmp_path, cf, args, error, hint) -> None:
+    proc = subprocess.run([*ENVLOCK, "resolve", *args, "--platform", "linux-64", "--mirror", cf,
+                           "--project-dir", str(tmp_path)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "ENVLOCK_CACHE_DIR": str(tmp_path / ".cache")})
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 2 and lines[0] == f"error: {error}" + lines[0][len(f"error: {error}"):]
+    assert lines[0].startswith(f"error: {error}") and hint in lines[1]
+    assert files_under(tmp_path) == []

@@ -102,7 +102,7 @@ def test_table_version_is_bumped_on_content_change(table: TorchTable) -> None:
     # Locks record table_version, so one number must always mean one content: table_version -> digest.
     canonical = json.dumps([asdict(r) for r in table.rows], sort_keys=True)
     digest = hashlib.sha256(canonical.encode()).hexdigest()[:16]
-    recorded = {1: "e9a4c7447bd708eb"}
+    recorded = {1: "e9a4c7447bd708eb", 2: "3fdb1b12e54ebf4c"}  # 2: python ranges
     assert table.table_version in recorded, "new table_version: record its digest here"
     assert recorded[table.table_version] == digest, (
         f"torch.yaml changed (digest {digest}) but table_version is still {table.table_version}: bump it"
@@ -194,3 +194,22 @@ def test_table_agrees_with_the_facts_file(shared_dir: Path, table: TorchTable) -
             elif v.cudnn is not None:
                 extras.add((minor, v.tag))
     assert extras == DOCUMENTED_EXTRAS
+
+
+def test_python_ranges_are_the_wheels_and_hold_envlocks_default_python(table: TorchTable) -> None:
+    """Every row has [oldest, newest]; the python envlock picks by default has wheels for every release."""
+    from envlock.resolve import default_python
+
+    def key(xy: str) -> tuple[int, int]:
+        return int(xy.split(".")[0]), int(xy.split(".")[1])
+
+    newest_seen = (3, 0)
+    for row in table.rows:
+        assert row.python is not None, row.minor
+        oldest, newest = row.python
+        assert key(oldest) <= key(newest) and key(newest) >= newest_seen, row.minor  # never shrinks at the top
+        newest_seen = key(newest)
+        for release in row.releases:
+            assert key(oldest) <= key(default_python(release)) <= key(newest), release
+    assert table.row_for(Version("2.7.1")).python == ("3.9", "3.13")  # cp39 … cp313 on the index
+    assert table.row_for(Version("2.9.0")).python == ("3.10", "3.14")
