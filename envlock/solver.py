@@ -123,6 +123,8 @@ class RattlerSolver:
         self._gateway: rattler.Gateway | None = None
         self._per_channel = per_channel
         self._optional: tuple[str, ...] = ()
+        self._extras: tuple[str, ...] = ()  # the spec's own dependencies (CUDA-independent)
+        self._torch: str | None = None
 
     def _channel(self, name: str) -> tuple[Channel, str, str]:
         fetch = _fetch_url(name, self.options.mirrors)
@@ -192,7 +194,9 @@ class RattlerSolver:
         return dependency_order([_locked(r, platform, rewrite) for r in records])
 
     async def _solve_platform(self, pp: PlatformPlan, keep: Sequence[LockedPackage] = ()) -> PlatformResult:
-        attempts: list[tuple[str, str]] = []
+        from envlock import solve_report, solve_why
+
+        attempts: list[solve_report.Attempt] = []
         lacking: set[str] = set()  # CUDA minors for which the channel lacks an asked-for extra
         for cand in pp.candidates:
             if cand.cuda in lacking:
@@ -200,27 +204,28 @@ class RattlerSolver:
             try:
                 packages = await self._solve_candidate(pp.platform, cand, keep)
             except rattler.exceptions.SolverError as exc:
-                from envlock.solve_extras import missing_extras
-
+                raw = str(exc)
+                if keep:  # `update`: the reason a lock records must not depend on what was held (it is re-read
+                    try:  # by `lock --all`), so it is the reason of the same candidate solved without holding
+                        packages = await self._solve_candidate(pp.platform, cand)
+                    except rattler.exceptions.SolverError as free:
+                        raw = str(free)
+                    else:
+                        return PlatformResult(pp.platform, cand, tuple(packages), tuple(a.recorded for a in attempts))
                 chans = [self._channel(c)[0] for c in cand.channels]
-                blamed = await missing_extras(self._gateway_for(), chans, pp.platform, cand) if cand.extras else []
-                if blamed:
+                attempt = await solve_why.attempt_of(self._gateway_for(), chans, pp.platform, cand, raw)
+                attempts.append(attempt)
+                if attempt.lacking_extra:
                     lacking.add(cand.cuda)
-                    attempts.append((cand.cuda, "; ".join(blamed)))
-                    continue
-                variant = f"with {cand.cudnn}" if cand.cudnn else ("without cuDNN" if cand.relaxed else "")
-                reason = summarize_solver_error(str(exc))
-                attempts.append((cand.cuda, f"{variant}: {reason}" if variant else reason))
+                elif len(attempts) == 1:  # can any CUDA minor change this at all?
+                    why = await solve_why.blocker(self._gateway_for(), chans, pp.platform, cand, self._extras,
+                                                  virtual=_virtual(cand), exclude_newer=_cutoff(self.options.exclude_newer),
+                                                  torch=self._torch)
+                    if why is not None:
+                        raise solve_report.blocked(pp.platform, attempt, why)
                 continue
-            return PlatformResult(pp.platform, cand, tuple(packages), tuple(attempts))
-        tried = "; ".join(f"CUDA {cuda}: {why}" for cuda, why in attempts)
-        hint = "check the channel has the CUDA minors above, or pass --cuda / --channel / --mirror"
-        if lacking:
-            hint = (
-                "the channel lacks an extra asked for with --with (or the spec's `with:`) for these CUDA minors: "
-                "drop it, or pass --cuda / --channel for one that has it"
-            )
-        raise SolveError(f"no CUDA toolchain solves on {pp.platform} ({tried})", hint=hint)
+            return PlatformResult(pp.platform, cand, tuple(packages), tuple(a.recorded for a in attempts))
+        raise solve_report.platform_failure(pp.platform, attempts, lacking=bool(lacking))
 
     async def _solve_all(self, plan: Plan, locked: Mapping[str, Sequence[LockedPackage]]) -> list[PlatformResult]:
         # Build every channel first so the gateway sees each one's source config.
@@ -228,18 +233,19 @@ class RattlerSolver:
             for cand in pp.candidates:
                 for c in cand.channels:
                     self._channel(c)
+        self._extras, self._torch = tuple(plan.options.extra_specs), plan.anchor.torch
         outcomes = await asyncio.gather(
             *(self._solve_platform(pp, locked.get(pp.platform, ())) for pp in plan.platforms),
             return_exceptions=True,
         )
         errors = [o for o in outcomes if isinstance(o, BaseException)]
         if errors:
-            solve_errors = [e for e in errors if isinstance(e, SolveError)]
-            if len(solve_errors) == len(errors) and len(errors) > 1:
-                raise SolveError(
-                    " | ".join(e.message for e in solve_errors),
-                    hint=solve_errors[0].hint,
-                )
+            failed = [(pp.platform, o) for pp, o in zip(plan.platforms, outcomes) if isinstance(o, SolveError)]
+            if len(failed) == len(errors) and len(plan.platforms) > 1:
+                from envlock.solve_report import combined
+
+                solved = [pp.platform for pp, o in zip(plan.platforms, outcomes) if isinstance(o, PlatformResult)]
+                raise combined(failed, solved, [pp.platform for pp in plan.platforms])
             raise errors[0]
         return [o for o in outcomes if isinstance(o, PlatformResult)]
 
@@ -339,35 +345,6 @@ def strip_credentials_in_text(text: str) -> str:
     for word in text.split():
         out.append(strip_credentials(word) if "://" in word else word)
     return " ".join(out)
-
-
-def summarize_solver_error(text: str) -> str:
-    """One readable line out of rattler's (often 60-line) unsatisfiability tree.
-
-    Conflicts are the real reason when present ("cuda-nvcc-tools 12.6.85 would constrain
-    gcc_impl_linux-64 >=6,<14.0a0, which conflicts with …"); otherwise the specs nothing provides.
-    """
-    lines = [ln.strip(" │├└─\t") for ln in text.splitlines()]
-    lines = [ln for ln in lines if ln]
-    conflicts = []
-    for i, ln in enumerate(lines):
-        if "conflicts with" in ln:
-            parent = lines[i - 1] if i and lines[i - 1].endswith(("would constrain", "would require")) else ""
-            what = ln.split(", which conflicts")[0]
-            conflicts.append(f"{parent} {what}".strip() + " (conflict)")
-    if conflicts:
-        return "; ".join(dict.fromkeys(conflicts))
-    for ln in lines:
-        if "No candidates were found for" in ln:
-            return "nothing provides " + ln.split("No candidates were found for", 1)[1].strip().rstrip(".")
-    missing = [ln.split(", for which no candidates")[0] for ln in lines if "for which no candidates were found" in ln]
-    if missing:
-        uniq = list(dict.fromkeys(missing))
-        more = f" (+{len(uniq) - 3} more)" if len(uniq) > 3 else ""
-        root = text.split("because of:", 1)[-1].split(" cannot be installed", 1)[0].strip()
-        lead = f"no {root.removesuffix(' *')} fits: " if root and "\n" not in root and len(root) < 80 else ""
-        return lead + "nothing provides " + ", ".join(uniq[:3]) + more
-    return _first_lines(text, 2)
 
 
 def _first_lines(text: str, n: int = 6) -> str:

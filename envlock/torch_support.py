@@ -64,3 +64,9 @@ def check_python(torch: str, python: str) -> None:
         f"torch {torch} has no wheels for Python {python} (it has {oldest} to {newest}; the newest is {newest})",
         hint=f"pass --python {newest}, or a torch release with wheels for Python {python}",
     )
+
+
+def python_range(torch: str) -> tuple[str, str] | None:
+    """(oldest, newest) CPython X.Y torch has wheels for, if the table says."""
+    row = _row(torch)
+    return row.python if row is not None else None

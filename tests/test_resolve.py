@@ -85,10 +85,15 @@ def test_unsatisfiable_plan_lists_every_attempt_and_writes_nothing(tmp_path, cap
     chan = make_channel(drop={("libcusparse-dev", None)}, subdirs=("linux-64",))
     code, doc = resolve(tmp_path, capsys, "--torch", "2.3.0", "--platform", "linux-64", "--mirror", f"conda-forge={chan.as_uri()}")
     assert code == 3
-    for cuda in ("12.1", "12.0", "12.2"):
-        assert f"CUDA {cuda}" in doc["error"]
-    assert "libcusparse-dev" in doc["error"]
+    # One cause, said once, for the three minors tried (each with its cuDNN variants) …
+    assert doc["error"] == ("no CUDA toolchain solves on linux-64: there is no package 'libcusparse-dev' in "
+                            "conda-forge for linux-64 (CUDA 12.1, 12.0, 12.2)")
     assert doc["hint"]
+    # … and every attempt in full in the detail (--json; --verbose prints it).
+    heads = [d.splitlines()[0] for d in doc["detail"]]
+    assert [h.split(":")[0] for h in heads] == [
+        f"linux-64, CUDA {c} ({v})" for c in ("12.1", "12.0", "12.2") for v in ("with cudnn 8.9.*", "with cudnn 8.*", "without cuDNN")]
+    assert all("No candidates were found for libcusparse-dev" in d for d in doc["detail"])
     assert files_under(tmp_path) == []
 
 

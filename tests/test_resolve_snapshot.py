@@ -83,7 +83,10 @@ def test_three_platforms_in_one_run_report_the_one_the_snapshot_cannot_serve(tmp
     args = ["--torch", "2.11.0", "--platform", "linux-64", "--platform", "linux-aarch64", "--platform", "win-64", "--mirror", mirror]
     code, doc = resolve_json(tmp_path, capsys, *args)
     assert code == 3
-    assert "win-64" in doc["error"] and "linux-64" not in doc["error"]
+    # The failing platform first, the others named as solved; the hint locks them without it; nothing written.
+    assert doc["error"].startswith("win-64 cannot be solved: ") and "(linux-64, linux-aarch64 solved; nothing was written)" in doc["error"]
+    assert doc["hint"].startswith("lock the others without it: --platform linux-64 --platform linux-aarch64")
+    assert len(doc["error"]) <= 500 and all(d.startswith("win-64, CUDA ") for d in doc["detail"])
     assert not (tmp_path / "locks").exists() and not (tmp_path / "environments").exists()
 
 
@@ -198,3 +201,18 @@ def test_with_deepspeed_on_12_6_fails_naming_the_profiler_api_the_snapshot_lacks
     assert code == 3
     assert "--with deepspeed (profiler-api): cuda-profiler-api has no build for CUDA 12.6" in doc["error"]
     assert "12.9" in doc["error"] and "CUDA 12.5" in doc["error"]
+
+
+def test_conda_forge_pytorch_without_a_build_for_the_python_stops_after_one_attempt(tmp_path, capsys, mirror) -> None:
+    """The issue's case: python 3.11 with conda-forge's pytorch 2.7.1 (built for 3.12 and 3.13 only on the snapshot).
+    No CUDA minor changes that: one attempt, the real cause, a hint about python."""
+    code, doc = resolve_json(tmp_path, capsys, "--torch", "2.7.1", "--torch-source", "conda-forge", "--python", "3.11",
+                             "--platform", "linux-64", "--mirror", mirror)
+    assert code == 3
+    assert doc["error"] == ("conda-forge's pytorch 2.7.1 is built for python 3.12, 3.13 on linux-64, not for python 3.11 "
+                            "(no CUDA minor can change that: envlock stopped after CUDA 12.9)")
+    assert doc["hint"] == "pass --python 3.13, or --torch-source pip"
+    assert len(doc["detail"]) == 1
+    ok = resolve_json(tmp_path, capsys, "--torch", "2.7.1", "--torch-source", "conda-forge", "--python", "3.13",
+                      "--platform", "linux-64", "--mirror", mirror)
+    assert ok[0] == 0, ok[1]  # what the hint says works

@@ -100,6 +100,9 @@ def lock_cmd(
     refresh: bool = typer.Option(
         False, "--refresh", help="Move the resolution cutoff (envlock.exclude_newer) to now and re-lock."
     ),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="On a failed solve, print every attempt in full (what the solver said)."
+    ),
 ) -> int:
     """Re-lock stale environments from environments/*.yml; files whose bytes would not change are not touched."""
     from envlock.lifecycle import lock
@@ -158,6 +161,9 @@ def update_cmd(
     offline: bool = typer.Option(False, "--offline", help="Use only the cache."),
     allow_insecure: bool = typer.Option(False, "--allow-insecure", help="Allow plain-http channels."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="On a failed solve, print every attempt in full (what the solver said)."
+    ),
 ) -> int:
     """Re-solve with every other package held at its locked version (per platform); show what moved."""
     from envlock.lifecycle import update

@@ -38,7 +38,10 @@ def resolve_cmd(
     name: Optional[str] = typer.Option(None, "--name", help="Environment name (default torch<ver>-cu<XY>)."),
     project_dir: Path = typer.Option(Path("."), "--project-dir", help="Project directory (default: cwd)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Anchor and plan only: no solve, no network, no files."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable result on stdout (a failure's detail too)."),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="On a failed solve, print every attempt in full (what the solver said)."
+    ),
     timestamp: bool = typer.Option(False, "--timestamp", help="Record the creation time in the lock."),
     python_exe: Optional[str] = typer.Option(None, "--python-exe", help="Python whose torch `installed` means."),
     allow_insecure: bool = typer.Option(False, "--allow-insecure", help="Allow plain-http channels."),

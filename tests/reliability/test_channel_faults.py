@@ -66,7 +66,7 @@ CASES = [
          ((ZST, "status:404", None), (JSON, "truncate", None)), 4, "end of file", plain=True,
          counts=((JSON, 200, 4, 4),), slow=True),
     Case("plain: 404 for every repodata of linux-64", ((ZST, "status:404", None), (JSON, "status:404", None)), 3,
-         "nothing provides", plain=True),
+         "there is no package 'cuda-nvcc' in conda-forge for linux-64", plain=True),
 ]
 
 

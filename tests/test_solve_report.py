@@ -1,0 +1,153 @@
+"""Solve failures: root cause first, said once, plain words, short; full detail under --verbose and in --json.
+
+rattler's own reports are real (captured from py-rattler 0.28 on the conda-forge snapshot and from the test
+channel); the CLI runs are real processes against real channels.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envlock.solve_report import MESSAGE_LIMIT, Attempt, plain_reason, platform_failure
+from tests.lockproject import edit, make_project, snapshot, spec_file
+
+ENVLOCK = [sys.executable, "-m", "envlock"]
+
+# rattler 0.28's answer for torch 2.8.0's CUDA 12.8 on the conda-forge snapshot (libcurand-dev has no 12.8 build).
+CURAND_12_8 = """Cannot solve the request because of: libcurand-dev * cannot be installed because there are no viable options:
+├─ libcurand-dev 10.4.3.29 would require
+│  └─ cuda-version >=13.3,<13.4.0a0, for which no candidates were found.
+├─ libcurand-dev 10.4.2.55 would require
+│  └─ cuda-version >=13.2,<13.3.0a0, for which no candidates were found.
+├─ libcurand-dev 10.4.0.35 would require
+│  └─ cuda-version >=13.0,<13.1.0a0, for which no candidates were found.
+├─ libcurand-dev 10.3.10.19 would require
+│  └─ cuda-version >=12.9,<12.10.0a0, for which no candidates were found.
+└─ libcurand-dev 10.3.7.77 would require
+   └─ cuda-version >=12.6,<12.7.0a0, for which no candidates were found.
+"""
+# … and for conda-forge's pytorch 2.7.1 with python 3.9 (its builds need 3.12 or 3.13).
+PYTORCH_PY39 = """Cannot solve the request because of: pytorch ==2.7.1 cuda129* cannot be installed because there are no viable options:
+├─ pytorch 2.7.1 would require
+│  └─ python >=3.13,<3.14.0a0, for which no candidates were found.
+└─ pytorch 2.7.1 would require
+   └─ python >=3.12,<3.13.0a0, for which no candidates were found.
+"""
+
+
+def test_the_wrong_way_round_wording_becomes_what_is_missing() -> None:
+    """`nothing provides cuda-version >=13.3,<13.4.0a0` pointed the wrong way: the missing thing is a 12.8 build."""
+    reason = plain_reason(CURAND_12_8, cuda="12.8", channel="conda-forge", platform="linux-64")
+    assert reason == ("libcurand-dev has no build for CUDA 12.8 in conda-forge for linux-64 "
+                      "(its builds are for CUDA 12.6, 12.9, 13.0, 13.2, 13.3)")
+
+
+def test_a_name_the_channel_has_never_heard_of_is_said_so() -> None:
+    raw = "Cannot solve the request because of: No candidates were found for nonexistent-pkg *."
+    assert plain_reason(raw, cuda="12.6", channel="conda-forge", platform="linux-64", absent=["nonexistent-pkg"]) == (
+        "there is no package 'nonexistent-pkg' in conda-forge for linux-64")
+    raw = "Cannot solve the request because of: No candidates were found for python 2.7.*."
+    assert plain_reason(raw, cuda="12.6", channel="conda-forge", platform="linux-64") == (
+        "no python 2.7.* in conda-forge for linux-64")
+
+
+def test_python_leaves_name_the_pythons_there_are() -> None:
+    reason = plain_reason(PYTORCH_PY39, cuda="12.9", channel="conda-forge", platform="linux-64")
+    assert reason.startswith("pytorch ==2.7.1 cuda129* needs python 3.12, 3.13")
+
+
+def test_attempts_that_say_the_same_are_said_once_and_the_message_stays_short() -> None:
+    attempts = [Attempt("linux-64", cuda, variant, plain_reason(CURAND_12_8.replace("12.8", cuda), cuda=cuda,
+                                                                 channel="conda-forge", platform="linux-64"), CURAND_12_8)
+                for cuda in ("12.8", "12.9") for variant in ("with cudnn 9.10.*", "with cudnn 9.*", "without cuDNN")]
+    err = platform_failure("linux-64", attempts, lacking=False)
+    assert err.message.count("libcurand-dev has no build") == 1
+    assert err.message.endswith("(the same for CUDA 12.9)") and len(err.message) <= MESSAGE_LIMIT
+    assert len(err.detail) == 6 and all("cuda-version >=13.3" in d for d in err.detail)
+    many = [Attempt("linux-64", f"12.{i}", "", f"reason number {i} " + "x" * 80) for i in range(10)]
+    long = platform_failure("linux-64", many, lacking=False)
+    assert len(long.message) <= MESSAGE_LIMIT and long.message.endswith("(--verbose: every attempt)")
+    assert len(long.detail) == 10
+
+
+# --------------------------------------------------------------------------- through the CLI
+
+
+def envlock(*args: str, cwd: Path, cache: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ENVLOCK, *args], capture_output=True, text=True, timeout=300, cwd=cwd,
+                          env={**os.environ, "ENVLOCK_CACHE_DIR": str(cache), "NO_COLOR": "1"})
+
+
+def test_a_missing_python_is_reported_after_the_first_attempt_with_a_python_hint(tmp_path, test_channel) -> None:
+    """A python the channel lacks: no CUDA minor changes that, so one attempt, not six (the issue's case)."""
+    proj = tmp_path / "p"
+    proj.mkdir()
+    args = ["resolve", "--torch", "2.7.1", "--torch-source", "conda-forge", "--python", "3.9", "--platform", "linux-64",
+            "--mirror", f"conda-forge={test_channel.as_uri()}", "--project-dir", str(proj)]
+    proc = envlock(*args, "--json", cwd=tmp_path, cache=tmp_path / ".cache")
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 3 == doc["exit_code"]
+    assert doc["error"] == ("no python 3.9.* in conda-forge for linux-64 (no CUDA minor can change that: "
+                            "envlock stopped after CUDA 12.9)")
+    assert doc["hint"].startswith("pick a python conda-forge builds for linux-64 (it has 3.10 to 3.12)")
+    assert len(doc["detail"]) == 1 and doc["detail"][0].startswith("linux-64, CUDA 12.9")
+    assert snapshot(proj) == {}
+
+
+def test_verbose_prints_every_attempt_above_the_two_lines(tmp_path, make_channel) -> None:
+    chan = make_channel(drop={("libcusparse-dev", None)}, subdirs=("linux-64",), with_pytorch=False, with_cuda11=False)
+    args = ["resolve", "--torch", "2.3.0", "--toolchain-only", "--platform", "linux-64",
+            "--mirror", f"conda-forge={chan.as_uri()}", "--project-dir", str(tmp_path)]
+    plain = envlock(*args, cwd=tmp_path, cache=tmp_path / ".cache")
+    assert plain.returncode == 3
+    assert [ln.split(":")[0] for ln in plain.stderr.splitlines()] == ["error", "hint"]
+    assert len(plain.stderr.splitlines()[0]) <= MESSAGE_LIMIT + len("error: ")
+    verbose = envlock(*args, "--verbose", cwd=tmp_path, cache=tmp_path / ".cache")
+    lines = verbose.stderr.splitlines()
+    assert verbose.returncode == 3 and lines[-2:] == plain.stderr.splitlines()
+    heads = [ln.strip() for ln in lines if ln.startswith("  linux-64, CUDA ")]
+    assert len(heads) == 9 and {h.split(",")[1].split()[1] for h in heads} == {"12.0", "12.1", "12.2"}
+    assert sum("No candidates were found for libcusparse-dev" in ln for ln in lines) == 9  # the solver's own words
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory, test_channel: Path) -> Path:
+    return make_project(tmp_path_factory.mktemp("blocked"), test_channel, platforms=("linux-64",))
+
+
+def test_a_spec_extra_no_channel_has_stops_after_one_attempt_and_names_it(project, test_channel, tmp_path) -> None:
+    edit(spec_file(project), "platforms:", "  - nonexistent-pkg >=1\nplatforms:")
+    before = snapshot(project)
+    proc = envlock("lock", "--project-dir", str(project), "--mirror", f"conda-forge={test_channel.as_uri()}", "--json",
+                   cwd=tmp_path, cache=tmp_path / ".cache")
+    doc = json.loads(proc.stdout)
+    assert proc.returncode == 3, doc
+    assert doc["error"].startswith("there is no package 'nonexistent-pkg' in conda-forge for linux-64 (no CUDA minor")
+    assert "the spec's dependency `nonexistent-pkg >=1`" in doc["hint"] and "--cuda" not in doc["hint"]
+    assert len(doc["detail"]) == 1
+    assert snapshot(project) == before  # nothing written
+
+
+def test_one_failing_platform_is_named_first_and_the_hint_locks_the_others(tmp_path, make_channel) -> None:
+    """linux-64 solves, win-64 cannot (the channel has no win-64 packages): all or nothing, and how to go on."""
+    chan = make_channel(subdirs=("linux-64",), with_pytorch=False, with_cuda11=False)
+    proj = tmp_path / "p"
+    proj.mkdir()
+    base = ["resolve", "--torch", "2.3.0", "--toolchain-only", "--mirror", f"conda-forge={chan.as_uri()}",
+            "--project-dir", str(proj)]
+    proc = envlock(*base, "--platform", "win-64", "--platform", "linux-64", cwd=tmp_path, cache=tmp_path / ".cache")
+    error, hint = proc.stderr.splitlines()
+    assert proc.returncode == 3
+    assert error.startswith("error: win-64 cannot be solved: there is no package 'cuda-nvcc' in conda-forge")
+    assert error.endswith("(linux-64 solved; nothing was written)")
+    assert hint.startswith("hint: lock the others without it: --platform linux-64 ")
+    assert snapshot(proj) == {}
+    again = envlock(*base, *hint.split("without it: ")[1].split(" (")[0].split(), cwd=tmp_path, cache=tmp_path / ".cache")
+    assert again.returncode == 0, again.stderr  # what the hint says works
+    assert (proj / "locks" / "torch2.3.0-cu121" / "conda-linux-64.lock").is_file()
