@@ -89,71 +89,12 @@ def resolve_cmd(
 
 
 def render_summary(result: ResolveResult, project_dir: Path) -> None:
-    """The terminal summary: anchor → per platform choice and why → files."""
+    """The terminal summary: anchor → per platform choice → why → files (envlock/resolve_summary.py)."""
     from rich.console import Console
-    from rich.table import Table
 
-    from envlock.resolve import nvcc_version
+    from envlock.resolve_summary import render, width
 
-    console = Console(highlight=False, soft_wrap=True, no_color="NO_COLOR" in os.environ)
-    a = result.anchor
-    cudnn = f", cuDNN {a.cudnn}" if a.cudnn else ""
-    console.print(f"torch {a.torch} → CUDA {a.cuda}{cudnn}  [dim]({a.detail})[/dim]")
-    by_platform = {r.platform: r for r in result.results}
-    table = Table(show_edge=False, pad_edge=False)
-    for col in ("platform", "CUDA", "nvcc", "gcc ≤", "cuDNN", "packages", "PyPI", "why"):
-        table.add_column(col)
-    for pp in result.plan.platforms:
-        res = by_platform.get(pp.platform)
-        cand = res.chosen if res else pp.candidates[0]
-        if cand.skew == "exact":
-            why = "exact minor"
-        else:
-            missed = "; ".join(f"{c}: {e[:90]}" for c, e in (res.attempts if res else ()))
-            why = f"{cand.skew}" + (f" ({missed})" if missed else "")
-        if res is None:
-            tried = " → ".join(c.cuda for c in pp.candidates)
-            why = f"plan only; would try {tried}"
-        table.add_row(
-            pp.platform,
-            cand.cuda,
-            (nvcc_version(res) if res else None) or "-",
-            str(cand.gcc_max) if cand.gcc_max else "msvc",
-            ((res.version_of("cudnn") if res else None) or cand.cudnn or "-"),
-            str(len(res.packages)) if res else "-",
-            _pypi_cell(result, pp.platform),
-            why,
-        )
-    console.print(table)
-    notes = {n for pp in result.plan.platforms for c in pp.candidates[:1] for n in (*c.notes, *c.complaints)}
-    for r in result.results:
-        notes.update((*r.chosen.notes, *r.chosen.complaints))
-    for note in sorted(notes):
-        console.print(f"[yellow]note:[/yellow] {note}")
-    for warning in result.warnings:
-        console.print(f"[yellow]warning:[/yellow] {warning}")
-    if result.dry_run:
-        console.print("dry run: nothing solved, nothing written")
-        return
-    mode = "toolchain only (no python, no PyPI part)" if result.spec.toolchain_only else "full environment"
-    console.print(f"{mode}; resolution cutoff {result.spec.exclude_newer} (envlock.exclude_newer)")
-    changed = set(result.written)
-    for f in result.files:
-        state = "wrote" if f in changed else "unchanged"
-        try:
-            shown = f.resolve().relative_to(project_dir.resolve())
-        except ValueError:
-            shown = f
-        console.print(f"{state} {shown}")
-
-
-def _pypi_cell(result: ResolveResult, platform: str) -> str:
-    """`torch 2.7.1 +24` for the platform's PyPI part ('-' when there is none)."""
-    wheels = result.pypi.get(platform, ())
-    if not wheels:
-        return "-"
-    torch = next((w.version for w in wheels if w.name == "torch"), None)
-    return (f"torch {torch} +{len(wheels) - 1}" if torch else f"{len(wheels)} wheels")
+    render(result, project_dir, Console(highlight=False, width=width(), no_color="NO_COLOR" in os.environ))
 
 
 def register(app: typer.Typer) -> None:
