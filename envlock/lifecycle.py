@@ -770,9 +770,12 @@ def lock(
         if refresh:
             cutoff = (spec.exclude_newer, now_cutoff())
             spec = replace(spec, exclude_newer=cutoff[1])
-        lock_meta = (
-            read_lock_meta(status.lock_path) if status.lock_path and status.lock_path.is_file() else None
-        )
+        lock_meta = None
+        if status.lock_path and status.lock_path.is_file():
+            try:
+                lock_meta = read_lock_meta(status.lock_path)
+            except LockfileError:  # unreadable (a newer envlock's is refused above): re-created from the spec
+                lock_meta = None
         anchor = spec_anchor(
             spec,
             recorded_anchor(lock_meta.custom_metadata if lock_meta else None),
@@ -928,11 +931,14 @@ def update(
             str(status.lock_path), "updated",
         )  # fmt: skip
         files = render_files(project_dir, spec, plan, extras, results, pypi=pypi, extra_indexes=extra_indexes)
+        if diff.empty and status.fresh:
+            # Nothing moved: the lock stays as it is, bytes and mtime (the cutoff moves only with a package).
+            files, cutoff = [], None
         solved.append((spec, diff, files, cutoff))
     # Every environment is solved before the first write: a failed solve leaves every lock as it was.
     out: list[UpdateOutcome] = []
     for spec, diff, files, cutoff in solved:
-        written = () if dry_run else write_files(project_dir, spec.name, files)
+        written = () if dry_run or not files else write_files(project_dir, spec.name, files)
         out.append(UpdateOutcome(spec.name, diff, tuple(written), dry_run, cutoff))
     return out
 

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -336,6 +337,7 @@ def test_update_dry_run_shows_the_move_and_writes_nothing(locked_with_demos, cha
 def test_update_with_nothing_newer_moves_nothing(locked_with_demos, channels, capsys) -> None:
     project = locked_with_demos
     before = snapshot(project)
+    time.sleep(1.1)  # a later second: a cutoff moved to "now" would change the spec's bytes (the issue's churn)
     code, out, err = cli(
         capsys,
         "update",
@@ -346,7 +348,7 @@ def test_update_with_nothing_newer_moves_nothing(locked_with_demos, channels, ca
         f"conda-forge={channels[0].as_uri()}",
     )
     assert code == 0, err
-    assert "nothing moved" in out
+    assert "nothing moved" in out and "nothing written" in out and "wrote" not in out
     assert snapshot(project) == before
 
 
@@ -431,3 +433,56 @@ def test_update_that_cannot_reach_the_channel_writes_nothing(locked_with_demos, 
     )
     assert code != 0 and err.count("error:") == 1 and "hint:" in err and "Traceback" not in err, err
     assert snapshot(project) == before
+
+
+# --------------------------------------------------------------------------- determinism and repair
+
+
+@pytest.fixture(scope="module")
+def moved_channels(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Day 1 and day 8 where CUDA 12.1 lacks libcusparse-dev: every lock records a failed attempt (12.1)."""
+    from tests.channelbuilder import build_channel
+
+    kw = {"cuda_minors": ["12.0", "12.1"], "subdirs": ("linux-64",), "with_pytorch": False, "with_cuda11": False,
+          "drop": {("libcusparse-dev", "12.1")}}
+    old = build_channel(tmp_path_factory.mktemp("m1"), extra=[demo("demo-a", "1.0")], **kw)
+    new = build_channel(tmp_path_factory.mktemp("m8"), extra=[demo("demo-a", "1.0"), demo("demo-a", "1.1")], **kw)
+    return old, new
+
+
+def test_recorded_attempt_reasons_do_not_depend_on_update_or_lock(tmp_path, moved_channels, capsys) -> None:
+    """update (packages held) and lock --all (none held) record the same failed-attempt reasons: after an
+    update, a lock --all of the same channel writes nothing; a no-op update writes nothing either."""
+    old, new = moved_channels
+    project = make_project(tmp_path / "p", old, platforms=("linux-64",))
+    edit(spec_file(project), "platforms:", "  - demo-a\nplatforms:")
+    assert cli(capsys, "lock", "--project-dir", str(project), "--mirror", f"conda-forge={old.as_uri()}")[0] == 0
+    attempts = json.loads(read_lock(lock_file(project)).custom_metadata["envlock.plan.linux-64"])["attempts"]
+    assert [a["cuda"] for a in attempts] == ["12.1"] * 3  # the failed candidate and its cuDNN fallbacks
+    assert all("libcusparse-dev has no build for CUDA 12.1" in a["error"] for a in attempts)
+    mirror = f"conda-forge={new.as_uri()}"
+    time.sleep(1.1)
+    before = snapshot(project)
+    code, out, err = cli(capsys, "update", "cuda-nvcc", "--project-dir", str(project), "--mirror", mirror)
+    assert code == 0 and "nothing written" in out, (out, err)
+    assert snapshot(project) == before  # no-op update: bytes and mtime
+    code, out, err = cli(capsys, "update", "demo-a", "--project-dir", str(project), "--mirror", mirror)
+    assert code == 0 and "wrote" in out, (out, err)
+    after_update = snapshot(project)
+    assert json.loads(read_lock(lock_file(project)).custom_metadata["envlock.plan.linux-64"])["attempts"] == attempts
+    code, doc = cli_json(capsys, "lock", "--all", "--project-dir", str(project), "--mirror", mirror)
+    assert code == 0 and doc["environments"][0]["written"] == [], doc
+    assert snapshot(project) == after_update
+
+
+@pytest.mark.parametrize("how", [["lock"], ["lock", "--all"], ["lock", NAME]])
+def test_lock_recreates_an_unreadable_lock_from_its_spec_and_says_so(project, capsys, cf, how) -> None:
+    lock = lock_file(project)
+    original = lock.read_bytes()
+    lock.write_text("version: 1\nmetadata: [this is: not, a lock\n")
+    code, out, err = cli(capsys, *how, "--project-dir", str(project), "--mirror", cf)
+    assert code == 0, err
+    assert f"the lock was not usable (above): re-created from environments/{NAME}.yml" in out
+    assert "is not a valid conda-lock v1 file" in out
+    assert lock.read_bytes() == original  # the same inputs and cutoff: the same lock again
+    assert cli(capsys, "check", "--project-dir", str(project))[0] == 0

@@ -120,6 +120,8 @@ def lock_cmd(
         messages = list(dict.fromkeys(c.message for c in o.reasons))  # one line per reason, not per platform
         why = "; ".join(messages[:3]) + ("; …" if len(messages) > 3 else "") or ("--refresh" if o.cutoff else "--all")
         _out(f"locked  {o.name} ({why})")
+        if any(c.kind == "invalid-lock" for c in o.reasons):
+            _out(f"  the lock was not usable (above): re-created from environments/{o.name}.yml")
         if o.cutoff:
             _out(f"  resolution cutoff moved: {o.cutoff[0] or 'none'} → {o.cutoff[1]}")
         _columns(
@@ -179,7 +181,8 @@ def update_cmd(
         if o.cutoff:
             _out(f"  resolution cutoff moved: {o.cutoff[0] or 'none'} → {o.cutoff[1]}")
         if o.diff.empty:
-            _out("  nothing moved (the named packages are already at the newest version the rules allow)")
+            _out("  nothing moved (the named packages are already at the newest version the rules allow)"
+                 + ("; nothing written" if not o.written and not dry_run else ""))
         _render_platforms(o.diff, indent="  ")
         for f in o.written:
             _out(f"  wrote {_shown(f, project_dir)}")
