@@ -672,6 +672,9 @@ def create_env(req: CreateRequest, progress: Progress | None = None) -> CreateRe
     check_in_play(req.mirrors, {channel_of(p.url) for p in packages}, [w.url for w in lock.pypi_for(req.platform)])
     if req.freshness_check is not None:
         req.freshness_check(lock, req.platform)
+    from envlock.cache_dir import ensure_writable
+
+    ensure_writable((req.cache_dir or package_cache_dir()).parent)  # the file locks and packages live there
     # Two creates of one prefix at once: the second waits, naming the holder (envlock/filelock.py).
     with prefix_lock(req.prefix):
         return _install(req, lock, packages, progress, started)

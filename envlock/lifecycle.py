@@ -305,14 +305,32 @@ def spec_anchor(
         return reuse
     from envlock.resolve import find_anchor
 
-    return find_anchor(
-        spec.torch,
-        cuda=spec.cuda,
-        torch_source=spec.torch_source,
-        python_exe=None,
-        offline=offline,
-        lookup=lookup,
-    )
+    try:
+        return find_anchor(
+            spec.torch,
+            cuda=spec.cuda,
+            torch_source=spec.torch_source,
+            python_exe=None,
+            offline=offline,
+            lookup=lookup,
+        )
+    except EnvlockError as exc:
+        # The anchor's hints speak resolve's options; here the spec is what the user edits.
+        err = type(exc)(exc.message, hint=in_spec_terms(exc.hint, spec.name))
+        raise err from None
+
+
+#: resolve's options that set a key of the spec's `envlock:` block (what `lock` and `update` read instead).
+_SPEC_KEYS = (("--cuda X.Y", "cuda: X.Y"), ("--torch-source pip", "torch_source: pip"),
+              ("--torch-source conda-forge", "torch_source: conda-forge"))
+
+
+def in_spec_terms(hint: str, name: str) -> str:
+    """A hint that names resolve's --cuda/--torch-source, worded for a spec: `cuda: X.Y` in its envlock block."""
+    out = hint.replace("pass --cuda X.Y", "set --cuda X.Y")
+    for option, key in _SPEC_KEYS:
+        out = out.replace(option, f"`{key}` in environments/{name}.yml's envlock block")
+    return out
 
 
 # --------------------------------------------------------------------------- freshness
@@ -867,6 +885,10 @@ def update(
     if not wanted:
         raise SpecError("name at least one package to update", hint="e.g. envlock update cuda-nvcc cudnn")
     statuses = _select(project_dir, [name] if name else [])
+    from envlock.cache_dir import ensure_writable
+    from envlock.solver import default_cache_dir as _cache
+
+    ensure_writable(_cache())
     jobs = []
     for status in statuses:
         if status.lock_path is None or not status.lock_path.is_file():

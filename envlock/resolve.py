@@ -625,7 +625,10 @@ def lock_spec(
     if dry_run:
         return ResolveResult(anchor=anchor, plan=plan, spec=spec, dry_run=True, warnings=warnings)
     project_dir = _writable_project(project_dir)
-    from envlock.solver import RattlerSolver
+    from envlock.cache_dir import ensure_writable
+    from envlock.solver import RattlerSolver, default_cache_dir
+
+    ensure_writable(default_cache_dir())  # before the solve, not blamed on the project after it
 
     solver = RattlerSolver(solve_options(mirrors or {}, offline, allow_insecure, spec.exclude_newer))
     if spec.toolchain_only:
@@ -687,7 +690,11 @@ def _writable_project(project_dir: Path) -> Path:
     import os
 
     if not project_dir.exists():
-        raise SpecError(f"project dir {project_dir} does not exist", hint="create it, or pass --project-dir DIR")
+        try:
+            project_dir.mkdir(parents=True)  # a new project: environments/ and locks/ go there
+        except OSError as exc:
+            raise SpecError(f"cannot create the project dir {project_dir}: {exc.strerror or exc}",
+                            hint="pass --project-dir with a directory you can write") from None
     if not project_dir.is_dir():
         raise SpecError(f"project dir {project_dir} is not a directory", hint="pass --project-dir DIR")
     for sub in ("environments", "locks"):

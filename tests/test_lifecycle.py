@@ -486,3 +486,12 @@ def test_lock_recreates_an_unreadable_lock_from_its_spec_and_says_so(project, ca
     assert "is not a valid conda-lock v1 file" in out
     assert lock.read_bytes() == original  # the same inputs and cutoff: the same lock again
     assert cli(capsys, "check", "--project-dir", str(project))[0] == 0
+
+
+def test_lock_hints_name_the_spec_key_not_resolves_option(project, capsys, cf) -> None:
+    """`lock` has no --cuda: an anchor it cannot derive says `cuda: X.Y` in the spec instead."""
+    edit(spec_file(project), "torch: 2.3.0", "torch: 2.99.0")
+    code, out, err = cli(capsys, "lock", "--project-dir", str(project), "--mirror", cf, "--offline")
+    assert code == 1 and "torch 2.99.0 is not in envlock's table" in err, err
+    (hint,) = [ln for ln in err.splitlines() if ln.startswith("hint:")]
+    assert "--cuda" not in hint and f"set `cuda: X.Y` in environments/{NAME}.yml's envlock block" in hint

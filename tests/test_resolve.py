@@ -225,7 +225,7 @@ def test_bad_input_is_one_error_and_a_hint_and_no_files(tmp_path, args, needle) 
     assert files_under(tmp_path) == []
 
 
-@pytest.mark.parametrize("how", ["locks-is-a-file", "read-only", "missing"])
+@pytest.mark.parametrize("how", ["locks-is-a-file", "read-only", "under-a-file"])
 def test_unwritable_project_dir(tmp_path, cf, how) -> None:
     proj = tmp_path / "proj"
     proj.mkdir()
@@ -236,7 +236,8 @@ def test_unwritable_project_dir(tmp_path, cf, how) -> None:
             pytest.skip("root ignores permission bits; the locks-is-a-file case covers the write failure")
         proj.chmod(0o500)
     else:
-        proj = tmp_path / "nope"
+        (tmp_path / "a-file").write_text("")
+        proj = tmp_path / "a-file" / "nope"  # cannot be created
     cmd = [*ENVLOCK, "resolve", "--torch", "2.3.0", "--platform", "linux-64", "--mirror", cf, "--project-dir", str(proj)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stderr
@@ -310,3 +311,38 @@ def test_domain_refusals_exit_1_before_any_solve(tmp_path, cf, args, error, hint
     assert len(lines) == 2 and lines[0] == f"error: {error}" + lines[0][len(f"error: {error}"):]
     assert lines[0].startswith(f"error: {error}") and hint in lines[1]
     assert files_under(tmp_path) == []
+
+
+def test_a_project_dir_that_does_not_exist_yet_is_created(tmp_path, cf) -> None:
+    proj = tmp_path / "new" / "project"
+    cmd = [*ENVLOCK, "resolve", "--torch", "2.3.0", "--platform", "linux-64", "--toolchain-only", "--mirror", cf,
+           "--project-dir", str(proj)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "ENVLOCK_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stderr
+    assert (proj / "locks" / "torch2.3.0-cu121" / "conda-lock.yml").is_file()
+
+
+@pytest.mark.parametrize("command", ["resolve", "resolve-full", "lock", "update", "create"])
+def test_an_unusable_cache_dir_is_named_not_blamed_on_the_project(tmp_path, cf, test_channel, command) -> None:
+    """The issue's case: an unwritable cache dir said "check that environments/ and locks/ are writable"."""
+    from tests.lockproject import make_project, snapshot
+
+    project = make_project(tmp_path / "p", test_channel, platforms=("linux-64",))
+    (tmp_path / "a-file").write_text("")
+    cache = tmp_path / "a-file" / "cache"  # a cache dir that cannot be created
+    args = {
+        "resolve": ["resolve", "--torch", "2.4.0", "--platform", "linux-64", "--toolchain-only", "--mirror", cf],
+        "resolve-full": ["resolve", "--torch", "2.4.0", "--platform", "linux-64", "--mirror", cf],
+        "lock": ["lock", "--all", "--mirror", cf],
+        "update": ["update", "cuda-nvcc", "--mirror", cf],
+        "create": ["create", "-p", str(tmp_path / "env"), "--mirror", cf],
+    }[command]
+    before = snapshot(project)
+    proc = subprocess.run([*ENVLOCK, *args, "--project-dir", str(project)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "ENVLOCK_CACHE_DIR": str(cache)})
+    assert proc.returncode == 1, proc.stderr
+    error, hint = proc.stderr.splitlines()
+    assert error == f"error: envlock's cache dir {cache} cannot be used: Not a directory"
+    assert hint.startswith("hint: set ENVLOCK_CACHE_DIR to a directory you can write") and "environments/" not in hint
+    assert snapshot(project) == before and not (tmp_path / "env").exists()
