@@ -639,11 +639,16 @@ def _records(fetched: Sequence[_Fetched], cache: Path) -> list[Any]:
 
 def link(records: list[Any], prefix: Path, platform: str, cache: Path, progress: Progress) -> None:
     """rattler.install into `prefix` (also removes packages the lock no longer has)."""
-    from rattler import Subdir, install
+    from rattler import Client, Subdir, install
 
+    from envlock.tls import rattler_client
+
+    # Every archive is in the cache, verified: the client is never used, but without one rattler builds its
+    # own from the system's CA certificates and panics where there are none (envlock/tls.py).
+    client = rattler_client(Client)
     progress.start("link", len(records))
     try:
-        asyncio.run(install(records, target_prefix=prefix, cache_dir=cache, platform=Subdir(platform),
+        asyncio.run(install(records, target_prefix=prefix, cache_dir=cache, platform=Subdir(platform), client=client,
                             show_progress=False, reporter=_LinkReporter(progress), execute_link_scripts=False))
     finally:
         progress.finish("link")

@@ -323,7 +323,9 @@ def http_client(options: SolveOptions) -> rattler.Client:
     middlewares: list = [AuthenticationMiddleware()]
     if options.http_retries:
         middlewares.insert(0, RetryMiddleware(options.http_retries))
-    return Client(middlewares, timeout=options.http_timeout_s or None)
+    from envlock.tls import rattler_client
+
+    return rattler_client(lambda: Client(middlewares, timeout=options.http_timeout_s or None))
 
 
 def _channel_error(exc: Exception, offline: bool) -> ChannelError:
