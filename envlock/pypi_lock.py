@@ -56,11 +56,23 @@ def compile_request(
         offline=offline,
         preferences=dict(pypi_locked or {}),
         upgrade=tuple(upgrade),
-        exempt=("torch",) if "+" in spec.torch and spec.torch_source == "pip" else (),
+        exempt=_exempt(spec, pypi_locked or {}, upgrade),
         mirror_files=mirror_files,
         mirror_root=mirror_root,
     )
     return request, ignored
+
+
+def _exempt(spec: EnvSpec, held: Mapping[str, Sequence[PypiPackage]], upgrade: Sequence[str]) -> tuple[str, ...]:
+    """Packages the resolution cutoff does not apply to.
+
+    A `+cuXYZ` torch comes from the PyTorch wheel index, whose files carry no upload date (uv would drop
+    them all). `envlock update` holds every package it does not move at its locked version: the cutoff
+    says nothing about those, and applying it to them failed on that same index ("has no publish time").
+    """
+    names = {"torch"} if "+" in spec.torch and spec.torch_source == "pip" else set()
+    names |= {p.name for ps in held.values() for p in ps} - set(upgrade)
+    return tuple(sorted(names))
 
 
 def lock_pypi_part(

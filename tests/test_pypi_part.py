@@ -322,3 +322,31 @@ def test_toolchain_only_beside_an_installed_torch_runs_the_users_python(tmp_path
                            "import os, torch; print(torch.version.cuda, os.environ['CUDA_HOME'])"],
                           capture_output=True, text=True, env=env)
     assert done.stdout.split() == ["12.6", str(prefix)], done.stderr
+
+
+def test_update_of_a_variant_label_lock_holds_what_it_does_not_move(tmp_path: Path, test_channel_url: str,
+                                                                    wheel_index: WheelIndex, capsys) -> None:
+    """A `+cu126` lock's PyPI part comes from the PyTorch wheel index, whose files carry no upload date: update
+    failed on it ("nvidia-cuda-runtime-cu12==12.6.77 has no publish time"). A no-op update writes nothing; an
+    update moves only what it names."""
+    from tests.wheelindex import build_wheel
+
+    wheel_index.add([build_wheel("envlock-upd-probe", "1.0", upload_time="2025-01-01T00:00:00Z"),
+                     build_wheel("envlock-upd-probe", "1.1", upload_time="2026-06-01T00:00:00Z")])
+    canonical = "https://download.pytorch.org/whl/cu126"
+    mirrors = ["--mirror", f"conda-forge={test_channel_url}", "--mirror", f"{canonical}={wheel_index.variant_url('cu126')}"]
+    code, doc = _resolve(tmp_path, test_channel_url, "--torch", "2.7.1+cu126", "--platform", "linux-64",
+                         "--pip", "envlock-upd-probe", "--exclude-newer", "2026-01-01T00:00:00Z", *mirrors[2:])
+    assert code == 0, doc
+    lock = tmp_path / "locks" / NAME / "conda-lock.yml"
+    before = snapshot(tmp_path)
+    pins = {w.name: w.version for w in read_lock(lock).pypi}
+    assert pins["envlock-upd-probe"] == "1.0" and pins["torch"] == "2.7.1+cu126"
+    assert run(["update", "sympy", *mirrors, "--project-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "nothing moved" in out and "nothing written" in out, out
+    assert snapshot(tmp_path) == before
+    assert run(["update", "envlock-upd-probe", *mirrors, "--project-dir", str(tmp_path)]) == 0, capsys.readouterr()
+    after = {w.name: w.version for w in read_lock(lock).pypi}
+    assert after == {**pins, "envlock-upd-probe": "1.1"}  # only the named one moved; torch+cu126 held
+    assert run(["check", "--project-dir", str(tmp_path)]) == 0
