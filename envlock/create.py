@@ -64,8 +64,14 @@ class Progress(Protocol):
 
     def finish(self, phase: str) -> None: ...
 
+    def expect(self, phase: str, nbytes: int) -> None: ...  # bytes about to be downloaded in `phase`
+
+    def transfer(self, phase: str, nbytes: int) -> None: ...  # bytes received (negative: a retry starts over)
+
 
 class _NoProgress:
+    wants_sizes = False
+
     def start(self, phase: str, total: int) -> None:
         pass
 
@@ -73,6 +79,12 @@ class _NoProgress:
         pass
 
     def finish(self, phase: str) -> None:
+        pass
+
+    def expect(self, phase: str, nbytes: int) -> None:
+        pass
+
+    def transfer(self, phase: str, nbytes: int) -> None:
         pass
 
 
@@ -370,15 +382,21 @@ def _hash_file(path: Path, cancel: threading.Event) -> tuple[str, str, int]:
     return sha.hexdigest(), md5.hexdigest(), size
 
 
-def _download(url: str, dest: Path, pkg: LockedPackage, cancel: threading.Event, session: Any) -> None:
-    """GET `url` into `dest` (a few retries for resets, truncation and 5xx)."""
+def _download(url: str, dest: Path, pkg: LockedPackage, cancel: threading.Event, session: Any,
+              progress: Progress | None = None, sized: bool = False) -> None:
+    """GET `url` into `dest` (a few retries for resets, truncation and 5xx); bytes go to `progress`.
+
+    `sized`: the byte bar's total already holds this file's size (else its Content-Length is added).
+    """
     import requests
 
+    progress = progress or _NoProgress()
     host = urlsplit(url).netloc
     last = ""
     for attempt in range(_RETRIES):
         if attempt:
             time.sleep(0.2 * attempt)
+        got = 0
         try:
             with session.get(url, stream=True, timeout=(10, _read_timeout())) as resp:
                 if resp.status_code >= 500:
@@ -388,18 +406,23 @@ def _download(url: str, dest: Path, pkg: LockedPackage, cancel: threading.Event,
                     raise ChannelError(f"cannot download {pkg.filename}: HTTP {resp.status_code} from {host}",
                                        hint=f"is {url} still published? re-lock with `envlock lock` if it moved")
                 expected_len = int(resp.headers.get("Content-Length") or -1)
-                got = 0
+                if not sized and expected_len > 0:
+                    progress.expect("fetch", expected_len)
+                    sized = True
                 with dest.open("wb") as fh:
                     for chunk in resp.iter_content(_CHUNK):
                         if cancel.is_set():
                             raise _Cancelled
                         fh.write(chunk)
                         got += len(chunk)
+                        progress.transfer("fetch", len(chunk))
                 if expected_len >= 0 and got != expected_len:
                     last = f"connection closed after {got} of {expected_len} bytes"
+                    progress.transfer("fetch", -got)  # the retry downloads it all again
                     continue
                 return
         except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
+            progress.transfer("fetch", -got)
             last = _net_reason(exc)
     raise ChannelError(f"cannot download {pkg.filename} from {host} ({last}, {_RETRIES} attempts)",
                        hint="check the network or proxy settings; --offline uses only the package cache")
@@ -426,7 +449,7 @@ def _net_reason(exc: BaseException) -> str:
 
 
 def fetch_archive(pkg: LockedPackage, mirrors: Mapping[str, str], work: Path, cancel: threading.Event,
-                  session: Any) -> tuple[Path, str, str, int]:
+                  session: Any, progress: Progress | None = None, sized: bool = False) -> tuple[Path, str, str, int]:
     """`pkg`'s archive checked against the lock: (path, sha256, md5, size).
 
     http(s) archives are downloaded into `work`; a file:// one is read where it lies (the path returned
@@ -444,7 +467,7 @@ def fetch_archive(pkg: LockedPackage, mirrors: Mapping[str, str], work: Path, ca
                                  or "the local channel moved or was cleaned; restore it or re-lock")
     elif scheme in ("http", "https"):
         archive = work / pkg.filename
-        _download(url, archive, pkg, cancel, session)
+        _download(url, archive, pkg, cancel, session, progress, sized)
     else:
         raise EnvCreateError(f"cannot fetch {pkg.url}: unsupported URL scheme {scheme!r}",
                              hint="envlock installs from http(s):// and file:// URLs")
@@ -466,22 +489,24 @@ def fetch_archive(pkg: LockedPackage, mirrors: Mapping[str, str], work: Path, ca
 
 
 def _fetch_one(pkg: LockedPackage, cache: Path, work: Path, req: CreateRequest, cancel: threading.Event,
-               session: Any) -> _Fetched:
+               session: Any, progress: Progress | None = None, sized: int = 0) -> _Fetched:
     """Get one archive, verify it against the lock, extract it into the cache (once per shared cache)."""
     from envlock.filelock import entry_lock
 
     with entry_lock(cache, _dist(pkg)):
         hit = _cached(cache, pkg)
         if hit is not None:  # another envlock process sharing this cache fetched it while we waited
+            if sized and progress is not None:
+                progress.expect("fetch", -sized)  # counted in the byte bar's total, not downloaded here
             return hit
-        return _fetch_locked(pkg, cache, work, req, cancel, session)
+        return _fetch_locked(pkg, cache, work, req, cancel, session, progress, sized)
 
 
 def _fetch_locked(pkg: LockedPackage, cache: Path, work: Path, req: CreateRequest, cancel: threading.Event,
-                  session: Any) -> _Fetched:
+                  session: Any, progress: Progress | None = None, sized: int = 0) -> _Fetched:
     from rattler.package_streaming import extract
 
-    archive, sha256, md5, size = fetch_archive(pkg, req.mirrors, work, cancel, session)
+    archive, sha256, md5, size = fetch_archive(pkg, req.mirrors, work, cancel, session, progress, bool(sized))
     target = cache / _dist(pkg)
     staging = Path(tempfile.mkdtemp(prefix=f".{_dist(pkg)}.", dir=work))
     try:
@@ -543,8 +568,21 @@ def _fetch_parallel(missing: Sequence[LockedPackage], cache: Path, work: Path, r
     def done(fetched: _Fetched) -> None:
         progress.advance("fetch", fetched.pkg.name)
 
-    return run_parallel(missing, lambda p, cancel, session: _fetch_one(p, cache, work, req, cancel, session),
-                        jobs=req.jobs, on_done=done)
+    sizes: Mapping[str, int] = {}
+    if getattr(progress, "wants_sizes", False):  # a person watches: a total for the byte bar (and an ETA)
+        import requests
+
+        from envlock.sizes import content_lengths
+
+        with requests.Session() as session:
+            sizes = content_lengths([_mirrored(p.url, req.mirrors) for p in missing], session)
+        if sizes:
+            progress.expect("fetch", sum(sizes.values()))
+
+    def fetch(p: LockedPackage, cancel: threading.Event, session: Any) -> _Fetched:
+        return _fetch_one(p, cache, work, req, cancel, session, progress, sizes.get(_mirrored(p.url, req.mirrors), 0))
+
+    return run_parallel(missing, fetch, jobs=req.jobs, on_done=done)
 
 
 def run_parallel(items: Sequence[Any], worker: Callable[[Any, threading.Event, Any], Any], *, jobs: int,
@@ -775,7 +813,8 @@ def _fetch_pypi_part(wheels: Sequence[Any], req: CreateRequest, cache_root: Path
     from envlock.pypi_install import fetch_wheels
 
     progress.start("wheels", len(wheels))
-    paths, _ = fetch_wheels(wheels, cache_root, offline=req.offline, mirrors=req.mirrors, jobs=req.jobs)
+    paths, _ = fetch_wheels(wheels, cache_root, offline=req.offline, mirrors=req.mirrors, jobs=req.jobs,
+                            progress=progress)
     for w in wheels:
         progress.advance("wheels", w.name)
     progress.finish("wheels")

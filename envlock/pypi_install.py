@@ -34,7 +34,7 @@ def _cached_path(cache: Path, pkg: PypiPackage) -> Path:
 
 
 def fetch_wheels(packages: Sequence[PypiPackage], cache: Path, *, offline: bool, mirrors: Mapping[str, str] = {},
-                 jobs: int = 4) -> tuple[list[Path], int]:
+                 jobs: int = 4, progress: Any = None) -> tuple[list[Path], int]:
     """Every locked wheel in envlock's cache, sha256-verified; (paths, how many were downloaded)."""
     paths = [_cached_path(cache, p) for p in packages]
     missing = [p for p, path in zip(packages, paths) if not path.is_file()]
@@ -46,9 +46,18 @@ def fetch_wheels(packages: Sequence[PypiPackage], cache: Path, *, offline: bool,
         import requests
 
         session = requests.Session()
+        sizes: Mapping[str, int] = {}
+        if progress is not None and getattr(progress, "wants_sizes", False) and PYPI not in mirrors:
+            from envlock.sizes import content_lengths  # the byte bar's total (and ETA); a pypi= mirror is asked later
+
+            sizes = content_lengths([_mirrored(p, mirrors, session) for p in missing], session)
+            if sizes:
+                progress.expect("wheels", sum(sizes.values()))
         try:
             with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-                for fut in [pool.submit(_fetch_one, p, cache, mirrors, session) for p in missing]:
+                for fut in [pool.submit(_fetch_one, p, cache, mirrors, session, progress,
+                                        sizes.get(_mirrored(p, mirrors, session), 0) if sizes else 0)
+                            for p in missing]:
                     fut.result()
         finally:
             session.close()
@@ -121,16 +130,20 @@ def _hrefs(html: str) -> list[str]:
     return found
 
 
-def _fetch_one(pkg: PypiPackage, cache: Path, mirrors: Mapping[str, str], session: Any) -> None:
+def _fetch_one(pkg: PypiPackage, cache: Path, mirrors: Mapping[str, str], session: Any, progress: Any = None,
+               sized: int = 0) -> None:
     from envlock.filelock import entry_lock
 
     final = _cached_path(cache, pkg)
     with entry_lock(wheel_cache(cache), pkg.sha256):  # once per cache, even when processes share it
         if not final.is_file():
-            _fetch_locked(pkg, final, mirrors, session)
+            _fetch_locked(pkg, final, mirrors, session, progress, sized)
+        elif progress is not None and sized:
+            progress.expect("wheels", -sized)  # another process fetched it: not downloaded here
 
 
-def _fetch_locked(pkg: PypiPackage, final: Path, mirrors: Mapping[str, str], session: Any) -> None:
+def _fetch_locked(pkg: PypiPackage, final: Path, mirrors: Mapping[str, str], session: Any, progress: Any = None,
+                  sized: int = 0) -> None:
     url = _mirrored(pkg, mirrors, session)
     final.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=".download-", suffix=".part", dir=final.parent)
@@ -138,9 +151,11 @@ def _fetch_locked(pkg: PypiPackage, final: Path, mirrors: Mapping[str, str], ses
     try:
         digest = hashlib.sha256()
         with os.fdopen(fd, "wb") as fh:
-            for chunk in _chunks(url, pkg, session):
+            for chunk in _chunks(url, pkg, session, None if sized else progress):
                 digest.update(chunk)
                 fh.write(chunk)
+                if progress is not None:
+                    progress.transfer("wheels", len(chunk))
         if digest.hexdigest() != pkg.sha256.lower():
             raise EnvCreateError(
                 f"{pkg.filename} does not match the sha256 the lock records (got {digest.hexdigest()[:16]}…, "
@@ -153,7 +168,8 @@ def _fetch_locked(pkg: PypiPackage, final: Path, mirrors: Mapping[str, str], ses
         tmp.unlink(missing_ok=True)
 
 
-def _chunks(url: str, pkg: PypiPackage, session: Any) -> Any:
+def _chunks(url: str, pkg: PypiPackage, session: Any, expect: Any = None) -> Any:
+    """The file's bytes; `expect` (a Progress) hears its Content-Length when the byte bar lacks it."""
     if url.startswith("file:"):
         from urllib.request import url2pathname
 
@@ -177,6 +193,9 @@ def _chunks(url: str, pkg: PypiPackage, session: Any) -> Any:
                 if resp.status_code != 200:
                     raise ChannelError(f"cannot download {pkg.filename}: HTTP {resp.status_code} from {strip_credentials(url)}",
                                        hint="check the index (or --mirror), or re-lock if the file is gone")
+                if expect is not None and int(resp.headers.get("Content-Length") or 0) > 0:
+                    expect.expect("wheels", int(resp.headers["Content-Length"]))
+                    expect = None
                 yield from resp.iter_content(_CHUNK)
                 return
         except requests.RequestException as exc:

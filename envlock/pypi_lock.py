@@ -92,10 +92,16 @@ def lock_pypi_part(
 
     request, ignored = compile_request(spec, anchor, mirrors=mirrors, offline=offline, pypi_locked=pypi_locked,
                                        upgrade=upgrade)
+    from envlock import progress
+
+    progress.report("PyPI part", f"uv: {len(request.requirements)} requirement(s) for {', '.join(spec.platforms)}")
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="envlock-uv") as pool:
         compiling = pool.submit(pypi_part.compile_part, request)
-        results = solver.solve(plan, locked=locked)  # a conda failure is reported first (the pool still waits)
-        compiled = compiling.result()
+        try:
+            results = solver.solve(plan, locked=locked)  # a conda failure is reported first (the pool still waits)
+            compiled = compiling.result()
+        finally:
+            progress.done("PyPI part")
     label = spec.torch.partition("+")[2]
     index = request.extra_indexes[0].canonical if label and spec.torch_source == "pip" else request.index.canonical
     packages: dict[str, tuple[PypiPackage, ...]] = {}

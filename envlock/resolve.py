@@ -549,14 +549,20 @@ def resolve(req: ResolveRequest) -> ResolveResult:
 
         channel = (req.channels or ("conda-forge",))[0]
         lookup = conda_forge_pytorch_lookup(solve_options(req.mirrors, req.offline, req.allow_insecure), channel)
-    anchor = find_anchor(
-        req.torch,
-        cuda=req.cuda,
-        torch_source=req.torch_source,
-        python_exe=req.python_exe,
-        offline=req.offline or req.dry_run,
-        lookup=lookup,
-    )
+    from envlock import progress
+
+    progress.report("torch", f"finding the CUDA torch {req.torch} was built for")
+    try:
+        anchor = find_anchor(
+            req.torch,
+            cuda=req.cuda,
+            torch_source=req.torch_source,
+            python_exe=req.python_exe,
+            offline=req.offline or req.dry_run,
+            lookup=lookup,
+        )
+    finally:
+        progress.done("torch")
     spec = spec_from_request(req, anchor)
     return lock_spec(
         spec,

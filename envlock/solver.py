@@ -194,13 +194,20 @@ class RattlerSolver:
         return dependency_order([_locked(r, platform, rewrite) for r in records])
 
     async def _solve_platform(self, pp: PlatformPlan, keep: Sequence[LockedPackage] = ()) -> PlatformResult:
-        from envlock import solve_report, solve_why
+        from envlock import progress, solve_report, solve_why
 
         attempts: list[solve_report.Attempt] = []
         lacking: set[str] = set()  # CUDA minors for which the channel lacks an asked-for extra
         for cand in pp.candidates:
             if cand.cuda in lacking:
                 continue  # cuDNN relaxations cannot bring the extra: said once for the minor
+            if not attempts and cand is pp.candidates[0]:
+                progress.report(pp.platform, f"fetching repodata ({solve_why.channel_label(cand.channels)})")
+                chans = [self._channel(c)[0] for c in cand.channels]
+                await self._gateway_for().query(chans, [pp.platform, "noarch"], list(cand.specs), recursive=True)
+            variant = f" with {cand.cudnn}" if cand.cudnn else (" without cuDNN" if cand.relaxed else "")
+            after = f" ({len(attempts)} did not)" if attempts else ""
+            progress.report(pp.platform, f"solving CUDA {cand.cuda}{variant}{after}")
             try:
                 packages = await self._solve_candidate(pp.platform, cand, keep)
             except rattler.exceptions.SolverError as exc:
@@ -224,7 +231,9 @@ class RattlerSolver:
                     if why is not None:
                         raise solve_report.blocked(pp.platform, attempt, why)
                 continue
+            progress.done(pp.platform)
             return PlatformResult(pp.platform, cand, tuple(packages), tuple(a.recorded for a in attempts))
+        progress.done(pp.platform)
         raise solve_report.platform_failure(pp.platform, attempts, lacking=bool(lacking))
 
     async def _solve_all(self, plan: Plan, locked: Mapping[str, Sequence[LockedPackage]]) -> list[PlatformResult]:

@@ -6,7 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -53,7 +53,9 @@ def create_cmd(
     req = CreateRequest(lock_path=lock_path, prefix=target, platform=platform or host_platform(),
                         offline=offline, mirrors=parse_mirrors(mirror, project_dir),
                         freshness_check=None if frozen else freshness_check(project_dir, lock_path, locked=locked))
-    progress = None if quiet or as_json else _RichProgress()
+    from envlock.progress import CreateBars, wanted
+
+    progress = CreateBars() if wanted(as_json=as_json, quiet=quiet) else None  # a terminal only
     try:
         result = create_env(req, progress)
     finally:
@@ -91,41 +93,6 @@ def _render_create(result: CreateResult) -> None:
         f"run one command: envlock run -p {quoted} -- CMD\n"
         "(all three run the env's activation scripts: the same CUDA_HOME, PATH, CC, CXX and NVCC_PREPEND_FLAGS)\n"
     )
-
-
-class _RichProgress:
-    """create's Progress protocol on a rich progress display (stderr)."""
-
-    _LABELS = {"fetch": "download + verify", "link": "link", "wheels": "wheels + verify", "pypi": "install wheels"}
-
-    def __init__(self) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-        self._progress = Progress(
-            TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[item]}"),
-            console=Console(stderr=True), transient=False,
-        )
-        self._tasks: dict[str, Any] = {}
-        self._started = False
-
-    def start(self, phase: str, total: int) -> None:
-        if not self._started:
-            self._progress.start()
-            self._started = True
-        self._tasks[phase] = self._progress.add_task(self._LABELS.get(phase, phase), total=total, item="")
-
-    def advance(self, phase: str, item: str) -> None:
-        if phase in self._tasks:
-            self._progress.update(self._tasks[phase], advance=1, item=item)
-
-    def finish(self, phase: str) -> None:
-        if phase in self._tasks:
-            self._progress.update(self._tasks[phase], item="")
-
-    def close(self) -> None:
-        if self._started:
-            self._progress.stop()
 
 
 # --------------------------------------------------------------------------- run / shell-hook

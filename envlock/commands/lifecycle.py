@@ -106,10 +106,13 @@ def lock_cmd(
 ) -> int:
     """Re-lock stale environments from environments/*.yml; files whose bytes would not change are not touched."""
     from envlock.lifecycle import lock
+    from envlock.progress import reporting, wanted
 
-    outcomes = lock(
-        project_dir, names or (), all_=all_, settings=_settings(mirror, offline, allow_insecure, project_dir), refresh=refresh
-    )
+    with reporting(wanted(as_json=as_json)):
+        outcomes = lock(
+            project_dir, names or (), all_=all_, settings=_settings(mirror, offline, allow_insecure, project_dir),
+            refresh=refresh,
+        )
     if as_json:
         _dump({"envlock_result_version": 1, "environments": [o.to_json(project_dir) for o in outcomes]})
         return 0
@@ -169,10 +172,13 @@ def update_cmd(
 ) -> int:
     """Re-solve with every other package held at its locked version (per platform); show what moved."""
     from envlock.lifecycle import update
+    from envlock.progress import reporting, wanted
 
-    outcomes = update(
-        project_dir, packages, name=name, dry_run=dry_run, settings=_settings(mirror, offline, allow_insecure, project_dir)
-    )
+    with reporting(wanted(as_json=as_json)):
+        outcomes = update(
+            project_dir, packages, name=name, dry_run=dry_run,
+            settings=_settings(mirror, offline, allow_insecure, project_dir),
+        )
     if as_json:
         _dump({"envlock_result_version": 1, "environments": [o.to_json(project_dir) for o in outcomes]})
         return 0

@@ -80,7 +80,10 @@ def resolve_cmd(
         exclude_newer=exclude_newer,
         with_extras=tuple(with_),
     )
-    result = resolve(req)
+    from envlock.progress import reporting, wanted
+
+    with reporting(wanted(as_json=as_json)):  # status lines on a terminal only
+        result = resolve(req)
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(project_dir), indent=2, sort_keys=True) + "\n")
     else:
