@@ -441,9 +441,12 @@ def _uv_error(stderr: str, platform: str, req: CompileRequest) -> Exception:
             "or --mirror URL=MIRROR, or --offline with a warm cache",
         )
     if "No solution found" in text or cause:
+        from envlock.solve_report import cap
+
         return SolveError(
-            f"the PyPI part does not resolve on {platform}: {cause or first}",
+            cap(f"the PyPI part does not resolve on {platform}: {cause or first}"),
             hint="change or drop the conflicting `- pip:` requirement (torch's own pins come from the anchor)",
+            detail=(f"{platform}, PyPI part (uv):\n" + "\n".join(f"    {ln}" for ln in lines),),
         )
     if "--offline" in text or "offline" in first.lower():
         return ChannelError(f"the PyPI part of {platform} needs the network: {first}",

@@ -137,7 +137,8 @@ def _groups(attempts: Sequence[Attempt]) -> list[tuple[str, list[str]]]:
     return list(groups.values())
 
 
-def _cap(text: str, limit: int = MESSAGE_LIMIT) -> str:
+def cap(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """The default form of a message: at most `limit` characters (the rest is in the detail)."""
     return text if len(text) <= limit else text[: limit - 40].rstrip(" ,;") + " … (--verbose: every attempt)"
 
 
@@ -150,7 +151,7 @@ def platform_failure(platform: str, attempts: Sequence[Attempt], *, lacking: boo
             parts.append(f"{reason} (CUDA {', '.join(minors)})")
         else:
             parts.append(reason + (f" (the same for CUDA {', '.join(others)})" if others else ""))
-    message = _cap(f"no CUDA toolchain solves on {platform}: " + "; ".join(parts))
+    message = cap(f"no CUDA toolchain solves on {platform}: " + "; ".join(parts))
     if lacking:
         hint = (
             "the channel lacks an extra asked for with --with (or the spec's `with:`) for these CUDA minors: "
@@ -167,7 +168,7 @@ def platform_failure(platform: str, attempts: Sequence[Attempt], *, lacking: boo
 def blocked(platform: str, attempt: Attempt, blocker: Blocker) -> SolveError:
     """The first candidate failed on something no CUDA minor changes: say it now, with a hint about it."""
     where = "" if platform in blocker.reason else f" on {platform}"
-    message = _cap(f"{blocker.reason} (no CUDA minor can change that: envlock stopped after CUDA {attempt.cuda}{where})")
+    message = cap(f"{blocker.reason} (no CUDA minor can change that: envlock stopped after CUDA {attempt.cuda}{where})")
     return SolveError(message, hint=blocker.hint, detail=(attempt.detail(),))
 
 
@@ -187,7 +188,7 @@ def combined(failed: Sequence[tuple[str, SolveError]], solved: Sequence[str], al
         body = "; ".join(f"{' and '.join(ps)}: {text}" for text, ps in reasons.items())
     ok = f" ({', '.join(solved)} solved; nothing was written)" if solved else " (nothing was written)"
     lead = f"{' and '.join(names)} cannot be solved"
-    message = _cap(f"{lead}: {body}{ok}")
+    message = cap(f"{lead}: {body}{ok}")
     rest = [p for p in all_platforms if p not in names]
     if rest:
         flags = " ".join(f"--platform {p}" for p in rest)

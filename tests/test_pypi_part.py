@@ -176,7 +176,12 @@ def test_a_conflicting_pip_requirement_names_both_sides(tmp_path: Path, test_cha
     assert done.returncode == 3
     err = _one_error(done)
     assert "sympy==1.12.1" in err and "torch==2.7.1" in err and "linux-64" in err
+    assert len(err.splitlines()[0]) <= 500 + len("error: ")
     assert not any(tmp_path.rglob("*.yml"))
+    code, doc = _resolve(tmp_path, test_channel_url, "--torch", "2.7.1", "--platform", "linux-64", "--pip",
+                         "sympy==1.12.1")
+    assert code == 3 and doc["detail"][0].startswith("linux-64, PyPI part (uv):")  # uv's own words, in full
+    assert "sympy==1.12.1" in doc["detail"][0]
 
 
 def test_a_requirement_without_a_wheel_for_the_platform_is_named(tmp_path: Path, test_channel_url: str) -> None:
