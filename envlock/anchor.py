@@ -22,6 +22,7 @@ from envlock import REINSTALL_HINT
 from envlock.errors import AnchorError, SpecError
 from envlock.models import CUDA_PLATFORMS, KNOWN_SUBDIRS, Anchor, TorchSource
 from envlock.pypi import IndexSettings
+from envlock.torch_support import check_cuda_major
 
 SUPPORTED_TABLE_SCHEMA = 1
 _CUDA_RE = re.compile(r"^(\d+)\.(\d+)$")
@@ -265,6 +266,15 @@ def load_torch_table() -> TorchTable:
     return parse_torch_table(text)
 
 
+def python_span(torch: str) -> tuple[str, str] | None:
+    """(oldest, newest) CPython X.Y the table says torch has wheels for (None: not in the table)."""
+    try:
+        row = load_torch_table().row_for(Version(Version(torch).public))
+    except InvalidVersion:
+        return None
+    return row.python if row is not None else None
+
+
 # --------------------------------------------------------------------------- input parsing
 
 
@@ -342,10 +352,10 @@ def _release_name(version: Version, row: TorchRow | None) -> str:
 
 
 def _from_override(version: Version, cuda: str, local: str | None, source: TorchSource) -> Anchor:
-    from envlock.torch_support import check_cuda_major  # noqa: PLC0415 - it reads this module's table
-
     row = load_torch_table().row_for(version)
-    check_cuda_major(_release_name(version, row), cuda)
+    if row is not None and row.variants is not None:  # an unverified variant list judges nothing
+        check_cuda_major(_release_name(version, row), cuda, [v.cuda for v in row.variants],
+                         [v.tag for v in row.variants])
     known = ", ".join(v.tag for v in row.variants or ()) if row else ""
     detail = f"CUDA {cuda} set by --cuda"
     if row is not None and row.variants is not None and row.variant(cuda) is None and cuda != row.pypi_cuda:
@@ -540,9 +550,7 @@ def _from_installed(req: AnchorRequest, override: str | None) -> Anchor:
     if override is not None:
         built = _normalise_runtime_cuda(str(found["cuda"])) if found.get("cuda") else None
         if built:  # what this torch itself was built for, whatever the table says of the release
-            from envlock.torch_support import check_cuda_major  # noqa: PLC0415
-
-            check_cuda_major(str(v), override, built_for=(built,))
+            check_cuda_major(str(v), override, [built])
         anchor = _from_override(version, override, local, req.torch_source)
         return dataclasses.replace(anchor, detail=anchor.detail + f" (torch {v} installed in {exe})")
     cuda = _normalise_runtime_cuda(str(found["cuda"])) if found.get("cuda") else None

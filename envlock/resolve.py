@@ -619,7 +619,9 @@ def lock_spec(
     if not spec.toolchain_only and spec.torch_source == "pip" and spec.python:
         from envlock.torch_support import check_python
 
-        check_python(anchor.torch, spec.python)  # torch's wheels for that python (envlock's torch table)
+        from envlock.anchor import python_span
+
+        check_python(anchor.torch, spec.python, python_span(anchor.torch))  # torch's wheels for that python
     plan, extras = plan_for(spec, anchor)
     check_mirrors(mirrors or {}, sorted({c for pp in plan.platforms for cand in pp.candidates for c in cand.channels}),
                   torch=spec.torch, torch_source=spec.torch_source, toolchain_only=spec.toolchain_only)

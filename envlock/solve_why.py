@@ -122,11 +122,7 @@ def _newest_for(torch: str | None, have: Sequence[str]) -> str | None:
     """The newest of the channel's pythons that the torch release has wheels for (envlock's torch table)."""
     if not torch:
         return None
-    from envlock.torch_support import python_range
+    from envlock.anchor import python_span
+    from envlock.torch_support import newest_python
 
-    span = python_range(torch)
-    if span is None:
-        return None
-    key = lambda v: tuple(int(p) for p in v.split("."))  # noqa: E731
-    fits = [v for v in have if key(span[0]) <= key(v) <= key(span[1])]
-    return fits[-1] if fits else None
+    return newest_python(python_span(torch), have)
