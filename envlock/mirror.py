@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envlock import __version__
+from envlock import UPGRADE_HINT, __version__
 from envlock.errors import SpecError
 
 MANIFEST = "envlock-mirror.json"
@@ -128,7 +128,7 @@ def _update_manifest(dest: Path, chosen: Sequence[tuple[Any, tuple[str, ...]]], 
     except (OSError, ValueError):
         doc = {}
     if doc.get("envlock_mirror_version", MANIFEST_VERSION) > MANIFEST_VERSION:
-        raise SpecError(f"{path} was written by a newer envlock", hint="upgrade envlock (`pip install -U envlock-cuda`)")
+        raise SpecError(f"{path} was written by a newer envlock", hint=UPGRADE_HINT)
     locks = dict(doc.get("locks") or {})
     for lock, platforms in chosen:
         name = lock.envlock_meta().get("env_name") or (lock.path.parent.name if lock.path else "lock")

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from envlock import __version__
+from envlock import UPGRADE_HINT, __version__
 from envlock.errors import ArchiveError, EnvCreateError, LockfileError, SpecError
 
 MANIFEST = "envlock-pack.json"
@@ -251,7 +251,7 @@ def _read_manifest(tf: tarfile.TarFile, archive: Path) -> dict[str, Any]:
                            hint="give the .tar file `envlock pack` wrote")
     if int(doc["envlock_pack_version"]) > FORMAT:
         raise ArchiveError(f"{archive} was packed by a newer envlock ({doc.get('envlock_version')})",
-                           hint="upgrade envlock (`pip install -U envlock-cuda`)")
+                           hint=UPGRADE_HINT)
     for key in ("lock", "platform", "channels"):
         if key not in doc:
             raise ArchiveError(f"{archive}: {MANIFEST} lacks {key!r}", hint="re-create the archive with `envlock pack`")

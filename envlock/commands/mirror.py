@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from envlock.errors import SpecError
+from envlock.errors import UsageError
 
 
 def lock_paths(project_dir: Path, names: list[str], locks: list[Path]) -> tuple[Path, ...]:
@@ -17,7 +17,7 @@ def lock_paths(project_dir: Path, names: list[str], locks: list[Path]) -> tuple[
     from envlock.create import available_locks, find_lock
 
     if names and locks:
-        raise SpecError("give lock NAMEs or --lock FILEs, not both", hint="`envlock mirror NAME DIR` reads locks/NAME/")
+        raise UsageError("give lock NAMEs or --lock FILEs, not both", hint="`envlock mirror NAME DIR` reads locks/NAME/")
     if locks:
         return tuple(locks)
     chosen = names or available_locks(project_dir / "locks")
@@ -35,7 +35,7 @@ def mirror_cmd(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
 ) -> int:
     """A local channel of exactly what the locks need (conda + PyPI), incremental, servable by any static HTTP server."""
-    from envlock.commands.create import _RichProgress
+    from envlock.progress import CreateBars, wanted
     from envlock.commands.resolve import parse_mirrors
     from envlock.mirror import MirrorRequest
     from envlock.mirror import mirror as run_mirror
@@ -43,7 +43,7 @@ def mirror_cmd(
     *names, dest = args
     req = MirrorRequest(dest=Path(dest).expanduser().absolute(), locks=lock_paths(project_dir, names, lock),
                         platforms=tuple(platform), mirrors=parse_mirrors(mirror, project_dir))
-    progress = None if quiet or as_json else _RichProgress()
+    progress = CreateBars() if wanted(as_json=as_json, quiet=quiet) else None  # a terminal only
     try:
         result = run_mirror(req, progress)
     finally:

@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from envlock.errors import SpecError
+from envlock.errors import SpecError, UsageError
 
 
 def pack_cmd(
@@ -26,21 +26,21 @@ def pack_cmd(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
 ) -> int:
     """One archive with every package of the lock (conda + PyPI), a channel index, the lock and the spec."""
-    from envlock.commands.create import _RichProgress
+    from envlock.progress import CreateBars, wanted
     from envlock.commands.resolve import parse_mirrors
     from envlock.create import find_lock, host_platform
     from envlock.lockfile import read_lock
     from envlock.pack import PackRequest, pack
 
     if lock is not None and name:
-        raise SpecError("give either a lock NAME or --lock PATH, not both", hint="`envlock pack NAME` reads locks/NAME/")
+        raise UsageError("give either a lock NAME or --lock PATH, not both", hint="`envlock pack NAME` reads locks/NAME/")
     lock_path = lock if lock is not None else find_lock(project_dir, name)
     if platform is None:
         platforms = read_lock(lock_path).platforms
         platform = platforms[0] if len(platforms) == 1 else host_platform()
     req = PackRequest(lock_path=lock_path, platform=platform, output=output, force=force,
                       mirrors=parse_mirrors(mirror, project_dir))
-    progress = None if quiet or as_json else _RichProgress()
+    progress = CreateBars() if wanted(as_json=as_json, quiet=quiet) else None  # a terminal only
     try:
         result = pack(req, progress)
     finally:
@@ -65,16 +65,17 @@ def unpack_cmd(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
 ) -> int:
     """Create the archive's environment offline: every package checked against the lock, atomic like create."""
-    from envlock.commands.create import _RichProgress, _render_create
+    from envlock.commands.create import _render_create
+    from envlock.progress import CreateBars, wanted
     from envlock.create import envs_dir
     from envlock.pack import UnpackRequest, unpack
 
     if bool(prefix) == bool(env_name):
-        raise SpecError("give -p PREFIX or -n NAME (one of them)", hint="e.g. envlock unpack env.tar -p ~/envs/train")
+        raise UsageError("give -p PREFIX or -n NAME (one of them)", hint="e.g. envlock unpack env.tar -p ~/envs/train")
     if env_name and ("/" in env_name or env_name in (".", "..")):
         raise SpecError(f"-n takes a name, not a path: {env_name!r}", hint="use -p PREFIX for a path")
     target = Path(prefix).expanduser().absolute() if prefix else (envs_dir() / str(env_name)).absolute()
-    progress = None if quiet or as_json else _RichProgress()
+    progress = CreateBars() if wanted(as_json=as_json, quiet=quiet) else None  # a terminal only
     try:
         result = unpack(UnpackRequest(archive=archive, prefix=target), progress)
     finally:
