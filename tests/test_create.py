@@ -512,7 +512,7 @@ def test_conda_meta_records_are_readable_by_other_users(project: Path, tmp_path:
 
 def test_doctor_recognises_an_envlock_env_by_its_content(project: Path, tmp_path: Path, mirror: dict[str, str]) -> None:
     """No readable record (another user's 0600 file, or removed): envlock's hook still marks the env as envlock's."""
-    from envlock.doctor import _read_meta
+    from envlock.doctor.observe import read_meta as _read_meta
 
     prefix = tmp_path / "env"
     create_env(req(lock_of(project), prefix, tmp_path, mirror))

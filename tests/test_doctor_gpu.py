@@ -1,4 +1,4 @@
-"""doctor's GPU-target checks (envlock.doctor_gpu): TORCH_CUDA_ARCH_LIST, nvcc --list-gpu-arch, torch's arch list.
+"""doctor's GPU-target checks (envlock.doctor.checks_gpu): TORCH_CUDA_ARCH_LIST, nvcc --list-gpu-arch, torch's arch list.
 
 Off the GPU the judges get recorded observations:
   * tests/data/observed/nvcc-13.0.88-list-gpu-arch.txt: the real `nvcc --list-gpu-arch` of nvcc 13.0.88
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from envlock.doctor_gpu import (
+from envlock.doctor.checks_gpu import (
     judge_arch_list,
     judge_nvcc,
     judge_torch,
@@ -31,10 +31,12 @@ from envlock.doctor_gpu import (
     parse_nvcc_arches,
     torch_runs_on,
 )
+from envlock.doctor.data import arch_table
 
 OBSERVED = Path(__file__).parent / "data" / "observed"
 NVCC_13_0 = parse_nvcc_arches((OBSERVED / "nvcc-13.0.88-list-gpu-arch.txt").read_text())
 H200 = (9, 0)
+ARCHES = arch_table()
 
 
 def test_the_recorded_nvcc_13_0_list_is_what_cuda_13_targets() -> None:
@@ -49,7 +51,7 @@ def by_code(findings):  # type: ignore[no-untyped-def]
 
 
 def test_the_h200_machines_9_0a_is_a_warning_naming_deepspeed_and_the_fix_when_deepspeed_is_there() -> None:
-    got = by_code(judge_arch_list("9.0a", NVCC_13_0, "13.0.88", deepspeed=True))
+    got = by_code(judge_arch_list("9.0a", NVCC_13_0, "13.0.88", ARCHES, deepspeed=True))
     ds = got["arch_list.deepspeed"]
     assert ds.severity == "warning"
     assert "DeepSpeed" in ds.message and "'9.0a'" in ds.message
@@ -60,7 +62,7 @@ def test_the_h200_machines_9_0a_is_a_warning_naming_deepspeed_and_the_fix_when_d
 
 
 def test_without_deepspeed_the_suffix_is_only_info() -> None:
-    assert by_code(judge_arch_list("9.0a", NVCC_13_0, "13.0.88", deepspeed=False))["arch_list.deepspeed"].severity == "info"
+    assert by_code(judge_arch_list("9.0a", NVCC_13_0, "13.0.88", ARCHES, deepspeed=False))["arch_list.deepspeed"].severity == "info"
 
 
 @pytest.mark.parametrize(
@@ -68,18 +70,18 @@ def test_without_deepspeed_the_suffix_is_only_info() -> None:
     [("8.0;9.0a;10.0a", "8.0;9.0;10.0"), ("8.0 9.0+PTX 12.0f", "8.0;9.0+PTX;12.0"), ("Hopper", "X.Y")],
 )
 def test_every_entry_deepspeed_cannot_parse_is_named_and_the_fix_keeps_the_arches(value: str, fixed: str) -> None:
-    ds = by_code(judge_arch_list(value, NVCC_13_0, "13.0.88", deepspeed=True))["arch_list.deepspeed"]
+    ds = by_code(judge_arch_list(value, NVCC_13_0, "13.0.88", ARCHES, deepspeed=True))["arch_list.deepspeed"]
     assert ds.severity == "warning" and ds.hint.startswith(f"export TORCH_CUDA_ARCH_LIST={fixed} ")
 
 
 @pytest.mark.parametrize("value", ["9.0", "8.0;9.0+PTX", "7.5 8.6 9.0", None, "", "native"])
 def test_what_deepspeed_parses_is_ok(value: str | None) -> None:
-    assert by_code(judge_arch_list(value, NVCC_13_0, "13.0.88", deepspeed=True))["arch_list.deepspeed"].severity == "ok"
+    assert by_code(judge_arch_list(value, NVCC_13_0, "13.0.88", ARCHES, deepspeed=True))["arch_list.deepspeed"].severity == "ok"
 
 
 def test_an_entry_the_nvcc_cannot_build_is_an_error_with_what_it_needs() -> None:
     # Volta (7.0) was dropped from nvcc 13.0: the real list starts at compute_75
-    got = by_code(judge_arch_list("7.0;9.0", NVCC_13_0, "13.0.88", deepspeed=False))["arch_list.nvcc"]
+    got = by_code(judge_arch_list("7.0;9.0", NVCC_13_0, "13.0.88", ARCHES, deepspeed=False))["arch_list.nvcc"]
     assert got.severity == "error" and "7.0" in got.message and "Unsupported gpu architecture" in got.message
     assert "CUDA 9.0 to 12.9" in got.hint
 
@@ -88,12 +90,12 @@ def test_an_entry_the_nvcc_cannot_build_is_an_error_with_what_it_needs() -> None
 
 
 def test_the_h200_against_nvcc_13_0_is_ok() -> None:
-    f = judge_nvcc(H200, "NVIDIA H200", NVCC_13_0, "13.0.88", "fix")
+    f = judge_nvcc(H200, "NVIDIA H200", NVCC_13_0, "13.0.88", "fix", ARCHES)
     assert f.severity == "ok" and "sm_90" in f.message
 
 
 def test_a_volta_card_against_nvcc_13_0_is_an_error_saying_cuda_12_9_is_the_last() -> None:
-    f = judge_nvcc((7, 0), "Tesla V100", NVCC_13_0, "13.0.88", "use a torch built for CUDA ≤ 12.9")
+    f = judge_nvcc((7, 0), "Tesla V100", NVCC_13_0, "13.0.88", "use a torch built for CUDA ≤ 12.9", ARCHES)
     assert f.severity == "error" and "compute_70" in f.message
     assert "sm_70 (Volta) builds with CUDA 9.0 to 12.9 only" in f.hint
 
@@ -101,9 +103,9 @@ def test_a_volta_card_against_nvcc_13_0_is_an_error_saying_cuda_12_9_is_the_last
 def test_sm_120_needs_cuda_12_8() -> None:
     # an nvcc without compute_120 (the 13.0 list minus the Blackwell entries stands in for a 12.6 nvcc)
     older = {n for n in NVCC_13_0 if n < 100}
-    f = judge_nvcc((12, 0), "NVIDIA RTX PRO 6000", older, "12.6.85", "fix")
+    f = judge_nvcc((12, 0), "NVIDIA RTX PRO 6000", older, "12.6.85", "fix", ARCHES)
     assert f.severity == "error" and "needs CUDA ≥ 12.8" in f.hint
-    assert needs_cuda((12, 0)).startswith("sm_120 (Blackwell")
+    assert needs_cuda((12, 0), ARCHES).startswith("sm_120 (Blackwell")
 
 
 def test_torch_kernels_same_major_lower_minor_run_and_arch_specific_ones_only_on_their_own() -> None:
@@ -116,15 +118,15 @@ def test_torch_kernels_same_major_lower_minor_run_and_arch_specific_ones_only_on
 
 def test_a_torch_without_kernels_for_the_card_is_an_error_with_the_cuda_it_needs() -> None:
     torch = {"version": "2.7.1+cu126", "cuda": "12.6", "arch_list": ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]}
-    f = judge_torch((12, 0), "NVIDIA GeForce RTX 5090", torch, "use a torch built for CUDA ≥ 12.8")
+    f = judge_torch((12, 0), "NVIDIA GeForce RTX 5090", torch, "use a torch built for CUDA ≥ 12.8", ARCHES)
     assert f.severity == "error" and "no kernel image is available" in f.message
     assert "sm_120" in f.hint and "CUDA ≥ 12.8" in f.hint
-    ok = judge_torch(H200, "NVIDIA H200", torch, "fix")
+    ok = judge_torch(H200, "NVIDIA H200", torch, "fix", ARCHES)
     assert ok.severity == "ok"
 
 
 def test_no_arch_list_is_not_judged() -> None:
-    assert judge_torch(H200, "NVIDIA H200", {"version": "2.11.0", "arch_list": []}, "fix").severity == "skipped"
+    assert judge_torch(H200, "NVIDIA H200", {"version": "2.11.0", "arch_list": []}, "fix", ARCHES).severity == "skipped"
 
 
 # ------------------------------------------------------------------------------- through the CLI

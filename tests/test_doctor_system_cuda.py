@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from envlock.doctor import HEADERS, ccbin_probe
+from envlock.doctor import HEADERS
+from envlock.doctor.programs import ccbin
 
 
 def _system_toolkit() -> Path | None:
@@ -101,9 +102,9 @@ def test_ccbin_clash_is_what_this_nvcc_really_does() -> None:
     if not (gxx and gcc):
         pytest.skip("needs gcc and g++")
     env = {**os.environ, "NVCC_PREPEND_FLAGS": f"-ccbin={gxx}"}
-    rc, said, output = ccbin_probe(TOOLKIT / "bin" / "nvcc", gcc, env)  # type: ignore[operator]
-    assert "compiler-bindir" in said, output
-    assert rc == 0 and "the last value of this option was used" in said  # nvcc 13.0: a warning, not fatal
+    answer = ccbin(TOOLKIT / "bin" / "nvcc", gcc, gxx, env)  # type: ignore[operator]
+    assert "compiler-bindir" in answer.said, answer.output
+    assert answer.rc == 0 and "the last value of this option was used" in answer.said  # nvcc 13.0: a warning, not fatal
 
 
 def test_ccbin_is_no_clash_without_torch() -> None:

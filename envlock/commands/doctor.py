@@ -59,8 +59,7 @@ def doctor(
     ),
 ) -> int:
     """Can this environment JIT-compile a CUDA extension? One line per check; exit 1 on any error."""
-    from envlock.doctor import DoctorOptions, exit_code, result_json, run_doctor
-    from envlock.doctor_groups import FOR_CHOICES
+    from envlock.doctor import FOR_CHOICES, DoctorOptions, exit_code, result_json, run_doctor
     from envlock.errors import UsageError
 
     unknown = [f for f in for_ if f not in FOR_CHOICES]

@@ -1,6 +1,6 @@
 """Probe run by `envlock doctor` inside the environment's own python (stdlib only, never imports envlock).
 
-Usage: python doctor_probe.py torch | cudart SONAME PATH | extension BUILD_DIR
+Usage: python probe.py torch | cudart SONAME PATH | extension BUILD_DIR
 Prints one line `ENVLOCK_PROBE_JSON=<json>` (last line of stdout); everything else is diagnostics.
 It is a file run by path, not imported, because the environment's python may not have envlock installed.
 """

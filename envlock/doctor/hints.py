@@ -1,0 +1,120 @@
+"""The one-line fixes doctor's findings carry, built from the Observation in one place.
+
+For an envlock-made env (its record conda-meta/envlock) the fix is an envlock command (`envlock create
+--lock … -p …` to repair, `envlock resolve --torch …` to re-plan, `envlock run -p … --` to activate);
+otherwise the conda-forge package to add or the variable to set.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from envlock.doctor.data import HEADERS
+from envlock.doctor.observation import Observation
+
+
+class Hints:
+    """Fixes for one Observation (pure: reads it, nothing else)."""
+
+    def __init__(self, obs: Observation) -> None:
+        self.obs = obs
+
+    def repair(self) -> str | None:
+        """`envlock create --lock … -p …` for an envlock-made env (None otherwise)."""
+        lock = (self.obs.meta or {}).get("lock_path")
+        return f"envlock create --lock {lock} -p {self.obs.prefix}" if lock and self.obs.prefix else None
+
+    def replan(self) -> str | None:
+        """`envlock resolve --torch …` with the lock's anchor (None without one)."""
+        torch = self.obs.anchor.get("torch")
+        return f"envlock resolve --torch {torch}" if torch else None
+
+    def activation(self) -> str:
+        """How to run a build inside the env's activation."""
+        p = self.obs.prefix
+        return f'envlock run -p {p} -- <your build command>  (or: eval "$(envlock shell-hook -p {p})")'
+
+    def resolve(self) -> str:
+        """`envlock resolve … && envlock create`: from the installed torch when there is one to ask."""
+        if self.obs.torch.get("cuda"):
+            return "envlock resolve --torch installed && envlock create"
+        return "envlock resolve --torch VERSION (the torch you will use) && envlock create"
+
+    def package(self, package: str, what: str) -> str:
+        """How to add a missing piece: the envlock command, or the package for a conda prefix / system CUDA."""
+        repair = self.repair()
+        if repair:
+            return f"{repair}   (the lock has {package}; recreating restores {what})"
+        nvcc = self.obs.nvcc
+        minor = nvcc.minor if nvcc and nvcc.minor else None
+        pin = f" cuda-version={minor}" if minor else ""
+        if self.obs.mode == "prefix":
+            return f"add the conda-forge package {package}{pin} to {self.obs.prefix}"
+        apt = (
+            f" (NVIDIA apt repo: {package}-{minor.replace('.', '-')})" if minor and package != "cudnn" else ""
+        )
+        return (
+            f"install {package}{pin} (conda-forge){apt}, or let envlock build a matched env: {self.resolve()}"
+        )
+
+    def group(self, group: str, package: str) -> str:
+        """How to get a `--with` group: re-plan with it for an envlock env, else the conda-forge package."""
+        obs, meta = self.obs, self.obs.meta or {}
+        torch = obs.anchor.get("torch")
+        if meta.get("env_name") and meta.get("lock_path") and obs.prefix is not None:
+            # the spec keeps its other `with:` entries: add this one there and re-lock (a fresh resolve would drop them)
+            return (
+                f"add {group} to `with:` in environments/{meta['env_name']}.yml, then: envlock lock && "
+                f"envlock create --lock {meta['lock_path']} -p {obs.prefix}  (adds {package})"
+            )
+        if obs.meta is not None and torch:
+            return f"envlock resolve --torch {torch} --with {group} && envlock create  (adds {package})"
+        if obs.prefix is not None:
+            return f"add the conda-forge package {package} to {obs.prefix}" + (
+                f", or activate it: {self.activation()}" if not obs.active else ""
+            )
+        installed = "installed" if obs.torch.get("cuda") else "VERSION"  # no torch here to ask
+        return (
+            f"install {package} (conda-forge, or the CUDA toolkit's component), "
+            f"or: envlock resolve --torch {installed} --with {group}"
+        )
+
+    def gpu(self, cc: tuple[int, int], arches: Mapping[str, Mapping[str, Any]]) -> str:
+        """A torch (and toolkit) that can build for and run on this GPU."""
+        row = arches.get(f"{cc[0]}.{cc[1]}") or {}
+        first, last = row.get("first"), row.get("last")
+        target = f"CUDA ≤ {last}" if last else f"CUDA ≥ {first}" if first else "a newer CUDA"
+        if self.obs.meta is not None or self.obs.mode == "prefix":
+            return (
+                f"use a torch built for {target}, then re-plan this env: "
+                "envlock resolve --torch installed && envlock create"
+            )
+        return (
+            f"install a torch built for {target} and a matching toolkit "
+            "(envlock resolve --torch installed && envlock create)"
+        )
+
+    def compile(self, log: str) -> str:
+        """The fix for a failed probe build: the header's package (or CPATH when only nvcc's dirs have it),
+        a file missing from the toolkit, or the other findings."""
+        obs = self.obs
+        missing = re.search(r"([\w./+-]+): No such file or directory", log)
+        if missing and missing.group(1).endswith(".h"):
+            name = missing.group(1).rsplit("/", 1)[-1]
+            hidden = next((d for d in obs.nvcc_dirs if obs.has_file(d, name)), None)
+            if (
+                hidden is not None
+            ):  # the conda-forge trap: in targets/<arch>/include, not on the host compiler's path
+                return (
+                    (self.activation() + " — it puts targets/<arch>/include on CPATH")
+                    if obs.prefix
+                    else f'export CPATH="{hidden}${{CPATH:+:$CPATH}}"'
+                )
+            return self.package(HEADERS.get(name, "the package that ships it"), name)
+        if missing and obs.root is not None and missing.group(1).startswith(str(obs.root)):
+            return self.package("cuda-nvcc", f"{missing.group(1)} (the toolkit is incomplete)")
+        return (
+            "see the findings above (host_compiler.*, header.*); rerun the build verbosely for the full log"
+        )
