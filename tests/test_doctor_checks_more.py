@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import io
 import os
 import random
@@ -346,6 +347,7 @@ def test_an_observation_cannot_be_changed_by_a_check() -> None:
         with pytest.raises(TypeError, match="read-only"):
             change()
     assert obs.py["torch"]["arch_list"] == ("sm_90",)  # lists are tuples
+    assert copy.deepcopy(obs) == obs and copy.copy(obs.env) is obs.env  # nothing to copy in a read-only value
 
 
 PURE = ("observation.py", "hints.py", "result.py", "checks_env.py", "checks_build.py", "checks_runtime.py",
