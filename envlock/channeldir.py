@@ -8,7 +8,7 @@ Layout under the root:
     pypi/files/<wheel> (+ <wheel>.metadata, PEP 658)  pypi/simple/index.html, pypi/simple/<name>/index.html
     pypi/wheels.json                                 each wheel's canonical URL, sha256 and upload bound
 
-Every file is fetched with create's fetch (conda, envlock/create.py) or pypi_install's (wheels) and checked
+Every file is fetched through the seams (conda archives: envlock/conda/fetch.py; wheels: envlock/pypi/) and checked
 against the lock's sha256 before it is placed. The repodata is the packages' own index.json (as any indexer
 makes it): repodata patches of the upstream channel are not carried. Two timestamps are set so a re-lock
 against the copy keeps the spec's resolution cutoff: each record's `indexed_timestamp` is its build
@@ -33,7 +33,9 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from envlock.errors import ChannelError, EnvlockError
-from envlock.lockfile import LockFile, strip_credentials
+from envlock.fs import copy_atomic, write_atomic
+from envlock.lockfile import LockFile
+from envlock.net import scrub
 from envlock.mirrors import CANONICAL_BASE, channel_of
 from envlock.models import LockedPackage, PypiPackage
 
@@ -89,7 +91,7 @@ def cutoff_of(lock: LockFile, platform: str) -> str | None:
 
 def channel_dir(channel_url: str) -> str:
     """Where a channel lives under the root: `conda-forge`, `nvidia/label/cuda-11.8.0`, `<host>/<path>`."""
-    url = strip_credentials(channel_url).rstrip("/")
+    url = scrub(channel_url).rstrip("/")
     if url.startswith(CANONICAL_BASE):
         return url[len(CANONICAL_BASE):]
     parts = urlsplit(url)
@@ -117,7 +119,7 @@ def store_packages(root: Path, packages: Sequence[LockedPackage], *, mirrors: Ma
     Every package is tried; the first failure in lock order is raised, so the error names the first one
     that is missing whatever finished first.
     """
-    from envlock.create import run_parallel
+    from envlock.net import parallel
 
     known = _indexed(root, packages)
     todo = [p for p in packages if not _present(root, p, known)]
@@ -139,7 +141,7 @@ def store_packages(root: Path, packages: Sequence[LockedPackage], *, mirrors: Ma
 
     work = Path(tempfile.mkdtemp(prefix=".envlock-fetch-", dir=_mkdir(root)))
     try:
-        outcomes = {p.url: err for p, err in run_parallel(todo, one, jobs=jobs, on_done=done)}
+        outcomes = {p.url: err for p, err in parallel(todo, one, jobs=jobs, on_done=done)}
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if progress is not None:
@@ -154,7 +156,7 @@ def store_packages(root: Path, packages: Sequence[LockedPackage], *, mirrors: Ma
 
 def _store_one(root: Path, pkg: LockedPackage, mirrors: Mapping[str, str], work: Path, cancel: threading.Event,
                session: Any) -> EnvlockError | None:
-    from envlock.create import fetch_archive
+    from envlock.conda.fetch import fetch_archive
 
     dest = root / package_path(pkg)
     try:
@@ -165,7 +167,7 @@ def _store_one(root: Path, pkg: LockedPackage, mirrors: Mapping[str, str], work:
     if archive.parent == work:
         os.replace(archive, dest)
     else:  # a file:// source: copy, never move the user's file
-        _copy_atomic(archive, dest)
+        copy_atomic(archive, dest, mode=_FILE_MODE)
     return None
 
 
@@ -200,42 +202,12 @@ def _present(root: Path, pkg: LockedPackage, known: Mapping[str, Mapping[str, An
 
 
 def index_channels(root: Path, packages: Sequence[LockedPackage], *, zst_and_shards: bool) -> list[str]:
-    """rattler's indexer over every channel dir the packages live in; returns those dirs.
-
-    Incremental: records of files already indexed are kept. Each record's indexed_timestamp is set to its
-    build timestamp (see the module docstring), then a second pass writes .zst and shards from that.
-    """
-    import asyncio
-
-    from rattler.index import index_fs
+    """rattler's indexer over every channel dir the packages live in (envlock/conda/index.py); returns those dirs."""
+    from envlock.conda.index import index_dirs
 
     dirs = sorted(set(channels_of(packages).values()))
-    for rel in dirs:
-        chan = root / rel
-        (chan / "noarch").mkdir(parents=True, exist_ok=True)  # rattler's indexer requires noarch
-        try:
-            asyncio.run(index_fs(chan, write_zst=False, write_shards=False))
-            for sub in chan.iterdir():
-                if (sub / "repodata.json").is_file():
-                    _pin_timestamps(sub / "repodata.json")
-            if zst_and_shards:
-                asyncio.run(index_fs(chan, write_zst=True, write_shards=True))
-        except Exception as exc:  # rattler's own exception types
-            raise ChannelError(f"indexing {chan} failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
-                               hint="check the directory is writable and its archives are whole") from None
+    index_dirs(root, dirs, zst_and_shards=zst_and_shards)
     return dirs
-
-
-def _pin_timestamps(repodata: Path) -> None:
-    doc = json.loads(repodata.read_text(encoding="utf-8"))
-    changed = False
-    for key in ("packages", "packages.conda"):
-        for rec in (doc.get(key) or {}).values():
-            if "timestamp" in rec and rec.get("indexed_timestamp") != rec["timestamp"]:
-                rec["indexed_timestamp"] = rec["timestamp"]
-                changed = True
-    if changed:
-        write_text_atomic(repodata, json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
 # --------------------------------------------------------------------------- wheels
@@ -244,7 +216,7 @@ def _pin_timestamps(repodata: Path) -> None:
 def store_wheels(root: Path, wheels: Sequence[PypiPackage], upload_bound: Mapping[str, str], *,
                  mirrors: Mapping[str, str], cache: Path, jobs: int = 4) -> int:
     """Every wheel (verified through envlock's wheel cache) under pypi/files/, and the simple index rewritten."""
-    from envlock.pypi_install import fetch_wheels
+    from envlock.pypi.wheels import fetch_wheels
 
     record = _read_wheels_json(root)
     if not wheels and not record:
@@ -255,14 +227,14 @@ def store_wheels(root: Path, wheels: Sequence[PypiPackage], upload_bound: Mappin
     for w, src in zip(wheels, paths):
         dest = files / w.filename
         if not (dest.is_file() and record.get(w.filename, {}).get("sha256") == w.sha256):
-            _link_or_copy(src, dest)
+            copy_atomic(src, dest, mode=_FILE_MODE, link=True)
             added += 1
         meta = dest.with_name(dest.name + ".metadata")
         if not meta.is_file():
-            _write_bytes_atomic(meta, _core_metadata(dest))
+            write_atomic(meta, _core_metadata(dest), mode=_FILE_MODE, skip_unchanged=False)
         old = record.get(w.filename, {})
         times = [t for t in (old.get("upload_time"), upload_bound.get(w.sha256)) if t]
-        record[w.filename] = {"name": w.name, "sha256": w.sha256, "url": strip_credentials(w.url),
+        record[w.filename] = {"name": w.name, "sha256": w.sha256, "url": scrub(w.url),
                               "metadata_sha256": hashlib.sha256(meta.read_bytes()).hexdigest(),
                               **({"upload_time": min(times)} if times else {})}
     _write_simple_index(root, record)
@@ -272,26 +244,25 @@ def store_wheels(root: Path, wheels: Sequence[PypiPackage], upload_bound: Mappin
 
 def canonical_wheel_urls(pypi_index: str) -> dict[str, str]:
     """file name -> canonical URL, from the wheels.json beside a `pypi=` mirror's simple index (re-locking)."""
-    from envlock.pypi_part import index_root
+    from envlock.net import get_text
+    from envlock.pypi.part import index_root
 
     url = index_root(pypi_index) + "wheels.json"
+    why = ("locking through a pypi= mirror needs the canonical URL of each wheel, which `envlock mirror` writes there")
+    hint = "mirror the lock with `envlock mirror`, or lock against the index itself (PIP_INDEX_URL)"
     try:
         if url.startswith("file:"):
             from urllib.request import url2pathname
 
             text = Path(url2pathname(urlsplit(url).path)).read_text(encoding="utf-8")
         else:
-            import requests
-
-            resp = requests.get(url, timeout=(10, 60))
-            resp.raise_for_status()
-            text = resp.text
+            text = get_text(url, what=scrub(url), hint=hint)
         doc = json.loads(text)
         return {fn: str(rec["url"]) for fn, rec in doc.items()}
-    except Exception as exc:  # OSError, requests' errors, bad JSON: one message
-        raise ChannelError(f"cannot read {strip_credentials(url)} ({type(exc).__name__}): locking through a pypi= mirror "
-                           "needs the canonical URL of each wheel, which `envlock mirror` writes there",
-                           hint="mirror the lock with `envlock mirror`, or lock against the index itself (PIP_INDEX_URL)") from None
+    except ChannelError as exc:
+        raise ChannelError(f"{exc.message}: {why}", hint=hint) from None
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:  # unreadable, or not wheels.json
+        raise ChannelError(f"cannot read {scrub(url)} ({type(exc).__name__}): {why}", hint=hint) from None
 
 
 def _read_wheels_json(root: Path) -> dict[str, dict[str, str]]:
@@ -343,36 +314,6 @@ def _mkdir(path: Path) -> Path:
     return path
 
 
-def _link_or_copy(src: Path, dest: Path) -> None:
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
-    try:
-        os.link(src, tmp)
-    except OSError:  # another filesystem
-        shutil.copyfile(src, tmp)
-    os.chmod(tmp, _FILE_MODE)  # a mirror is served by another user's web server
-    os.replace(tmp, dest)
-
-
-def _copy_atomic(src: Path, dest: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    os.close(fd)
-    try:
-        shutil.copyfile(src, tmp)
-        os.chmod(tmp, _FILE_MODE)
-        os.replace(tmp, dest)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-
-
-def _write_bytes_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.chmod(tmp, _FILE_MODE)
-    os.replace(tmp, path)
-
-
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write a world-readable file by temp file + rename (a mirror is served while it grows)."""
-    _write_bytes_atomic(path, text.encode("utf-8"))
+    """Write a world-readable file atomically (a mirror is served while it grows, by another user's server)."""
+    write_atomic(path, text, mode=_FILE_MODE, skip_unchanged=False)

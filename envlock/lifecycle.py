@@ -726,7 +726,7 @@ def _lookup_for(spec: EnvSpec, settings: SolveSettings) -> Any:
     if spec.torch_source != "conda-forge":
         return None
     from envlock.resolve import solve_options
-    from envlock.solver import conda_forge_pytorch_lookup
+    from envlock.conda.solve import conda_forge_pytorch_lookup
 
     channel = (spec.channels or ("conda-forge",))[0]
     return conda_forge_pytorch_lookup(
@@ -878,15 +878,15 @@ def update(
     from envlock.lockdiff import diff_entries
     from envlock.lockfile import read_lock
     from envlock.resolve import check_mirrors, now_cutoff, plan_for, render_files, solve_options
-    from envlock.solver import RattlerSolver
+    from envlock.conda.solve import RattlerSolver
 
     settings = settings or SolveSettings()
     wanted = {p.strip().lower() for p in packages if p.strip()}
     if not wanted:
         raise SpecError("name at least one package to update", hint="e.g. envlock update cuda-nvcc cudnn")
     statuses = _select(project_dir, [name] if name else [])
-    from envlock.cache_dir import ensure_writable
-    from envlock.solver import default_cache_dir as _cache
+    from envlock.config import ensure_writable
+    from envlock.config import cache_dir as _cache
 
     ensure_writable(_cache())
     jobs = []
@@ -967,7 +967,7 @@ def update(
 
 def write_files(project_dir: Path, name: str, files: Sequence[tuple[Path, str]]) -> list[Path]:
     """Write one environment's files atomically under its file lock; SpecError when it cannot."""
-    from envlock.lockfile import write_all_atomic
+    from envlock.fs import write_all_atomic
     from envlock.resolve import project_lock
 
     try:

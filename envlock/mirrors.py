@@ -2,7 +2,7 @@
 
 A key is a conda channel name (`conda-forge`; `nvidia` also covers its labels, `nvidia/label/cuda-11.8.0`),
 a channel or index URL (`https://download.pytorch.org/whl/cu126`), or `pypi`: every wheel of the PyPI part,
-looked up by project name on a PEP 503 simple index (envlock/pypi_install.py). A value is an http(s):// or
+looked up by project name on a PEP 503 simple index (envlock/pypi/wheels.py). A value is an http(s):// or
 file:// URL, or a plain path (made a file:// URL, relative to the current directory or to the config file
 that names it). The longest key that covers a URL wins. Where the entries come from: envlock/config.py.
 """

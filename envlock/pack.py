@@ -202,7 +202,8 @@ def _sha256(path: Path) -> str:
 def unpack(req: UnpackRequest, progress: Any = None) -> Any:
     """Create the archive's env at `req.prefix` offline; returns create's CreateResult."""
     from envlock.config import cache_location
-    from envlock.create import CreateRequest, check_writable, create_env, prefix_state
+    from envlock.create import CreateRequest, create_env
+    from envlock.prefix import check_writable, prefix_state
 
     try:
         tf = tarfile.open(req.archive, "r:")

@@ -2,7 +2,7 @@
 
 The work reports through this module and never prints: `report(key, text)` sets the status line of
 `key` (a platform, "PyPI part", "anchor") on whatever `reporting()` installed, like build's injected
-logger; create reports through its Progress protocol (envlock/create.py). The commands install a rich
+logger; create, pack and mirror report through the Progress protocol below. The commands install a rich
 renderer only when stderr is a terminal and --json is off: on a pipe, in CI logs, with --json there is
 nothing (rich, imported here lazily, is never loaded then).
 """
@@ -90,6 +90,41 @@ class _StatusLines:
 
 
 # --------------------------------------------------------------------------- create
+
+
+class Progress(Protocol):
+    """What create, pack and mirror report while they work (CreateBars renders it; tests may record it)."""
+
+    def start(self, phase: str, total: int) -> None: ...
+
+    def advance(self, phase: str, item: str) -> None: ...
+
+    def finish(self, phase: str) -> None: ...
+
+    def expect(self, phase: str, nbytes: int) -> None: ...  # bytes about to be downloaded in `phase`
+
+    def transfer(self, phase: str, nbytes: int) -> None: ...  # bytes received (negative: a retry starts over)
+
+
+class NoProgress:
+    """Progress that shows nothing (a pipe, --json, -q)."""
+
+    wants_sizes = False
+
+    def start(self, phase: str, total: int) -> None:
+        pass
+
+    def advance(self, phase: str, item: str) -> None:
+        pass
+
+    def finish(self, phase: str) -> None:
+        pass
+
+    def expect(self, phase: str, nbytes: int) -> None:
+        pass
+
+    def transfer(self, phase: str, nbytes: int) -> None:
+        pass
 
 
 class CreateBars:

@@ -2,7 +2,7 @@
 
 uv compiles every platform while rattler solves the conda part (two seams, side by side); then a
 PyPI package the conda part already provides is dropped, and the locked torch is checked against
-the anchor (envlock.pypi_part.check_variant).
+the anchor (envlock.pypi.part.check_variant).
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ def compile_request(
     upgrade: Sequence[str] = (),
 ) -> tuple[Any, tuple[str, ...]]:
     """The uv compile request of a spec, and the lines of its `- pip:` list that envlock replaces."""
-    from envlock import pypi_part
+    from envlock.pypi import compile as pypi_compile
+    from envlock.pypi import part as pypi_part
 
     requirements, _, ignored = pypi_part.pip_requirements(spec.pip, spec.torch, spec.torch_source)
     index, extras = pypi_part.spec_indexes(spec.torch, spec.torch_source, mirrors)
@@ -45,7 +46,7 @@ def compile_request(
         from envlock.channeldir import canonical_wheel_urls
 
         mirror_root, mirror_files = pypi_part.index_root(mirrors[PYPI]), canonical_wheel_urls(mirrors[PYPI])
-    request = pypi_part.CompileRequest(
+    request = pypi_compile.CompileRequest(
         requirements=requirements,
         python=spec.python or "3.11",  # lock_spec sets a full environment's python before it gets here
         platforms=spec.platforms,
@@ -88,7 +89,8 @@ def lock_pypi_part(
     upgrade: Sequence[str] = (),
 ) -> tuple[list[PlatformResult], PypiPart]:
     """Solve the conda part (rattler) and compile the PyPI part (uv) at once; one error if either fails."""
-    from envlock import pypi_part
+    from envlock.pypi import compile as pypi_compile
+    from envlock.pypi import part as pypi_part
 
     request, ignored = compile_request(spec, anchor, mirrors=mirrors, offline=offline, pypi_locked=pypi_locked,
                                        upgrade=upgrade)
@@ -96,7 +98,7 @@ def lock_pypi_part(
 
     progress.report("PyPI part", f"uv: {len(request.requirements)} requirement(s) for {', '.join(spec.platforms)}")
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="envlock-uv") as pool:
-        compiling = pool.submit(pypi_part.compile_part, request)
+        compiling = pool.submit(pypi_compile.compile_part, request)
         try:
             results = solver.solve(plan, locked=locked)  # a conda failure is reported first (the pool still waits)
             compiled = compiling.result()

@@ -6,8 +6,6 @@ No printing here: the command adapter renders the ResolveResult.
 from __future__ import annotations
 
 import json
-import platform as _platform
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,8 +24,9 @@ from envlock.lockfile import (
     render_explicit,
     render_package_section,
     strip_credentials,
-    write_all_atomic,
 )
+from envlock.config import default_platform
+from envlock.fs import write_all_atomic
 from envlock.models import KNOWN_SUBDIRS, Anchor, Candidate, LockedPackage, Plan, PlanOptions, PlatformResult, PypiPackage
 from envlock.rules import make_plan
 from envlock.spec import EnvSpec, normalise_with, render_spec, validate_name
@@ -143,16 +142,6 @@ def anchor_json(anchor: Anchor) -> dict[str, Any]:
 
 def nvcc_version(result: PlatformResult) -> str | None:
     return result.version_of("cuda-nvcc") or result.version_of("cudatoolkit-dev")
-
-
-def host_platform() -> str:
-    """The host's conda subdir if it is one with CUDA, else linux-64."""
-    machine = _platform.machine().lower()
-    if sys.platform.startswith("linux"):
-        return "linux-aarch64" if machine in ("aarch64", "arm64") else "linux-64"
-    if sys.platform == "win32":
-        return "win-64"
-    return "linux-64"
 
 
 def check_platforms(platforms: Sequence[str]) -> tuple[str, ...]:
@@ -281,7 +270,7 @@ def hash_inputs(spec: EnvSpec, plan: Plan, platform: str, extras: Sequence[str])
     pp = next(p for p in plan.platforms if p.platform == platform)
     pip: list[str] = []
     if not spec.toolchain_only:
-        from envlock.pypi_part import pip_requirements
+        from envlock.pypi.part import pip_requirements
 
         pip = sorted(pip_requirements(spec.pip, spec.torch, spec.torch_source)[0])
     return {
@@ -380,7 +369,7 @@ def render_files(
             )
         )
     if pypi:
-        from envlock.pypi_part import render_requirements
+        from envlock.pypi.part import render_requirements
 
         for res in results:
             files.append(
@@ -415,7 +404,7 @@ def render_files(
     toolchain = {p: [s for s in specs if s not in extras] for p, specs in per_platform.items()}
     pip: tuple[str, ...] = ()
     if not spec.toolchain_only:
-        from envlock.pypi_part import pip_requirements
+        from envlock.pypi.part import pip_requirements
 
         pip = pip_requirements(spec.pip, spec.torch, spec.torch_source)[0]
     files.append(
@@ -467,7 +456,7 @@ def _activation_files(ldir: Path, spec: EnvSpec, results: Sequence[PlatformResul
 
 
 def spec_from_request(req: ResolveRequest, anchor: Anchor) -> EnvSpec:
-    platforms = check_platforms(req.platforms or (host_platform(),))
+    platforms = check_platforms(req.platforms or (default_platform(),))
     name = validate_name(req.name) if req.name else default_name(anchor)
     if req.toolchain_only and (req.python or req.pip):
         raise UsageError(
@@ -522,7 +511,8 @@ def now_cutoff() -> str:
 
 
 def solve_options(req_mirrors: Mapping[str, str], offline: bool, allow_insecure: bool, exclude_newer: str | None = None):  # type: ignore[no-untyped-def]
-    from envlock.solver import SolveOptions, default_cache_dir
+    from envlock.conda.solve import SolveOptions
+    from envlock.config import cache_dir as default_cache_dir
 
     return SolveOptions(
         cache_dir=default_cache_dir() / "repodata", mirrors=dict(req_mirrors), offline=offline, allow_insecure=allow_insecure,
@@ -539,13 +529,13 @@ def resolve(req: ResolveRequest) -> ResolveResult:
             hint=f"did you mean --torch-source {close}? pip: torch from the package index; "
             "conda-forge: conda-forge's pytorch builds",
         )
-    check_platforms(req.platforms or (host_platform(),))
+    check_platforms(req.platforms or (default_platform(),))
     lookup = None
     if req.torch_source == "conda-forge" and not req.dry_run:
         # The anchor asks the channel before there is a plan: a typo'd mirror must not send that to the network.
         check_mirrors(req.mirrors, list(req.channels or ("conda-forge",)), torch=req.torch,
                       torch_source=req.torch_source, toolchain_only=req.toolchain_only, before_plan=True)
-        from envlock.solver import conda_forge_pytorch_lookup
+        from envlock.conda.solve import conda_forge_pytorch_lookup
 
         channel = (req.channels or ("conda-forge",))[0]
         lookup = conda_forge_pytorch_lookup(solve_options(req.mirrors, req.offline, req.allow_insecure), channel)
@@ -633,8 +623,8 @@ def lock_spec(
     if dry_run:
         return ResolveResult(anchor=anchor, plan=plan, spec=spec, dry_run=True, warnings=warnings)
     project_dir = _writable_project(project_dir)
-    from envlock.cache_dir import ensure_writable
-    from envlock.solver import RattlerSolver, default_cache_dir
+    from envlock.conda.solve import RattlerSolver
+    from envlock.config import cache_dir as default_cache_dir, ensure_writable
 
     ensure_writable(default_cache_dir())  # before the solve, not blamed on the project after it
 
@@ -688,7 +678,7 @@ def check_mirrors(mirrors: Mapping[str, str], channels: Sequence[str], *, torch:
     index = []
     label = torch.partition("+")[2]
     if not toolchain_only and label and torch_source == "pip":
-        from envlock.pypi_part import variant_index_url
+        from envlock.pypi.part import variant_index_url
 
         index.append(variant_index_url(label))
     check_in_play(mirrors, channels, index, pypi=not toolchain_only)
@@ -716,14 +706,14 @@ def _writable_project(project_dir: Path) -> Path:
 class project_lock:  # noqa: N801 - used as a context manager
     """An advisory file lock per environment: two writers of the same lock are serialised.
 
-    The second waits, and after a second names the holder (envlock.filelock).
+    The second waits, and after a second names the holder (envlock.fs).
     """
 
     def __init__(self, project_dir: Path, name: str) -> None:
         import hashlib
 
-        from envlock.filelock import FileLock
-        from envlock.solver import default_cache_dir
+        from envlock.fs import FileLock
+        from envlock.config import cache_dir as default_cache_dir
 
         # Kept in the cache dir, not in locks/: nothing envlock does should dirty the user's repo.
         key = hashlib.sha256(str(lock_dir(project_dir, name).resolve()).encode()).hexdigest()[:24]
@@ -735,7 +725,7 @@ class project_lock:  # noqa: N801 - used as a context manager
     def __enter__(self) -> project_lock:
         self._lock.__enter__()
         # Temp files of a run killed mid-write (SIGKILL skips its cleanup); nobody else writes here now.
-        from envlock.lockfile import remove_stale_temps
+        from envlock.fs import remove_stale_temps
 
         remove_stale_temps(self._dirs)
         return self

@@ -8,7 +8,7 @@ tree becomes one sentence ("libcurand-dev has no build for CUDA 12.8 in conda-fo
 builds are for CUDA 12.6, 12.9, 13.0)"), attempts that say the same are said once, and the message
 stays under ~500 characters; the trees themselves go to `detail` (--verbose, --json).
 
-Pure: no rattler, no I/O (envlock/solve_why.py asks the channel what these need to know).
+Pure: no rattler, no I/O (envlock/conda/why.py asks the channel what these need to know).
 """
 
 from __future__ import annotations

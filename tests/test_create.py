@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from envlock.cli import run
-from envlock.create import ENVLOCK_JSON, CreateRequest, create_env, read_env_meta
+from envlock.create import CreateRequest, create_env
+from envlock.prefix import ENVLOCK_JSON, read_env_meta
 from envlock.errors import ChannelError, EnvCreateError, LockfileError
 from envlock.lockfile import read_lock
 from tests.test_activation import snapshots

@@ -16,9 +16,8 @@ from envlock.lockfile import (
     render_conda_lock,
     render_explicit,
     strip_credentials,
-    write_all_atomic,
-    write_atomic,
 )
+from envlock.fs import write_all_atomic, write_atomic
 from envlock.models import LockedPackage
 
 GOLDEN = Path(__file__).parent / "data" / "golden" / "lock"

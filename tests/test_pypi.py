@@ -421,7 +421,7 @@ def test_no_index_host_is_hard_coded_in_the_repository() -> None:
 
 
 def test_https_index_may_not_be_redirected_to_http() -> None:
-    from envlock.pypi import _Client
+    from envlock.pypi.index import _Client
 
     client = _Client(IndexSettings(), "https://u:pw@index.test/simple/")
     try:
@@ -436,7 +436,7 @@ def test_https_index_may_not_be_redirected_to_http() -> None:
 
 
 def test_credentials_follow_a_redirect_on_the_same_host_only() -> None:
-    from envlock.pypi import _carry_credentials
+    from envlock.pypi.index import _carry_credentials
 
     src = "https://u:pw@index.test/simple/torch/"
     assert _carry_credentials(src, "https://index.test/other/") == "https://u:pw@index.test/other/"

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from envlock.create import ENVLOCK_JSON, CreateRequest, create_env
+from envlock.create import CreateRequest, create_env
+from envlock.prefix import ENVLOCK_JSON
 from tests.test_activation import snapshots
 from tests.test_create import lock_of, project  # noqa: F401 - `project` is a session fixture
 

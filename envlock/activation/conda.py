@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import json
 import os
-import platform as _platform
 import subprocess
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,19 +62,6 @@ class Hooks:
     deactivate: str
 
 
-def host_platform() -> str:
-    """The conda subdir of this machine (without importing rattler)."""
-    machine = _platform.machine().lower()
-    if sys.platform.startswith("linux"):
-        return {"x86_64": "linux-64", "amd64": "linux-64", "aarch64": "linux-aarch64", "arm64": "linux-aarch64",
-                "ppc64le": "linux-ppc64le"}.get(machine, f"linux-{machine}")
-    if sys.platform == "win32":
-        return "win-64"
-    if sys.platform == "darwin":
-        return "osx-arm64" if machine == "arm64" else "osx-64"
-    return f"{sys.platform}-{machine}"
-
-
 def read_record(prefix: Path) -> dict[str, object]:
     """conda-meta/envlock (JSON), or {} when absent or unreadable."""
     try:
@@ -91,6 +76,8 @@ def prefix_activation(prefix: Path) -> tuple[str, str, bool]:
     meta = read_record(prefix)
     act = meta.get("activation") if isinstance(meta.get("activation"), dict) else {}
     anchor = meta.get("anchor") if isinstance(meta.get("anchor"), dict) else {}
+    from envlock.config import host_platform
+
     platform = str(meta.get("platform") or host_platform())
     torch_source = str(act.get("torch_source") or anchor.get("torch_source") or "pip")  # type: ignore[union-attr]
     if "has_cudnn" in act:  # type: ignore[operator]

@@ -39,7 +39,8 @@ def create_cmd(
 ) -> int:
     """Create (or update) an environment from a lock, verifying every package's sha256."""
     from envlock.commands.resolve import parse_mirrors
-    from envlock.create import CreateRequest, create_env, default_prefix, find_lock, host_platform
+    from envlock.config import host_platform
+    from envlock.create import CreateRequest, create_env, default_prefix, find_lock
     from envlock.lockfile import read_lock
 
     if lock is not None and name:
@@ -118,7 +119,8 @@ def run_cmd(
     env_name: Optional[str] = typer.Option(None, "-n", "--name", help="Environment name (under the envs dir)."),
 ) -> int:
     """Run a command in the environment as `conda activate` sets it up (no conda needed): run -p P -- CMD…"""
-    from envlock.activation.conda import activated_environ, host_platform, prefix_activation
+    from envlock.activation.conda import activated_environ, prefix_activation
+    from envlock.config import host_platform
 
     command = list(ctx.args)
     if command and command[0].startswith("-") and command[0] != "--":  # an option of run's that it lacks

@@ -28,7 +28,8 @@ def pack_cmd(
     """One archive with every package of the lock (conda + PyPI), a channel index, the lock and the spec."""
     from envlock.progress import CreateBars, wanted
     from envlock.commands.resolve import parse_mirrors
-    from envlock.create import find_lock, host_platform
+    from envlock.config import host_platform
+    from envlock.create import find_lock
     from envlock.lockfile import read_lock
     from envlock.pack import PackRequest, pack
 

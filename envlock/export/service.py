@@ -17,7 +17,8 @@ from pathlib import Path
 from envlock import __version__
 from envlock.errors import LockfileError, SpecError, UsageError
 from envlock.export.dockerfile import ARCHES, DockerfileSpec, devcontainer, docker_tables, render, split_ref
-from envlock.lockfile import LockFile, read_lock, write_atomic
+from envlock.fs import write_atomic
+from envlock.lockfile import LockFile, read_lock
 from envlock.models import CUDNN_NAMES
 
 STDOUT = Path("-")
@@ -154,7 +155,7 @@ def _platform(lock: LockFile, path: Path, wanted: str | None) -> str:
                             hint="re-lock with `envlock resolve --platform linux-64 ...`")
     if len(linux) == 1:
         return linux[0]
-    from envlock.activation.conda import host_platform
+    from envlock.config import host_platform
 
     if host_platform() in linux:
         return host_platform()

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.channelbuilder import ChannelServer, PackageSpec, build_channel
+from tests.paused_envlock import LAUNCHER
+from tests.paused_envlock import environ as paused_env
 from tests.reliability.conftest import LOCK, MINORS, TORCH, snapshot
 
 ENVLOCK = [sys.executable, "-m", "envlock"]
@@ -38,7 +40,8 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 def _create(lock: Path, prefix: Path, mirror: str, env: dict[str, str], *extra: str,
             wait: bool = True) -> subprocess.CompletedProcess[str] | subprocess.Popen[str]:
-    args = [*ENVLOCK, "create", "--lock", str(lock), "-p", str(prefix), "--platform", "linux-64",
+    launcher = LAUNCHER if any(k.startswith("ENVLOCK_TEST_PAUSE") for k in env) else ENVLOCK  # tests/paused_envlock.py
+    args = [*launcher, "create", "--lock", str(lock), "-p", str(prefix), "--platform", "linux-64",
             "--mirror", f"conda-forge={mirror}", "--json", *extra]
     if not wait:
         return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -244,7 +247,7 @@ def test_sigkill_while_linking_is_reported_and_repaired(existing: bool, lock: Pa
     target_lock = lock
     if existing:
         assert _create(lock_120, prefix, mirror, env).returncode == 0
-    proc = _create(target_lock, prefix, mirror, {**env, "ENVLOCK_TEST_PAUSE_IN_LINK": "60"}, wait=False)
+    proc = _create(target_lock, prefix, mirror, paused_env(env, PAUSE_IN_LINK="60"), wait=False)
     _wait_line(proc, "envlock-test: pausing while linking")
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
@@ -268,7 +271,7 @@ def test_two_creates_of_one_prefix_are_serialised_and_the_second_names_the_holde
 ) -> None:
     mirror = (small_root / "conda-forge").as_uri()
     prefix = tmp_path / "env"
-    first = _create(lock, prefix, mirror, {**env, "ENVLOCK_TEST_PAUSE_IN_LINK": "3"}, wait=False)
+    first = _create(lock, prefix, mirror, paused_env(env, PAUSE_IN_LINK="3"), wait=False)
     _wait_line(first, "envlock-test: pausing while linking")
     second = _create(lock, prefix, mirror, env, wait=False)
     out2, err2 = second.communicate(timeout=120)
@@ -284,9 +287,9 @@ def test_create_after_a_killed_resolve_uses_the_whole_old_lock(project: Path, sm
     """resolve killed before renaming conda-lock.yml: create installs the old, whole lock."""
     lock = project / LOCK
     old = lock.read_bytes()
-    args = [*ENVLOCK, "resolve", *TORCH, "--cuda", MINORS[0], "--mirror",
+    args = [*LAUNCHER, "resolve", *TORCH, "--cuda", MINORS[0], "--mirror",
             f"conda-forge={(small_root / 'conda-forge').as_uri()}", "--project-dir", str(project)]
-    proc = subprocess.Popen(args, env={**env, "ENVLOCK_TEST_PAUSE_BEFORE_REPLACE": "60:conda-lock.yml"},
+    proc = subprocess.Popen(args, env=paused_env(env, PAUSE_BEFORE_REPLACE="60:conda-lock.yml"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _wait_line(proc, "pausing before replace of conda-lock.yml")
     proc.send_signal(signal.SIGKILL)

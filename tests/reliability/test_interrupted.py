@@ -1,7 +1,7 @@
 """SIGKILL during `envlock resolve`'s writing, and two resolves of one env at once (real subprocesses).
 
-The window is widened with the test hook ENVLOCK_TEST_PAUSE_BEFORE_REPLACE (envlock/lockfile.py):
-each rename waits, announcing `envlock-test: pausing before replace of <file>` on stderr first, so
+The window is widened by the test-only launcher tests/paused_envlock.py (ENVLOCK_TEST_PAUSE_BEFORE_REPLACE wraps
+envlock.fs.replace): each rename waits, announcing `envlock-test: pausing before replace of <file>` on stderr first, so
 the test kills at a known point instead of hoping to hit it.
 """
 
@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from envlock.lockfile import read_lock
+from tests.paused_envlock import LAUNCHER
+from tests.paused_envlock import environ as paused_env
 from tests.reliability.conftest import ENV, LOCK, TORCH, snapshot
 
 ENVLOCK = [sys.executable, "-m", "envlock"]
@@ -33,10 +35,8 @@ def _mark_all(project: Path) -> dict[str, bytes]:
 
 
 def _start(project: Path, channel: Path, env: dict[str, str], pause: str | None) -> subprocess.Popen[str]:
-    run_env = {**env}
-    if pause is not None:
-        run_env["ENVLOCK_TEST_PAUSE_BEFORE_REPLACE"] = pause
-    args = [*ENVLOCK, "resolve", *TORCH, "--mirror", f"conda-forge={channel.as_uri()}", "--project-dir", str(project)]
+    run_env = {**env} if pause is None else paused_env(env, PAUSE_BEFORE_REPLACE=pause)
+    args = [*(ENVLOCK if pause is None else LAUNCHER), "resolve", *TORCH, "--mirror", f"conda-forge={channel.as_uri()}", "--project-dir", str(project)]
     return subprocess.Popen(args, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

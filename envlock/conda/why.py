@@ -1,6 +1,6 @@
 """Why a candidate did not solve, asked of the channel (solver seam; runs after a failed solve only).
 
-Two questions envlock/solver.py asks when a candidate fails:
+Two questions envlock/conda/solve.py asks when a candidate fails:
 
 * what the failure is, in plain words (envlock/solve_report.py), knowing which names the channel has no
   record of at all ("there is no package 'nonexistent' in conda-forge" beats "no candidates were found");
@@ -20,7 +20,7 @@ import rattler.exceptions
 
 from envlock.models import Candidate
 from envlock.solve_report import Attempt, Blocker, plain_reason
-from envlock.solve_extras import missing_extras
+from envlock.conda.extras import missing_extras
 
 _NO_CANDIDATES = re.compile(r"No candidates were found for (\S+)")
 _ROOT = re.compile(r"because of: (\S+)")
@@ -28,9 +28,9 @@ _ROOT = re.compile(r"because of: (\S+)")
 
 def channel_label(channels: Sequence[str]) -> str:
     """conda-forge / `conda-forge, nvidia/label/cuda-11.8.0` / a URL without credentials."""
-    from envlock.lockfile import strip_credentials
+    from envlock.net import scrub
 
-    return ", ".join(strip_credentials(c).rstrip("/") for c in channels)
+    return ", ".join(scrub(c).rstrip("/") for c in channels)
 
 
 def _name(spec: str) -> str:

@@ -1,10 +1,5 @@
-"""The PyPI part of a full environment (torch's own wheel, its CUDA wheels, ninja, the user's `- pip:`).
-
-The one owner of uv (the `uv` PyPI package, run as a subprocess): `compile_part` locks per platform
-with `uv pip compile`, `fetch_wheels` downloads each locked wheel once into envlock's cache (sha256
-checked before anything is installed) and `install_wheels` installs them into a prefix with
-`uv pip install --no-deps --target` (no resolution: the locked list is complete); those two live in
-envlock/pypi_install.py, which runs uv through the helpers here.
+"""Locking the PyPI part of a full environment (torch's own wheel, its CUDA wheels, ninja, the user's `- pip:`)
+with `uv pip compile`, per platform, platforms side by side (uv runs through envlock.pypi.uv).
 
 Two compiles run side by side per platform: the PEP 751 `pylock.toml` output gives each package's
 wheel URLs and hashes, the requirements output's `# via` annotations give the dependency edges.
@@ -14,11 +9,8 @@ uv does not read pip's configuration; envlock passes the user's index URLs (envl
 from __future__ import annotations
 
 import concurrent.futures
-import functools
 import hashlib
-import os
 import re
-import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,23 +18,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from envlock import REINSTALL_HINT
-from envlock.errors import AnchorError, ChannelError, SolveError, SpecError
-from envlock.lockfile import strip_credentials
+from envlock.errors import ChannelError, EnvlockError, SolveError, SpecError
 from envlock.models import PypiPackage
-
-#: UV_* variables that may reach uv; every other one (UV_INDEX_URL, UV_EXCLUDE_NEWER …) would change
-#: what a spec locks to, so the command line alone decides.
-_UV_ENV_KEEP = frozenset({"UV_NATIVE_TLS", "UV_HTTP_TIMEOUT", "UV_CONCURRENT_DOWNLOADS", "UV_INSECURE_HOST"})
-_RUNTIME = re.compile(r"^nvidia-cuda-runtime(-cu\d+)?$")
-
-
-@dataclass(frozen=True, slots=True)
-class Index:
-    """A package index: the URL uv fetches from and the one the lock records (mirrors differ)."""
-
-    url: str
-    canonical: str
+from envlock.net import scrub
+from envlock.pypi import uv
+from envlock.pypi.part import Index, index_root, python_platform
 
 
 @dataclass(frozen=True)
@@ -73,67 +53,6 @@ class CompileRequest:
 class CompileResult:
     packages: dict[str, tuple[PypiPackage, ...]]
     warnings: tuple[str, ...] = ()
-
-
-# --------------------------------------------------------------------------- uv itself
-
-
-def uv_binary() -> str:
-    """The uv executable of the `uv` package envlock depends on."""
-    try:
-        import uv  # noqa: PLC0415 - lazy: only resolve/create of a full env pay for it
-
-        return uv.find_uv_bin()
-    except (ImportError, FileNotFoundError) as exc:
-        raise SpecError(
-            f"uv is not installed ({exc})",
-            hint=f"{REINSTALL_HINT[:-1]}: it brings uv), or lock with --toolchain-only",
-        ) from None
-
-
-def cache_dir(override: Path | None = None) -> Path:
-    """envlock's cache dir ($ENVLOCK_CACHE_DIR, else the platform's user cache dir)."""
-    if override is not None:
-        return override
-    from envlock.solver import default_cache_dir  # noqa: PLC0415
-
-    return default_cache_dir()
-
-
-def uv_environ(cache: Path) -> dict[str, str]:
-    """The environment uv runs in: uv's cache inside envlock's, no user UV_* settings, no colour."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("UV_") or k in _UV_ENV_KEEP}
-    env.update({"UV_CACHE_DIR": str(cache / "uv"), "NO_COLOR": "1", "UV_NO_PROGRESS": "1"})
-    return env
-
-
-@functools.cache
-def table() -> dict[str, Any]:
-    """envlock/data/pypi.yaml (variant index template, packages every full env gets)."""
-    from importlib import resources
-
-    import yaml
-
-    text = resources.files("envlock").joinpath("data", "pypi.yaml").read_text(encoding="utf-8")
-    data = yaml.safe_load(text)
-    if not isinstance(data, dict) or "{variant}" not in str(data.get("variant_index", "")):
-        raise SpecError("envlock's data/pypi.yaml is damaged", hint=REINSTALL_HINT)
-    return data
-
-
-def variant_index_url(variant: str) -> str:
-    """The canonical PyTorch wheel index of a variant (cu126 -> …/whl/cu126)."""
-    return str(table()["variant_index"]).format(variant=variant)
-
-
-def python_platform(platform: str, glibc: str) -> str:
-    """uv's --python-platform for a conda subdir (manylinux level = the spec's glibc)."""
-    major, _, minor = glibc.partition(".")
-    linux = f"manylinux_{int(major)}_{int(minor or 0)}"
-    names = {"linux-64": f"x86_64-{linux}", "linux-aarch64": f"aarch64-{linux}", "win-64": "x86_64-pc-windows-msvc"}
-    if platform not in names:
-        raise SpecError(f"no PyPI platform for {platform}", hint="lock linux-64, linux-aarch64 or win-64")
-    return names[platform]
 
 
 def _tag_ranks(platform: str, glibc: str, python: str) -> dict[str, int]:
@@ -173,10 +92,10 @@ def _wheel_rank(filename: str, ranks: Mapping[str, int]) -> int | None:
 
 def compile_part(req: CompileRequest) -> CompileResult:
     """Lock the requirements for every platform (platforms side by side); errors name the platform."""
-    cache = cache_dir(req.cache_dir)
-    uv = uv_binary()
+    cache = uv.cache_dir(req.cache_dir)
+    uv.uv_binary()  # not installed: one error before any thread starts
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(req.platforms))) as pool:
-        futures = {p: pool.submit(_compile_platform, uv, cache, req, p) for p in req.platforms}
+        futures = {p: pool.submit(_compile_platform, cache, req, p) for p in req.platforms}
         results = {p: f.result() for p, f in futures.items()}
     packages = {p: r[0] for p, r in results.items()}
     warnings = tuple(dict.fromkeys(w for r in results.values() for w in r[1]))
@@ -193,9 +112,9 @@ def _where(url: str) -> str:
     return url.rsplit("/", 1)[0] + "/"
 
 
-def _base_args(uv: str, req: CompileRequest, platform: str) -> list[str]:
+def _base_args(req: CompileRequest, platform: str) -> list[str]:
     args = [
-        uv, "pip", "compile", "-", "--no-config", "--quiet", "--no-header",
+        "pip", "compile", "-", "--no-config", "--quiet", "--no-header",
         "--python-version", req.python, "--python-platform", python_platform(platform, req.glibc),
         "--only-binary", ":all:",
         # pip's own rule for several indexes (best version over all of them), not uv's first-index one.
@@ -218,22 +137,21 @@ def _base_args(uv: str, req: CompileRequest, platform: str) -> list[str]:
     return args
 
 
-def _compile_platform(uv: str, cache: Path, req: CompileRequest, platform: str) -> tuple[tuple[PypiPackage, ...], list[str]]:
+def _compile_platform(cache: Path, req: CompileRequest, platform: str) -> tuple[tuple[PypiPackage, ...], list[str]]:
     stdin = "".join(f"{r}\n" for r in req.requirements)
-    base = _base_args(uv, req, platform)
-    env = uv_environ(cache)
+    base = _base_args(req, platform)
     with tempfile.TemporaryDirectory(prefix="envlock-uv-") as tmp:
         out_txt, pins = Path(tmp) / "requirements.txt", Path(tmp) / "pins.txt"
         prefs = req.preferences.get(platform)
         vias = None
         if prefs:  # `envlock update`: uv prefers the pins of an existing output file; --upgrade-package moves some
             out_txt.write_text("".join(f"{p.name}=={p.version}\n" for p in prefs))
-            _run_uv([*base, "--format", "requirements.txt", "-o", str(out_txt)], stdin, env, platform, req)
+            _run_uv([*base, "--format", "requirements.txt", "-o", str(out_txt)], stdin, cache, platform, req)
             vias = parse_via(out_txt.read_text(encoding="utf-8"))
             pins.write_text(_pins_of(out_txt.read_text(encoding="utf-8")))
-            pylock = _run_uv([*base, "--format", "pylock.toml", "-c", str(pins)], stdin, env, platform, req)
+            pylock = _run_uv([*base, "--format", "pylock.toml", "-c", str(pins)], stdin, cache, platform, req)
         else:
-            pylock = _run_uv([*base, "--format", "pylock.toml"], stdin, env, platform, req)
+            pylock = _run_uv([*base, "--format", "pylock.toml"], stdin, cache, platform, req)
         entries = _parse_pylock(pylock.stdout, platform)
         # The dependency edges of a resolved set never change: kept in envlock's cache, keyed by the set, so
         # a re-lock of an unchanged spec runs uv once (benchmarks/bench_pypi.py).
@@ -241,7 +159,7 @@ def _compile_platform(uv: str, cache: Path, req: CompileRequest, platform: str) 
         vias = vias if vias is not None else _read_vias(cache, key)
         if vias is None:
             out_txt.unlink(missing_ok=True)  # no preferences: the same inputs resolve to the same set
-            _run_uv([*base, "--format", "requirements.txt", "-o", str(out_txt)], stdin, env, platform, req)
+            _run_uv([*base, "--format", "requirements.txt", "-o", str(out_txt)], stdin, cache, platform, req)
             vias = parse_via(out_txt.read_text(encoding="utf-8"))
             if set(vias) != {_canon(e["name"]) for e in entries}:
                 raise SolveError(f"uv resolved the PyPI part of {platform} differently twice in a row",
@@ -263,19 +181,20 @@ def _pins_of(requirements_txt: str) -> str:
                    if ln and not ln.startswith((" ", "#", "-")) and "==" in ln)
 
 
-def _run_uv(args: list[str], stdin: str, env: Mapping[str, str], platform: str, req: CompileRequest) -> Any:
-    try:
-        done = subprocess.run(args, input=stdin, env=env, capture_output=True, text=True, timeout=_timeout())
-    except subprocess.TimeoutExpired:
-        raise ChannelError(f"uv took longer than {_timeout():.0f} s to lock the PyPI part of {platform}",
-                           hint="check the network and the index, or set ENVLOCK_UV_TIMEOUT") from None
+def _run_uv(args: list[str], stdin: str, cache: Path, platform: str, req: CompileRequest) -> Any:
+    def failed(why: str) -> EnvlockError:
+        return ChannelError(f"uv {why} to lock the PyPI part of {platform}" if why.startswith("took") else
+                            f"uv cannot lock the PyPI part of {platform}: {why}",
+                            hint="check the network and the index, or set ENVLOCK_UV_TIMEOUT")
+
+    done = uv.run(args, cache=cache, what=f"locking the PyPI part of {platform}", failed=failed, stdin=stdin)
     if done.returncode != 0:
         raise _uv_error(done.stderr, platform, req)
     return done
 
 
 def _read_vias(cache: Path, key: str) -> dict[str, set[str]] | None:
-    import json
+    import json  # noqa: PLC0415
 
     try:
         data = json.loads((cache / "pypi-graphs" / f"{key}.json").read_text(encoding="utf-8"))
@@ -285,24 +204,15 @@ def _read_vias(cache: Path, key: str) -> dict[str, set[str]] | None:
 
 
 def _write_vias(cache: Path, key: str, vias: Mapping[str, set[str]]) -> None:
-    import json
+    import json  # noqa: PLC0415
+
+    from envlock.fs import write_atomic  # noqa: PLC0415
 
     path = cache / "pypi-graphs" / f"{key}.json"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".graph-", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump({k: sorted(v) for k, v in sorted(vias.items())}, fh)
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps({k: sorted(v) for k, v in sorted(vias.items())}), skip_unchanged=False)
     except OSError:
         pass  # a cache that cannot be written only costs a second uv run next time
-
-
-def _timeout() -> float:
-    try:
-        return float(os.environ.get("ENVLOCK_UV_TIMEOUT", "600"))
-    except ValueError:
-        return 600.0
 
 
 def _upload_date_warning(stderr: str) -> str:
@@ -394,13 +304,7 @@ def _canonical_url(url: str, req: CompileRequest) -> str:
         if fetch != canon and url.startswith(fetch):
             url = canon + url[len(fetch):]
             break
-    return strip_credentials(url)
-
-
-def index_root(url: str) -> str:
-    """`https://host/whl/cu126` and `…/simple/` -> the prefix its file URLs share (without `simple/`)."""
-    url = url.rstrip("/")
-    return (url.removesuffix("/simple") if url.endswith("/simple") else url) + "/"
+    return scrub(url)
 
 
 def _dependency_order(packages: list[PypiPackage]) -> list[PypiPackage]:
@@ -423,18 +327,16 @@ def _dependency_order(packages: list[PypiPackage]) -> list[PypiPackage]:
 
 def _uv_error(stderr: str, platform: str, req: CompileRequest) -> Exception:
     """One envlock error out of uv's report (no solution: 3; index unreachable: 4; else 1)."""
-    from envlock.solver import strip_credentials_in_text
-
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip() and not ln.startswith("warning:")]
-    text = strip_credentials_in_text(" ".join(lines))
+    text = scrub(" ".join(lines))
     cause = text.split("cause:", 1)[1].split("hint:", 1)[0].strip() if "cause:" in text else ""
     cause = cause.replace("╰─▶", "").replace("×", "").strip()
     first = next((ln for ln in lines if ln.startswith("error:")), lines[0] if lines else "uv failed")
-    first = strip_credentials_in_text(first.removeprefix("error:").strip())
+    first = scrub(first.removeprefix("error:").strip())
     network = ("Failed to fetch", "error sending request", "Could not connect", "dns error", "Connection refused",
                "Request failed after", "tcp connect error", "timed out", "Failed to read")
     if any(n in text for n in network) and "No solution found" not in text:
-        where = ", ".join(strip_credentials(i.canonical) for i in (*req.extra_indexes, req.index))
+        where = ", ".join(scrub(i.canonical) for i in (*req.extra_indexes, req.index))
         return ChannelError(
             f"cannot reach the package index for the PyPI part of {platform}: {first}",
             hint=f"check the network and the indexes ({where}; from your pip configuration and the torch label), "
@@ -455,125 +357,3 @@ def _uv_error(stderr: str, platform: str, req: CompileRequest) -> Exception:
                      hint="check the `- pip:` requirements of the spec (PEP 508, e.g. einops>=0.7)")
 
 
-# --------------------------------------------------------------------------- the variant check
-
-
-def locked_cuda(packages: Sequence[PypiPackage]) -> tuple[str | None, str | None]:
-    """(CUDA major.minor of the locked torch, its version) from its local label or its CUDA runtime pin."""
-    torch = next((p for p in packages if p.name == "torch"), None)
-    if torch is None:
-        return None, None
-    local = torch.version.partition("+")[2]
-    if local.startswith("cu") and local[2:].isdigit() and len(local) >= 4:
-        digits = local[2:]
-        return f"{int(digits[:-1])}.{int(digits[-1])}", torch.version
-    if local:
-        return None, torch.version  # +cpu, +rocm…
-    runtime = next((p for p in packages if _RUNTIME.match(p.name)), None)
-    if runtime is None:
-        return None, torch.version
-    major, _, rest = runtime.version.partition(".")
-    return f"{int(major)}.{int(rest.split('.')[0])}", torch.version
-
-
-def check_variant(packages: Sequence[PypiPackage], anchor_cuda: str, anchor_torch: str, platform: str,
-                  index: str) -> None:
-    """The locked torch must be a CUDA build of the anchor's CUDA; a CPU build is refused, naming the fix."""
-    cuda, version = locked_cuda(packages)
-    if version is None:
-        return  # the conda part provides torch (torch_source conda-forge)
-    tag = "cu" + anchor_cuda.replace(".", "")
-    fix = (f"lock the CUDA build from the PyTorch wheel index ({variant_index_url(tag)}): "
-           f"--torch {anchor_torch}+{tag}, or --toolchain-only beside the torch you have")
-    if cuda is None:
-        raise AnchorError(
-            f"torch {version} for {platform} from {strip_credentials(index)} is a CPU build (no CUDA runtime among "
-            f"its dependencies), not CUDA {anchor_cuda}",
-            hint=fix,
-        )
-    if cuda != anchor_cuda:
-        raise AnchorError(
-            f"the locked torch {version} on {platform} is a CUDA {cuda} build, but the anchor is CUDA {anchor_cuda}",
-            hint=fix,
-        )
-
-
-# --------------------------------------------------------------------------- requirements-<platform>.txt
-
-
-def render_requirements(packages: Sequence[PypiPackage], *, platform: str, content_hash_value: str, env_name: str,
-                        extra_indexes: Sequence[str] = ()) -> str:
-    """pip's `--require-hashes` form of one platform's PyPI part (the @EXPLICIT file cannot carry it)."""
-    from envlock import __version__
-
-    lines = [
-        f"# Generated by envlock {__version__}: do not edit by hand.",
-        f"# env: {env_name}",
-        f"# platform: {platform}",
-        f"# content_hash: {content_hash_value}",
-        "# Install into the env's python after the conda part:",
-        f"#   python -m pip install --no-deps --require-hashes -r requirements-{platform}.txt",
-    ]
-    lines += [f"--extra-index-url {strip_credentials(u)}" for u in extra_indexes]
-    for p in sorted(packages, key=lambda p: p.name):
-        lines.append(f"{p.name}=={p.version} \\")
-        lines.append(f"    --hash=sha256:{p.sha256}")
-    return "\n".join(lines) + "\n"
-
-
-# --------------------------------------------------------------------------- the spec's `- pip:` list
-
-
-def pip_requirements(pip: Sequence[str], torch: str, torch_source: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    """(what uv locks, the user's own lines, lines envlock replaces) of a spec's `- pip:` list.
-
-    envlock writes `torch==<release>` (torch from pip) and `ninja` itself; every other line is the user's.
-    A user's ninja line stands instead of envlock's; a torch line other than envlock's is replaced
-    (the anchor lives in the `envlock:` block).
-    """
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
-    generated = [f"torch=={torch}"] if torch_source == "pip" else []
-    users: list[str] = []
-    ignored: list[str] = []
-    for line in pip:
-        text = line.strip()
-        if text.startswith("-"):
-            raise SpecError(f"`- pip:` line {text!r} is a pip option; envlock takes indexes from pip's configuration",
-                            hint="remove it (set PIP_INDEX_URL / pip.conf, or a +cuXYZ torch for the PyTorch index)")
-        try:
-            name = canonicalize_name(Requirement(text).name)
-        except InvalidRequirement as exc:
-            raise SpecError(f"`- pip:` requirement {text!r} is not valid: {exc}",
-                            hint="write PEP 508 requirements, e.g. einops>=0.7") from None
-        if name == "torch":
-            if text not in generated:
-                ignored.append(text)
-            continue
-        if name == "ninja" and text == "ninja":
-            continue  # envlock's own line
-        if text not in users:
-            users.append(text)
-    has_ninja = any(canonicalize_name(Requirement(u).name) == "ninja" for u in users)
-    always = [] if has_ninja else ["ninja"]
-    return tuple(generated + always + users), tuple(users), tuple(ignored)
-
-
-def spec_indexes(torch: str, torch_source: str, mirrors: Mapping[str, str]) -> tuple[Index, tuple[Index, ...]]:
-    """(default index, extra indexes) for uv: the user's pip configuration, plus the variant index of a +cuXYZ torch.
-
-    With a `pypi=` mirror every index is read from it (it holds the variant index's wheels too).
-    """
-    from envlock.mirrors import PYPI
-    from envlock.pypi import configured_extra_index_urls, configured_index_url
-
-    default_url, _ = configured_index_url()
-    mirror = mirrors.get(PYPI)
-    extras = [] if mirror else [Index(u, u) for u in configured_extra_index_urls()[0]]
-    label = torch.partition("+")[2]
-    if label and torch_source == "pip":
-        canon = variant_index_url(label)
-        fetch = next((v for k, v in mirrors.items() if k.rstrip("/") == canon.rstrip("/")), mirror or canon)
-        extras.insert(0, Index(fetch, canon))
-    return Index(mirror or default_url, default_url), tuple(extras)

@@ -1,4 +1,4 @@
-"""The only module that imports rattler for solving: Gateway, one solve per platform, errors mapped.
+"""Solving with rattler: Gateway, one solve per platform, errors mapped (envlock/conda/errors.py).
 
 Platforms are solved concurrently; within a platform the plan's candidates are tried in order
 (exact minor first) and the first that solves wins. When all fail, one SolveError lists each attempt.
@@ -7,7 +7,6 @@ Platforms are solved concurrently; within a platform the plan's candidates are t
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,11 +16,12 @@ import rattler
 import rattler.exceptions
 from rattler import BuildString, Channel, GenericVirtualPackage, PackageName, SourceConfig, Version
 
+from envlock.conda.channels import canonical_channel_url, check_channel_security, check_channel_url, fetch_url
+from envlock.conda.errors import mapped, translate
 from envlock.errors import ChannelError, SolveError, SpecError
-from envlock.lockfile import dependency_order, strip_credentials
+from envlock.lockfile import dependency_order
 from envlock.models import Candidate, LockedPackage, Plan, PlatformPlan, PlatformResult
-
-CANONICAL_BASE = "https://conda.anaconda.org/"
+from envlock.net import HttpSettings, scrub, settings
 
 
 @dataclass(frozen=True)
@@ -33,69 +33,12 @@ class SolveOptions:
     offline: bool = False
     allow_insecure: bool = False
     timeout_s: float = 300.0
-    # Per HTTP request (reliability, docs/reliability.md): without a client timeout rattler waits on a
+    # ENVLOCK_HTTP_TIMEOUT / ENVLOCK_HTTP_RETRIES (envlock.net): without a client timeout rattler waits on a
     # stalled server for ever outside the solve's own timeout (e.g. the conda-forge torch lookup).
-    http_timeout_s: int = field(default_factory=lambda: _env_int("ENVLOCK_HTTP_TIMEOUT", 120))
-    http_retries: int = field(default_factory=lambda: _env_int("ENVLOCK_HTTP_RETRIES", 3))
+    http: HttpSettings = field(default_factory=settings)
     # The spec's resolution cutoff (ISO UTC): rattler compares each record's indexed timestamp, else
     # its build timestamp; a record with neither is kept (conda-forge has a few).
     exclude_newer: str | None = None
-
-
-def _env_int(name: str, default: int) -> int:
-    """A positive int from the environment (tests shorten timeouts with it), else the default."""
-    try:
-        value = int(os.environ.get(name, ""))
-    except ValueError:
-        return default
-    return value if value >= 0 else default
-
-
-def canonical_channel_url(channel: str) -> str:
-    """The URL a channel name stands for (what the lock records), credentials removed."""
-    if "://" in channel:
-        return strip_credentials(channel).rstrip("/") + "/"
-    return CANONICAL_BASE + channel.strip("/") + "/"
-
-
-def _fetch_url(channel: str, mirrors: Mapping[str, str]) -> str:
-    from envlock.mirrors import channel_fetch_url  # the longest key wins: nvidia= covers nvidia/label/…
-
-    return channel_fetch_url(channel, mirrors)
-
-
-def check_channel_security(url: str, *, allow_insecure: bool) -> None:
-    """http:// is allowed only for 127.0.0.1/localhost unless --allow-insecure."""
-    if not url.startswith("http://") or allow_insecure:
-        return
-    host = url.split("://", 1)[1].split("/", 1)[0].rsplit("@", 1)[-1].split(":")[0]
-    if host not in ("127.0.0.1", "localhost", "[::1]", "::1"):
-        raise SpecError(
-            f"channel {strip_credentials(url)} uses plain http",
-            hint="use https, or pass --allow-insecure if you trust the network path",
-        )
-
-
-def check_channel_url(url: str) -> None:
-    """Only http(s):// URLs with a host and file:// URLs reach rattler (which panics on e.g. `s3:///0`).
-
-    create installs from those schemes only, so a lock made from any other could not be installed.
-    """
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname
-        parts.port  # noqa: B018 - raises ValueError for a bad port
-    except ValueError:
-        parts, host = None, None
-    scheme = parts.scheme.lower() if parts else ""
-    if scheme == "file" or (scheme in ("http", "https") and host):
-        return
-    raise SpecError(
-        f"channel URL {strip_credentials_in_text(url)!r} is not an http(s):// URL with a host or a file:// URL",
-        hint="pass a channel name (conda-forge) or a URL like https://host/conda-forge",
-    )
 
 
 def _source_config(url: str, offline: bool) -> SourceConfig:
@@ -127,7 +70,7 @@ class RattlerSolver:
         self._torch: str | None = None
 
     def _channel(self, name: str) -> tuple[Channel, str, str]:
-        fetch = _fetch_url(name, self.options.mirrors)
+        fetch = fetch_url(name, self.options.mirrors)
         check_channel_url(fetch)
         check_channel_security(fetch, allow_insecure=self.options.allow_insecure)
         channel = Channel(fetch)
@@ -139,12 +82,14 @@ class RattlerSolver:
         return channel, base, canonical_channel_url(name)
 
     def _gateway_for(self) -> rattler.Gateway:
+        from envlock.conda.client import http_client
+
         if self._gateway is None:
             self._gateway = rattler.Gateway(
                 cache_dir=self.options.cache_dir,
                 default_config=SourceConfig(cache_action="force-cache-only" if self.options.offline else "cache-or-fetch"),
                 per_channel_config=dict(self._per_channel),
-                client=http_client(self.options),
+                client=http_client(self.options.http),
             )
         return self._gateway
 
@@ -194,7 +139,8 @@ class RattlerSolver:
         return dependency_order([_locked(r, platform, rewrite) for r in records])
 
     async def _solve_platform(self, pp: PlatformPlan, keep: Sequence[LockedPackage] = ()) -> PlatformResult:
-        from envlock import progress, solve_report, solve_why
+        from envlock import progress, solve_report
+        from envlock.conda import why as solve_why
 
         attempts: list[solve_report.Attempt] = []
         lacking: set[str] = set()  # CUDA minors for which the channel lacks an asked-for extra
@@ -280,12 +226,11 @@ class RattlerSolver:
                 f"the solve took longer than {self.options.timeout_s:.0f} s",
                 hint="retry; if it persists, narrow the plan with --platform",
             ) from None
-        except (rattler.exceptions.FetchRepoDataError, rattler.exceptions.GatewayError, rattler.exceptions.IoError) as exc:
-            raise _channel_error(exc, self.options.offline) from None
-        except rattler.exceptions.InvalidMatchSpecError as exc:
-            raise SpecError(f"invalid match spec: {_first_lines(str(exc))}", hint="fix the dependency in the spec") from None
-        except rattler.exceptions.InvalidChannelError as exc:
-            raise SpecError(f"invalid channel: {_first_lines(str(exc))}", hint="pass a channel name or URL") from None
+        except Exception as exc:
+            err = translate(exc, offline=self.options.offline)  # the one map of rattler's errors
+            if err is None:
+                raise
+            raise err from None
 
     def _run_retrying_truncation(
         self, plan: Plan, locked: Mapping[str, Sequence[LockedPackage]]
@@ -321,48 +266,6 @@ def is_truncated_body(text: str) -> bool:
     return any(m in text for m in _TRUNCATION_MARKERS) and "failed to download" not in text
 
 
-def http_client(options: SolveOptions) -> rattler.Client:
-    """rattler's HTTP client with bounded retries (exponential backoff) and a per-request timeout.
-
-    py-rattler's default client neither retries (one 503 fails the resolve) nor times out (a
-    stalled server hangs it); keyring/auth-file credentials still apply (AuthenticationMiddleware).
-    """
-    from rattler.networking import AuthenticationMiddleware, Client, RetryMiddleware
-
-    middlewares: list = [AuthenticationMiddleware()]
-    if options.http_retries:
-        middlewares.insert(0, RetryMiddleware(options.http_retries))
-    from envlock.tls import rattler_client
-
-    return rattler_client(lambda: Client(middlewares, timeout=options.http_timeout_s or None))
-
-
-def _channel_error(exc: Exception, offline: bool) -> ChannelError:
-    text = strip_credentials_in_text(_first_lines(str(exc)))
-    if offline:
-        return ChannelError(
-            f"--offline and the repodata cache lacks what the solve needs: {text}",
-            hint="run once without --offline to fill the cache",
-        )
-    return ChannelError(
-        f"cannot fetch repodata: {text}",
-        hint="check the channel URL and your network, or use --mirror NAME=URL / --offline",
-    )
-
-
-def strip_credentials_in_text(text: str) -> str:
-    """Remove credentials from any URL inside a message."""
-    out = []
-    for word in text.split():
-        out.append(strip_credentials(word) if "://" in word else word)
-    return " ".join(out)
-
-
-def _first_lines(text: str, n: int = 6) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return " / ".join(lines[:n])
-
-
 def _locked(record: rattler.RepoDataRecord, platform: str, rewrite: Sequence[tuple[str, str]]) -> LockedPackage:
     url = str(record.url)
     channel = str(record.channel or "")
@@ -389,7 +292,7 @@ def _locked(record: rattler.RepoDataRecord, platform: str, rewrite: Sequence[tup
         constrains=tuple(record.constrains),
         subdir=str(record.subdir),
         size=record.size,
-        channel=strip_credentials(channel),
+        channel=scrub(channel),
     )
 
 
@@ -400,13 +303,6 @@ def _cutoff(text: str | None):  # type: ignore[no-untyped-def]
     import datetime
 
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-def default_cache_dir() -> Path:
-    """envlock's cache dir ($ENVLOCK_CACHE_DIR, else the platform's user cache dir; envlock/config.py)."""
-    from envlock.config import cache_location
-
-    return cache_location().path
 
 
 def conda_forge_pytorch_lookup(options: SolveOptions, channel: str = "conda-forge"):  # type: ignore[no-untyped-def]
@@ -421,9 +317,7 @@ def conda_forge_pytorch_lookup(options: SolveOptions, channel: str = "conda-forg
             res = await gateway.query([chan], ["linux-64", "linux-aarch64", "win-64"], [f"pytorch =={version}"], recursive=False)
             return sorted({(str(r.version), str(r.build)) for recs in res for r in recs})
 
-        try:
+        with mapped(offline=options.offline):
             return asyncio.run(query())
-        except (rattler.exceptions.FetchRepoDataError, rattler.exceptions.GatewayError, rattler.exceptions.IoError) as exc:
-            raise _channel_error(exc, options.offline) from None
 
     return lookup

@@ -1,5 +1,6 @@
-"""Create's side of the PyPI part: every locked wheel fetched once into envlock's cache (sha256 checked
-before anything is installed), then installed into the prefix by uv (envlock/pypi_part.py owns uv).
+"""Create's side of the PyPI part: every locked wheel fetched once into envlock's cache (envlock.net; sha256
+checked before anything is installed), then installed into the prefix by `uv pip install --no-deps --target`
+(no resolution: the locked list is complete; envlock.pypi.uv runs it).
 """
 
 from __future__ import annotations
@@ -7,7 +8,6 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from envlock.errors import ChannelError, EnvCreateError
-from envlock.lockfile import strip_credentials
+from envlock import net
+from envlock.errors import ChannelError, EnvCreateError, EnvlockError
+from envlock.fs import entry_lock, replace
 from envlock.mirrors import PYPI
 from envlock.models import PypiPackage
-from envlock.pypi_part import index_root, _timeout, python_platform, uv_binary, uv_environ
-
-_CHUNK = 1 << 20
+from envlock.net import scrub
+from envlock.pypi import uv
+from envlock.pypi.part import index_root, python_platform
 
 
 def wheel_cache(cache: Path) -> Path:
@@ -43,14 +44,11 @@ def fetch_wheels(packages: Sequence[PypiPackage], cache: Path, *, offline: bool,
         raise EnvCreateError(f"{len(missing)} wheel(s) are not in envlock's cache and --offline is set: {names}",
                              hint="run once without --offline to fill the cache")
     if missing:
-        import requests
-
-        session = requests.Session()
+        session = net.session(pool=max(16, jobs))
         sizes: Mapping[str, int] = {}
         if progress is not None and getattr(progress, "wants_sizes", False) and PYPI not in mirrors:
-            from envlock.sizes import content_lengths  # the byte bar's total (and ETA); a pypi= mirror is asked later
-
-            sizes = content_lengths([_mirrored(p, mirrors, session) for p in missing], session)
+            # the byte bar's total (and ETA); a pypi= mirror is asked later
+            sizes = net.content_lengths([_mirrored(p, mirrors, session) for p in missing], session)
             if sizes:
                 progress.expect("wheels", sum(sizes.values()))
         try:
@@ -89,7 +87,7 @@ def find_on_index(index: str, pkg: PypiPackage, session: Any) -> str:
         url = urljoin(page, href)
         if unquote(url.split("#", 1)[0].rsplit("/", 1)[-1]) == pkg.filename:
             return url.split("#", 1)[0]
-    raise ChannelError(f"{pkg.filename} is not on the pypi mirror ({strip_credentials(page)} does not list it)",
+    raise ChannelError(f"{pkg.filename} is not on the pypi mirror ({scrub(page)} does not list it)",
                        hint="fill the mirror with `envlock mirror` for this lock, or fix the pypi= mirror URL")
 
 
@@ -103,15 +101,15 @@ def _read_page(page: str, pkg: PypiPackage, session: Any) -> str:
         except OSError:
             raise ChannelError(f"{pkg.name} is not on the pypi mirror ({path} is missing)",
                                hint="fill the mirror with `envlock mirror` for this lock, or fix the pypi= mirror URL") from None
-    import requests
+    import requests  # noqa: PLC0415 - the session's own exceptions
 
     try:
-        resp = session.get(page, timeout=(10, 60), headers={"Accept": "text/html"})
+        resp = session.get(page, timeout=net.timeout_of(), headers={"Accept": "text/html"})
     except requests.RequestException as exc:
-        raise ChannelError(f"cannot read the pypi mirror page {strip_credentials(page)} ({type(exc).__name__})",
+        raise ChannelError(f"cannot read the pypi mirror page {scrub(page)} ({net.reason(exc)})",
                            hint="check the pypi= mirror URL and the network") from None
     if resp.status_code != 200:
-        raise ChannelError(f"{pkg.name} is not on the pypi mirror (HTTP {resp.status_code} from {strip_credentials(page)})",
+        raise ChannelError(f"{pkg.name} is not on the pypi mirror (HTTP {resp.status_code} from {scrub(page)})",
                            hint="fill the mirror with `envlock mirror` for this lock, or fix the pypi= mirror URL")
     return resp.text
 
@@ -132,8 +130,6 @@ def _hrefs(html: str) -> list[str]:
 
 def _fetch_one(pkg: PypiPackage, cache: Path, mirrors: Mapping[str, str], session: Any, progress: Any = None,
                sized: int = 0) -> None:
-    from envlock.filelock import entry_lock
-
     final = _cached_path(cache, pkg)
     with entry_lock(wheel_cache(cache), pkg.sha256):  # once per cache, even when processes share it
         if not final.is_file():
@@ -149,13 +145,12 @@ def _fetch_locked(pkg: PypiPackage, final: Path, mirrors: Mapping[str, str], ses
     fd, tmp_name = tempfile.mkstemp(prefix=".download-", suffix=".part", dir=final.parent)
     tmp = Path(tmp_name)
     try:
+        os.close(fd)
+        _fetch_to(url, tmp, pkg, session, progress, sized)
         digest = hashlib.sha256()
-        with os.fdopen(fd, "wb") as fh:
-            for chunk in _chunks(url, pkg, session, None if sized else progress):
+        with tmp.open("rb") as fh:
+            while chunk := fh.read(net.CHUNK):
                 digest.update(chunk)
-                fh.write(chunk)
-                if progress is not None:
-                    progress.transfer("wheels", len(chunk))
         if digest.hexdigest() != pkg.sha256.lower():
             raise EnvCreateError(
                 f"{pkg.filename} does not match the sha256 the lock records (got {digest.hexdigest()[:16]}…, "
@@ -163,45 +158,30 @@ def _fetch_locked(pkg: PypiPackage, final: Path, mirrors: Mapping[str, str], ses
                 hint="the index served a different file than the one locked, so nothing was installed; "
                      "check the index or proxy, or re-lock (`envlock lock --refresh`) if it really changed",
             )
-        os.replace(tmp, final)
+        replace(tmp, final)
     finally:
         tmp.unlink(missing_ok=True)
 
 
-def _chunks(url: str, pkg: PypiPackage, session: Any, expect: Any = None) -> Any:
-    """The file's bytes; `expect` (a Progress) hears its Content-Length when the byte bar lacks it."""
+def _fetch_to(url: str, dest: Path, pkg: PypiPackage, session: Any, progress: Any, sized: int) -> None:
+    """The file's bytes into `dest`: copied from a file:// URL, else downloaded (envlock.net.download: a body cut
+    off mid-way starts the file again, so no byte is written twice)."""
     if url.startswith("file:"):
-        from urllib.request import url2pathname
+        import shutil  # noqa: PLC0415
+        from urllib.request import url2pathname  # noqa: PLC0415
 
         try:
-            with open(url2pathname(urlsplit(url).path), "rb") as fh:
-                while chunk := fh.read(_CHUNK):
-                    yield chunk
+            shutil.copyfile(url2pathname(urlsplit(url).path), dest)
         except OSError as exc:
             raise EnvCreateError(f"cannot read {pkg.filename}: {exc.strerror or exc}",
                                  hint="the lock records a machine-local file:// URL; re-lock against a network index") from None
+        if progress is not None:
+            progress.transfer("wheels", dest.stat().st_size)
         return
-    import requests
-
-    last = ""
-    for attempt in range(3):
-        try:
-            with session.get(url, stream=True, timeout=(10, 120)) as resp:
-                if resp.status_code >= 500:
-                    last = f"HTTP {resp.status_code}"
-                    continue
-                if resp.status_code != 200:
-                    raise ChannelError(f"cannot download {pkg.filename}: HTTP {resp.status_code} from {strip_credentials(url)}",
-                                       hint="check the index (or --mirror), or re-lock if the file is gone")
-                if expect is not None and int(resp.headers.get("Content-Length") or 0) > 0:
-                    expect.expect("wheels", int(resp.headers["Content-Length"]))
-                    expect = None
-                yield from resp.iter_content(_CHUNK)
-                return
-        except requests.RequestException as exc:
-            last = type(exc).__name__
-    raise ChannelError(f"cannot download {pkg.filename} from {strip_credentials(url)} ({last}, 3 attempts)",
-                       hint="check your network/proxy, or --offline with a filled cache")
+    net.download(session, url, dest, what=pkg.filename,
+                 hint="check the index (or --mirror), or re-lock if the file is gone",
+                 on_length=None if sized or progress is None else (lambda n: progress.expect("wheels", n)),
+                 on_bytes=None if progress is None else (lambda n: progress.transfer("wheels", n)))
 
 
 def site_packages(platform: str, python: str) -> str:
@@ -221,13 +201,15 @@ def install_wheels(prefix: Path, wheels: Sequence[Path], *, platform: str, pytho
         return
     target = prefix / site_packages(platform, python)
     target.mkdir(parents=True, exist_ok=True)
-    args = [uv_binary(), "pip", "install", "--no-config", "--no-deps", "--offline", "--no-index", "--quiet",
+    args = ["pip", "install", "--no-config", "--no-deps", "--offline", "--no-index", "--quiet",
             "--target", str(target), "--python", sys.executable, "--python-version", python,
             "--python-platform", python_platform(platform, glibc), *map(str, wheels)]
-    try:
-        done = subprocess.run(args, env=uv_environ(cache), capture_output=True, text=True, timeout=_timeout())
-    except subprocess.TimeoutExpired:
-        raise EnvCreateError("installing the PyPI part timed out", hint="run `envlock create` again") from None
+
+    def failed(why: str) -> EnvlockError:
+        return EnvCreateError("installing the PyPI part timed out" if why.startswith("took") else
+                              f"installing the PyPI part failed: {why}", hint="run `envlock create` again")
+
+    done = uv.run(args, cache=cache, what="installing the PyPI part", failed=failed)
     if done.returncode != 0:
         detail = " ".join(ln.strip() for ln in done.stderr.splitlines() if ln.strip())[:400]
         raise EnvCreateError(f"installing the PyPI part into {prefix} failed: {detail or 'uv failed'}",

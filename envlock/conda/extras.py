@@ -1,6 +1,6 @@
 """Why a candidate with `--with` extras failed: which extra has no build for its CUDA minor (solver seam).
 
-Used by envlock.solver after a failed solve only. rattler's own answer ("nothing provides cuda-version
+Used by envlock.conda.solve after a failed solve only. rattler's own answer ("nothing provides cuda-version
 >=13.3,<13.4.0a0 …") names version ranges, not the extra the user asked for; this asks the channel for
 each extra's records and reads their `cuda-version` pins, so the message says "--with deepspeed
 (profiler-api): cuda-profiler-api has no build for CUDA 12.6 on the channel (it has 12.9, 13.0)".

@@ -2,33 +2,28 @@
 
 Only the wheel's metadata is fetched (``<wheel-url>.metadata``), never the wheel. The index URL is
 the user's (PIP_INDEX_URL, then pip's config files, then pip's own default), so no index host is
-named here. ``requests`` and ``platformdirs`` are imported lazily: importing this module stays cheap.
+named here. HTTP goes through envlock.net (``requests`` is imported only when the index is asked).
 """
 
 from __future__ import annotations
 
-import configparser
-import email.parser
 import hashlib
 import json
 import logging
-import os
 import re
-import sys
-import tempfile
-import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from envlock import net
 from envlock.errors import AnchorError, ChannelError
+from envlock.pypi.pins import parse_cuda_pins, requires_dist_of
+from envlock.pypi.pipconf import configured_index_url
 
 if TYPE_CHECKING:
     import requests
@@ -39,16 +34,12 @@ CACHE_FORMAT = 1
 JSON_ACCEPT = (
     "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 )
-_RETRY_STATUSES = frozenset({500, 502, 503, 504})
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _MAX_REDIRECTS = 5
 _MAX_METADATA_TRIES = 4  # wheels of one version whose .metadata we try before giving up
 # The interpreter tags whose wheel we read first: the facts were collected from cp311/cp312 wheels.
 _PYTHON_PREFERENCE = ("cp311", "cp312", "cp310", "cp313", "cp39", "cp38")
 _LINUX_X86_64 = re.compile(r"^(manylinux\w*|linux)_x86_64$")
-_CUDA_RUNTIME = re.compile(r"^nvidia-cuda-runtime-cu\d+$")
-_CUDNN = re.compile(r"^nvidia-cudnn(-cu\d+)?$")
-_NVIDIA = re.compile(r"^(nvidia-|cuda-toolkit$)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,19 +47,11 @@ class IndexSettings:
     """How to reach the index; None fields follow the user's pip configuration / envlock defaults."""
 
     index_url: str | None = None  # None: PIP_INDEX_URL, pip config files, pip's default
-    timeout: float = 15.0  # seconds, per connect and per read
-    retries: int = 3  # extra attempts on 5xx / connection errors
-    backoff: float = 0.5  # seconds before the first retry, doubled each time
+    # ENVLOCK_HTTP_TIMEOUT / ENVLOCK_HTTP_RETRIES (envlock.net), like every other request of envlock
+    timeout: float = field(default_factory=lambda: net.settings().timeout)  # seconds, per connect and per read
+    retries: int = field(default_factory=lambda: net.settings().retries)  # extra attempts on 5xx / connection errors
+    backoff: float = net.BACKOFF_S  # urllib3's backoff factor
     cache_dir: Path | None = None  # None: $ENVLOCK_CACHE_DIR, else the platform's user cache dir
-
-
-@dataclass(frozen=True, slots=True)
-class CudaPins:
-    """What a wheel's Requires-Dist says about CUDA (cuda None: no CUDA dependency at all)."""
-
-    cuda: str | None  # "12.1"
-    cudnn: str | None  # "8.9.2.26"
-    requirement: str | None  # the pin that decided the CUDA, e.g. "nvidia-cuda-runtime-cu12==12.1.105"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,209 +67,9 @@ class TorchMetadata:
     cached: bool = False
 
 
-# --------------------------------------------------------------------------- URLs and pip config
-
-
 def redact(url: str) -> str:
-    """The URL without user/password, safe for messages and logs."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit((parts.scheme, "***@" + host, parts.path, parts.query, parts.fragment))
-
-
-def _scrub(text: str, url: str) -> str:
-    """Remove the credentials of url from any text (exception messages can echo them)."""
-    parts = urlsplit(url)
-    for secret in (parts.password, parts.username):
-        if secret:
-            text = text.replace(secret, "***")
-    return text
-
-
-def pip_config_files(environ: Mapping[str, str] | None = None) -> list[Path]:
-    """pip's config files in the order pip loads them (a later file overrides an earlier one)."""
-    env = os.environ if environ is None else environ
-    env_file = env.get("PIP_CONFIG_FILE")
-    if env_file == os.devnull:
-        return []  # pip's documented way to switch every config file off
-    xdg_dirs = env.get("XDG_CONFIG_DIRS") or "/etc/xdg"
-    files = [Path(d) / "pip" / "pip.conf" for d in xdg_dirs.split(os.pathsep) if d]
-    files.append(Path("/etc/pip.conf"))
-    # pip skips the user files when PIP_CONFIG_FILE names an existing file.
-    if not (env_file and Path(env_file).exists()):
-        home = Path(env.get("HOME") or Path.home())
-        files.append(home / ".pip" / "pip.conf")
-        files.append(Path(env.get("XDG_CONFIG_HOME") or home / ".config") / "pip" / "pip.conf")
-    files.append(Path(env.get("VIRTUAL_ENV") or sys.prefix) / "pip.conf")
-    if env_file:
-        files.append(Path(env_file))
-    return files
-
-
-def _read_pip_config(path: Path) -> dict[str, str]:
-    """ "section.key" -> value of one pip config file (keys normalised as pip does)."""
-    parser = configparser.RawConfigParser()
-    try:
-        parser.read(path, encoding="utf-8")
-    except (configparser.Error, OSError, UnicodeDecodeError) as exc:
-        raise AnchorError(
-            f"cannot read pip configuration file {path}: {exc}",
-            hint="fix or remove that file, or set PIP_INDEX_URL",
-        ) from None
-    return {
-        f"{section}.{key.replace('_', '-')}": value
-        for section in parser.sections()
-        for key, value in parser.items(section)
-    }
-
-
-def _merged_pip_config(env: Mapping[str, str]) -> dict[str, tuple[str, Path]]:
-    """"section.key" -> (value, file) over every pip config file (a later file wins)."""
-    merged: dict[str, tuple[str, Path]] = {}
-    for path in pip_config_files(env):
-        if path.is_file():
-            merged.update({k: (v, path) for k, v in _read_pip_config(path).items()})
-    return merged
-
-
-def _pip_setting(env: Mapping[str, str], key: str) -> tuple[str, str] | None:
-    """(value, where) of one pip option: PIP_<KEY>, else [install], else [global] of the config files."""
-    var = "PIP_" + key.upper().replace("-", "_")
-    if env.get(var, "").strip():
-        return env[var].strip(), var
-    merged = _merged_pip_config(env)
-    # pip applies every [global] value first and every [install] value after it.
-    for section in ("install", "global"):
-        hit = merged.get(f"{section}.{key}")
-        if hit and hit[0].strip():
-            return hit[0].strip(), f"pip config {hit[1]} [{section}] {key}"
-    return None
-
-
-def configured_index_url(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """(index URL, where it came from) exactly as `pip install` would pick it."""
-    env = os.environ if environ is None else environ
-    found = _pip_setting(env, "index-url")
-    return found if found is not None else (_pip_default_index(), "pip's default index")
-
-
-def configured_extra_index_urls(environ: Mapping[str, str] | None = None) -> tuple[tuple[str, ...], str]:
-    """(extra index URLs, where they came from) as `pip install` reads them (whitespace-separated)."""
-    env = os.environ if environ is None else environ
-    found = _pip_setting(env, "extra-index-url")
-    if found is None:
-        return (), "none"
-    return tuple(found[0].split()), found[1]
-
-
-def _pip_default_index() -> str:
-    """The index pip uses when nothing is configured, asked of pip itself (never hard-coded)."""
-    try:
-        from pip._internal.models.index import PyPI  # noqa: PLC0415 - pip's internals, guarded
-
-        url = str(PyPI.simple_url)
-    except Exception:  # noqa: BLE001 - any failure means we cannot know pip's default
-        url = ""
-    if not url.startswith(("http://", "https://")):
-        raise AnchorError(
-            "cannot tell which package index pip uses (pip's default index is unavailable here)",
-            hint="set PIP_INDEX_URL (or index-url in pip.conf) to your package index",
-        )
-    return url
-
-
-# --------------------------------------------------------------------------- Requires-Dist
-
-
-def _exact_pin(req: Requirement) -> str | None:
-    """The version of an ==/=== specifier (wildcard stripped), else None."""
-    for spec in req.specifier:
-        if spec.operator in ("==", "==="):
-            return spec.version.removesuffix(".*")
-    return None
-
-
-def _cuda_of(pin: str, requirement: str) -> str:
-    """'12.1.105' -> '12.1'."""
-    parts = pin.split(".")
-    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
-        raise AnchorError(
-            f"cannot read a CUDA version from the requirement {requirement!r}",
-            hint="pass the CUDA torch was built with as --cuda X.Y",
-        )
-    return f"{int(parts[0])}.{int(parts[1])}"
-
-
-def _applies(req: Requirement, python: str) -> bool:
-    """Whether the requirement applies to a Linux x86_64 CPython install of that python."""
-    if req.marker is None:
-        return True
-    env = {
-        "platform_system": "Linux",
-        "platform_machine": "x86_64",
-        "sys_platform": "linux",
-        "os_name": "posix",
-        "python_version": python,
-        "python_full_version": python + ".0",
-        "platform_python_implementation": "CPython",
-        "implementation_name": "cpython",
-        "extra": "",
-    }
-    try:
-        return bool(req.marker.evaluate(env))
-    except Exception:  # noqa: BLE001 - an odd marker must not hide a CUDA pin
-        return True
-
-
-def parse_cuda_pins(requires_dist: Iterable[str], python: str = "3.11") -> CudaPins:
-    """CUDA/cuDNN pins of Requires-Dist lines (facts 1.3: runtime-cu1X, then cuda-toolkit, then runtime)."""
-    runtime: Requirement | None = None
-    toolkit: Requirement | None = None
-    bare_runtime: Requirement | None = None
-    cudnn: str | None = None
-    nvidia_seen: list[str] = []
-    for line in requires_dist:
-        try:
-            req = Requirement(line)
-        except InvalidRequirement:
-            continue  # a line we cannot read cannot be a CUDA pin we understand
-        if not _applies(req, python):
-            continue
-        name = canonicalize_name(req.name)
-        if _NVIDIA.match(name):
-            nvidia_seen.append(name)
-        if _CUDA_RUNTIME.match(name):
-            runtime = runtime or req
-        elif name == "cuda-toolkit":
-            toolkit = toolkit or req
-        elif name == "nvidia-cuda-runtime":
-            bare_runtime = bare_runtime or req
-        elif _CUDNN.match(name):
-            cudnn = cudnn or _exact_pin(req)
-    chosen = runtime or toolkit or bare_runtime
-    if chosen is None:
-        if nvidia_seen:
-            raise AnchorError(
-                f"the wheel depends on {', '.join(sorted(set(nvidia_seen)))} but names no CUDA runtime",
-                hint="pass the CUDA torch was built with as --cuda X.Y",
-            )
-        return CudaPins(cuda=None, cudnn=None, requirement=None)
-    text = str(chosen).split(";")[0].strip()
-    pin = _exact_pin(chosen)
-    if pin is None:
-        raise AnchorError(
-            f"the CUDA requirement {text!r} is not an exact pin",
-            hint="pass the CUDA torch was built with as --cuda X.Y",
-        )
-    return CudaPins(cuda=_cuda_of(pin, text), cudnn=cudnn, requirement=text)
-
-
-def requires_dist_of(metadata: str) -> list[str]:
-    """The Requires-Dist lines of a core metadata file."""
-    msg = email.parser.HeaderParser().parsestr(metadata)
-    return [str(v) for v in (msg.get_all("Requires-Dist") or [])]
+    """The URL without user/password (`***@` in their place), safe for messages and logs."""
+    return net.scrub(url, marked=True)
 
 
 # --------------------------------------------------------------------------- cache
@@ -296,11 +79,9 @@ def cache_root(settings: IndexSettings) -> Path:
     """Where index answers are cached."""
     if settings.cache_dir is not None:
         return settings.cache_dir / "pypi"
-    if os.environ.get("ENVLOCK_CACHE_DIR"):
-        return Path(os.environ["ENVLOCK_CACHE_DIR"]) / "pypi"
-    import platformdirs  # noqa: PLC0415 - lazy: keeps the import of this module cheap
+    from envlock.config import cache_dir  # noqa: PLC0415
 
-    return Path(platformdirs.user_cache_dir("envlock")) / "pypi"
+    return cache_dir() / "pypi"
 
 
 def _cache_file(version: str, settings: IndexSettings) -> Path:
@@ -322,13 +103,11 @@ def _read_cache(version: str, settings: IndexSettings) -> dict[str, Any] | None:
 
 def _write_cache(version: str, settings: IndexSettings, data: dict[str, Any]) -> None:
     """Write one answer atomically; a cache that cannot be written only costs a later refetch."""
+    from envlock.fs import write_json_atomic  # noqa: PLC0415
+
     path = _cache_file(version, settings)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump({"format": CACHE_FORMAT, **data}, fh, indent=1, sort_keys=True)
-        os.replace(tmp, path)
+        write_json_atomic(path, {"format": CACHE_FORMAT, **data}, indent=1)
     except OSError as exc:
         log.warning("cannot write the index cache %s: %s", path, exc)
 
@@ -343,7 +122,9 @@ class _Client:
         import requests  # noqa: PLC0415 - lazy: `envlock --help` must not pay for it
 
         self._requests = requests
-        self._session: requests.Session = requests.Session()
+        self._http = net.HttpSettings(timeout=settings.timeout, retries=max(0, settings.retries),
+                                      backoff=settings.backoff)
+        self._session: requests.Session = net.session(self._http)  # urllib3 Retry: 5xx, resets, timeouts
         self._settings = settings
         self._index = index_url
 
@@ -392,34 +173,23 @@ class _Client:
         return _carry_credentials(url, target)
 
     def _get_retrying(self, url: str, headers: dict[str, str]) -> requests.Response:
-        """One GET, retried on 5xx and connection errors with exponential backoff."""
-        exc_types = (
-            self._requests.ConnectionError,
-            self._requests.Timeout,
-            self._requests.exceptions.ChunkedEncodingError,
-        )
-        attempts = 1 + max(0, self._settings.retries)
-        why = ""
-        for attempt in range(attempts):
-            if attempt:
-                time.sleep(self._settings.backoff * 2 ** (attempt - 1))
-            try:
-                resp = self._session.get(
-                    url, headers=headers, timeout=self._settings.timeout, allow_redirects=False
-                )
-            except exc_types as exc:
-                why = _scrub(f"{type(exc).__name__}: {exc}", url)
-                log.debug("GET %s failed (%s), attempt %d/%d", redact(url), why, attempt + 1, attempts)
-                continue
-            except self._requests.RequestException as exc:
-                raise ChannelError(
-                    f"cannot fetch {redact(url)}: {_scrub(type(exc).__name__ + ': ' + str(exc), url)}",
-                    hint="check the index URL in PIP_INDEX_URL / pip.conf",
-                ) from None
-            if resp.status_code not in _RETRY_STATUSES:
+        """One GET; urllib3's Retry (envlock.net) retries 5xx, connection errors and timeouts with backoff."""
+        attempts = 1 + self._http.retries
+        try:
+            resp = self._session.get(url, headers=headers, timeout=net.timeout_of(self._http), allow_redirects=False)
+        except (self._requests.ConnectionError, self._requests.Timeout) as exc:
+            why = net.scrub(f"{type(exc).__name__}: {exc}", secrets=[url])
+            log.debug("GET %s failed (%s) after %d attempts", redact(url), why, attempts)
+        except self._requests.RequestException as exc:
+            raise ChannelError(
+                f"cannot fetch {redact(url)}: {net.scrub(type(exc).__name__ + ': ' + str(exc), secrets=[url])}",
+                hint="check the index URL in PIP_INDEX_URL / pip.conf",
+            ) from None
+        else:
+            if resp.status_code not in net.RETRY_STATUSES:
                 return resp
             why = f"HTTP {resp.status_code}"
-            log.debug("GET %s: %s, attempt %d/%d", redact(url), why, attempt + 1, attempts)
+            log.debug("GET %s: %s after %d attempts", redact(url), why, attempts)
         raise ChannelError(
             f"cannot reach the index at {redact(self._index)} ({why} for {redact(url)}, {attempts} attempts)",
             hint="check your network/proxy, or pass --cuda X.Y (or --offline with a warm cache)",

@@ -1,0 +1,97 @@
+"""ONE map of rattler's exceptions to envlock's errors (STYLE.md §5: translate at the seam).
+
+Every call into rattler that can fail runs under `mapped(...)`; what leaves the seam is an EnvlockError
+with a hint, never a rattler exception. `KINDS` names a family for each of rattler's exception classes
+(tests/test_conda_errors.py checks that none is missing), `translate` builds the error for a family:
+
+    channel  a channel cannot be fetched or read (ChannelError, exit 4; `--offline`: the cache lacks it)
+    spec     the request itself is invalid: a match spec, a channel, a platform (SpecError, exit 1)
+    package  an archive or a cache entry cannot be used (EnvCreateError, exit 1)
+    install  linking into a prefix failed (EnvCreateError, exit 1)
+    solve    no solution (SolveError, exit 3): RattlerSolver reads these itself, per candidate
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from envlock.errors import ChannelError, EnvCreateError, EnvlockError, SolveError, SpecError
+from envlock.net import scrub
+
+KINDS: dict[str, str] = {
+    "FetchRepoDataError": "channel", "GatewayError": "channel", "IoError": "channel", "CacheDirError": "channel",
+    "AuthenticationStorageError": "channel", "InvalidUrlError": "spec", "InvalidChannelError": "spec",
+    "InvalidMatchSpecError": "spec", "CanonicalMatchSpecError": "spec", "InvalidPackageNameError": "spec",
+    "InvalidVersionError": "spec", "InvalidVersionSpecError": "spec", "PackageNameMatcherParseError": "spec",
+    "ParseArchError": "spec", "ParseSubdirError": "spec", "ConvertSubdirError": "spec", "ConfigError": "spec",
+    "InvalidHeaderNameError": "spec", "InvalidHeaderValueError": "spec", "VersionBumpError": "spec",
+    "VersionExtendError": "spec", "VirtualPackageOverrideError": "spec", "DetectVirtualPackageError": "spec",
+    "ParseCondaLockError": "spec", "ParseExplicitEnvironmentSpecError": "spec", "RequirementError": "spec",
+    "ConversionError": "package", "ExtractError": "package", "ValidatePackageRecordsError": "package",
+    "AttestationError": "package", "InstallerError": "install", "LinkError": "install",
+    "TransactionError": "install", "EnvironmentCreationError": "install", "ActivationError": "install",
+    "ActivationScriptFormatError": "install", "ShellError": "install", "SolverError": "solve",
+}
+_NOT_ERRORS = frozenset({"GatewayWarning"})  # a warning category, never raised
+
+
+def first_lines(text: str, n: int = 6) -> str:
+    """The first `n` non-empty lines of a (multi-line) rattler message, joined by ' / '."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return " / ".join(lines[:n])
+
+
+def kind_of(exc: BaseException) -> str | None:
+    """The family of a rattler exception (None: not one of rattler's)."""
+    for cls in type(exc).__mro__:
+        if cls.__name__ in KINDS and (cls.__module__ or "").startswith(("exceptions", "rattler")):
+            return KINDS[cls.__name__]
+    return None
+
+
+def translate(exc: BaseException, *, offline: bool = False, what: str = "",
+              default: str | None = None) -> EnvlockError | None:
+    """The EnvlockError for a rattler exception; `what` names the object at hand.
+
+    Anything else gives None, or the `default` family's error (some rattler calls raise plain exceptions).
+    """
+    kind = kind_of(exc) or default
+    if kind is None:
+        return None
+    text = scrub(first_lines(str(exc)) or type(exc).__name__)
+    if kind == "channel":
+        if offline:
+            return ChannelError(f"--offline and the repodata cache lacks what the solve needs: {text}",
+                                hint="run once without --offline to fill the cache")
+        return ChannelError(f"cannot fetch repodata: {text}",
+                            hint="check the channel URL and your network, or use --mirror NAME=URL / --offline")
+    if kind == "spec":
+        if type(exc).__name__ == "InvalidChannelError":
+            return SpecError(f"invalid channel: {text}", hint="pass a channel name or URL")
+        if "MatchSpec" in type(exc).__name__:
+            return SpecError(f"invalid match spec: {text}", hint="fix the dependency in the spec")
+        return SpecError(f"invalid input for rattler{' (' + what + ')' if what else ''}: {text}",
+                         hint="check the spec's dependencies, channels and platforms")
+    if kind == "package":
+        return EnvCreateError(f"cannot unpack {what or 'a package'}: {text}",
+                              hint="the archive matches the lock but is not a valid conda package; re-lock")
+    if kind == "install":
+        text = scrub(first_lines(str(exc), 1) or type(exc).__name__)
+        return EnvCreateError(f"linking {what or 'the environment'} failed: {text}",
+                              hint="run `envlock create` again")
+    return SolveError(f"the solve failed: {text}", hint="retry; if it persists, narrow the plan with --platform")
+
+
+@contextlib.contextmanager
+def mapped(*, offline: bool = False, what: str = "", default: str | None = None) -> Iterator[None]:
+    """Run a block of rattler calls; a rattler exception leaves it as the EnvlockError `translate` gives."""
+    try:
+        yield
+    except EnvlockError:
+        raise
+    except Exception as exc:
+        err = translate(exc, offline=offline, what=what, default=default)
+        if err is None:
+            raise
+        raise err from None

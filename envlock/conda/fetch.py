@@ -1,0 +1,96 @@
+"""One conda archive, fetched (envlock.net) or read where it lies (file://), and checked against the lock.
+
+rattler 0.28 skips the hash for `file://` URLs and for cached md5-only records (DESIGN.md traps), so envlock
+checks every archive's sha256 (md5 where a lock has no sha256) itself, before anything is extracted.
+Also used by `envlock pack` and `envlock mirror` (envlock/channeldir.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from envlock import net
+from envlock.errors import EnvCreateError
+from envlock.models import LockedPackage
+from envlock.progress import NoProgress, Progress
+
+
+def expected(pkg: LockedPackage) -> tuple[str, str]:
+    """(algorithm, hex digest) the archive must have."""
+    return ("sha256", pkg.sha256.lower()) if pkg.sha256 else ("md5", pkg.md5.lower())
+
+
+def mirrored(url: str, mirrors: Mapping[str, str]) -> str:
+    """Where to fetch a locked URL from (`--mirror conda-forge=URL`; `nvidia=` covers nvidia/label/…)."""
+    from envlock.mirrors import mirrored as _mirrored
+
+    return _mirrored(url, mirrors)
+
+
+def local_path(url: str) -> Path:
+    """file:///C:/x → C:\\x on Windows, file:///a%20b → /a b everywhere."""
+    from urllib.request import url2pathname
+
+    return Path(url2pathname(urlsplit(url).path))
+
+
+def hash_file(path: Path, cancel: threading.Event | None = None) -> tuple[str, str, int]:
+    """(sha256, md5, size) of a file; Cancelled when `cancel` is set meanwhile."""
+    sha, md5, size = hashlib.sha256(), hashlib.md5(), 0
+    with path.open("rb") as fh:
+        while chunk := fh.read(net.CHUNK):
+            if cancel is not None and cancel.is_set():
+                raise net.Cancelled
+            sha.update(chunk)
+            md5.update(chunk)
+            size += len(chunk)
+    return sha.hexdigest(), md5.hexdigest(), size
+
+
+def fetch_archive(pkg: LockedPackage, mirrors: Mapping[str, str], work: Path, cancel: threading.Event,
+                  session: Any, progress: Progress | None = None, sized: bool = False) -> tuple[Path, str, str, int]:
+    """`pkg`'s archive checked against the lock: (path, sha256, md5, size).
+
+    http(s) archives are downloaded into `work` (`sized`: the byte bar's total already holds this file);
+    a file:// one is read where it lies (the path returned is then outside `work`, and is the caller's).
+    """
+    progress = progress or NoProgress()
+    url = mirrored(pkg.url, mirrors)
+    scheme = urlsplit(url).scheme
+    if scheme == "file":
+        archive = local_path(url)
+        if not archive.is_file():
+            from envlock.mirrors import missing_file_hint
+
+            raise EnvCreateError(f"package file {archive} is missing (locked as {pkg.url})",
+                                 hint=missing_file_hint(archive, pkg.url)
+                                 or "the local channel moved or was cleaned; restore it or re-lock")
+    elif scheme in ("http", "https"):
+        archive = work / pkg.filename
+        net.download(session, url, archive, what=pkg.filename, cancel=cancel,
+                     hint=f"is {net.scrub(url)} still published? re-lock with `envlock lock` if it moved",
+                     on_length=None if sized else (lambda n: progress.expect("fetch", n)),
+                     on_bytes=lambda n: progress.transfer("fetch", n))
+    else:
+        raise EnvCreateError(f"cannot fetch {net.scrub(pkg.url)}: unsupported URL scheme {scheme!r}",
+                             hint="envlock installs from http(s):// and file:// URLs")
+    try:
+        sha256, md5, size = hash_file(archive, cancel)
+        algo, want = expected(pkg)
+        got = sha256 if algo == "sha256" else md5
+        if got != want:
+            raise EnvCreateError(
+                f"{algo} mismatch for {pkg.filename}: the lock says {want}, the archive from {net.scrub(url)} has {got}",
+                hint="the package is not the one that was locked, so nothing was installed; check the mirror or "
+                     "proxy, or re-lock (`envlock lock`) if the channel really changed",
+            )
+    except BaseException:
+        if scheme != "file":
+            archive.unlink(missing_ok=True)
+        raise
+    return archive, sha256, md5, size

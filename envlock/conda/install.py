@@ -1,0 +1,80 @@
+"""Link a prefix from verified cache entries with rattler's installer (no conda binary).
+
+Every archive is in the package cache, verified (envlock/conda/cache.py): rattler takes each from there and
+never downloads. `link` also removes packages the lock no longer has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from envlock.conda.cache import Fetched, dist
+from envlock.errors import EnvCreateError
+from envlock.progress import Progress
+
+
+class LinkReporter:
+    """rattler InstallerReporter → Progress (called from rattler's threads, with the GIL).
+
+    `on_linked` (a seam) hears each package's name as it is linked.
+    """
+
+    def __init__(self, progress: Progress, on_linked: Callable[[str], None] | None = None) -> None:
+        self.progress = progress
+        self.on_linked = on_linked
+        self.names: dict[int, str] = {}
+        self.next = 0
+
+    def on_link_start(self, operation: int, package_name: str) -> int:
+        self.next += 1
+        self.names[self.next] = package_name
+        return self.next
+
+    def on_link_complete(self, index: int) -> None:
+        name = self.names.pop(index, "")
+        self.progress.advance("link", name)
+        if self.on_linked is not None:
+            self.on_linked(name)
+
+
+#: Called with each package's name once it is linked (tests hold a create half-linked through it).
+on_linked: Callable[[str], None] | None = None
+
+
+def records(fetched: Sequence[Fetched], cache: Path) -> list[Any]:
+    """RepoDataRecords from each verified archive's own index.json, with the lock's URL."""
+    from rattler import PackageRecord, RepoDataRecord
+
+    out = []
+    for f in fetched:
+        pkg = f.pkg
+        rec = PackageRecord.from_index_json(cache / dist(pkg) / "info" / "index.json", f.size, f.sha256, f.md5)
+        if (rec.name.normalized, str(rec.version), str(rec.build)) != (pkg.name.lower(), pkg.version, pkg.build):
+            raise EnvCreateError(
+                f"{pkg.filename} holds {rec.name.normalized} {rec.version} {rec.build}, not what the lock names",
+                hint="the lock or the channel is inconsistent; re-lock with `envlock lock`",
+            )
+        channel = pkg.url.rsplit("/", 2)[0]
+        out.append(RepoDataRecord(rec, pkg.filename, pkg.url, channel))
+    return out
+
+
+def link(recs: list[Any], prefix: Path, platform: str, cache: Path, progress: Progress) -> None:
+    """rattler.install into `prefix`. Its exceptions propagate: the caller rolls the prefix back first."""
+    from rattler import Subdir, install
+
+    from envlock.conda.client import http_client
+
+    # The client is never used (everything is cached), but without one rattler builds its own from the
+    # system's CA certificates and panics where there are none (envlock.net.with_ca_fallback).
+    client = http_client()
+    progress.start("link", len(recs))
+    try:
+        asyncio.run(install(recs, target_prefix=prefix, cache_dir=cache, platform=Subdir(platform), client=client,
+                            show_progress=False, reporter=LinkReporter(progress, on_linked),
+                            execute_link_scripts=False))
+    finally:
+        progress.finish("link")

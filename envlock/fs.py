@@ -1,0 +1,195 @@
+"""Files: the one atomic writer, and cross-platform file locks that name their holder.
+
+Atomic writes: a temp file beside the target (`.<name>.<random>.tmp`), synced, then `os.replace`d, so a crash
+(even SIGKILL) leaves each file whole, old or new. The temp file gets the final file's mode: an existing file
+keeps its mode, a new one gets 0666 minus the umask, as open() would (`mode=` overrides it).
+
+File locks (the `filelock` package: flock on Linux and macOS, msvcrt on Windows): `with FileLock(path, what):`
+waits, and after a second names the holder ("envlock: waiting for the lock of X, held by pid N (envlock
+resolve) since 12:00:00"). The holder writes that line into the lock file; a waiter reads it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+#: A waiter names the holder once it has waited this long (a short wait is not worth a line).
+NOTICE_AFTER_S = 1.0
+_POLL_S = 0.05
+
+
+# --------------------------------------------------------------------------- atomic writes
+
+
+def new_file_mode() -> int:
+    """0666 minus the umask: the mode open() gives a new file (0644 under the usual 022)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _mode_for(path: Path) -> int:
+    try:
+        return path.stat().st_mode & 0o777
+    except OSError:
+        return new_file_mode()
+
+
+def replace(tmp: str | Path, path: Path) -> None:
+    """`os.replace(tmp, path)`: the one rename every atomic write makes (tests widen it to SIGKILL a run there)."""
+    os.replace(tmp, path)
+
+
+def write_all_atomic(files: Iterable[tuple[Path, str | bytes]], *, mode: int | None = None,
+                     skip_unchanged: bool = True) -> list[Path]:
+    """Write several files so a crash leaves each file whole (old or new); returns the files written.
+
+    Every temp file is written and synced before the first rename, and the renames run in the given
+    order, so callers put the authoritative file (the conda-lock.yml) last. A file whose bytes are
+    already there is not touched (bytes and mtime) unless `skip_unchanged` is False.
+    """
+    staged: list[tuple[str, Path]] = []
+    try:
+        for path, content in files:
+            data = content.encode("utf-8") if isinstance(content, str) else content
+            if skip_unchanged:
+                try:
+                    if path.read_bytes() == data:
+                        continue
+                except OSError:
+                    pass
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            staged.append((tmp, path))
+            if hasattr(os, "fchmod"):
+                os.fchmod(fd, _mode_for(path) if mode is None else mode)  # mkstemp makes 0600
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            if not hasattr(os, "fchmod"):  # Windows
+                os.chmod(tmp, _mode_for(path) if mode is None else mode)
+        for tmp, path in staged:
+            replace(tmp, path)
+    except BaseException:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
+        raise
+    return [path for _, path in staged]
+
+
+def write_atomic(path: Path, content: str | bytes, *, mode: int | None = None, skip_unchanged: bool = True) -> bool:
+    """Write one file atomically; False (and nothing touched) when its bytes are already there."""
+    return bool(write_all_atomic([(path, content)], mode=mode, skip_unchanged=skip_unchanged))
+
+
+def write_json_atomic(path: Path, data: Any, *, mode: int | None = None, indent: int = 2) -> None:
+    """JSON (sorted keys, a final newline) written atomically."""
+    import json  # noqa: PLC0415
+
+    write_atomic(path, json.dumps(data, indent=indent, sort_keys=True) + "\n", mode=mode, skip_unchanged=False)
+
+
+def copy_atomic(src: Path, dest: Path, *, mode: int | None = None, link: bool = False) -> None:
+    """`src` to `dest` by temp file + rename (`link`: a hard link where the filesystem allows one)."""
+    import shutil  # noqa: PLC0415
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    os.close(fd)
+    try:
+        done = False
+        if link:
+            os.unlink(tmp)
+            try:
+                os.link(src, tmp)
+                done = True
+            except OSError:  # another filesystem
+                pass
+        if not done:
+            shutil.copyfile(src, tmp)
+        os.chmod(tmp, new_file_mode() if mode is None else mode)
+        replace(tmp, dest)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def remove_stale_temps(globs: Iterable[tuple[Path, str]]) -> list[Path]:
+    """Delete temp files a killed writer left (call only while holding the writers' file lock)."""
+    removed = []
+    for directory, pattern in globs:
+        for tmp in directory.glob(pattern) if directory.is_dir() else ():
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
+
+
+# --------------------------------------------------------------------------- file locks
+
+
+def _stderr(message: str) -> None:
+    # The notice must appear while waiting, before any result exists (cli.py prints everything else).
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+
+
+def holder_line() -> str:
+    """What this process records about itself in a lock file it holds."""
+    argv = " ".join(["envlock", *sys.argv[1:3]]) if sys.argv else "envlock"
+    return f"pid {os.getpid()} ({argv}) since {time.strftime('%H:%M:%S')}"
+
+
+class FileLock:
+    """`with FileLock(path, "the lock of env X"):` — an exclusive inter-process lock; waits, naming the holder."""
+
+    def __init__(self, path: Path, what: str, notify: Callable[[str], None] = _stderr) -> None:
+        import filelock  # noqa: PLC0415 - lazy: only commands that write or install pay for it
+
+        self.path = path
+        self.what = what
+        self.notify = notify
+        self._lock = filelock.FileLock(str(path), thread_local=False)
+        self._timeout = filelock.Timeout
+
+    def holder(self) -> str:
+        """The holder line recorded in the lock file ('' when none, or unreadable while locked: Windows)."""
+        try:
+            return self.path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return ""
+
+    def __enter__(self) -> FileLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._lock.acquire(timeout=NOTICE_AFTER_S, poll_interval=_POLL_S)
+        except self._timeout:
+            who = self.holder() or "another envlock process"
+            self.notify(f"envlock: waiting for {self.what}, held by {who}")
+            self._lock.acquire(poll_interval=_POLL_S)
+        self._record(holder_line() + "\n")
+        return self
+
+    def _record(self, line: str) -> None:
+        try:
+            with open(self.path, "r+", encoding="utf-8") as fh:
+                fh.truncate(0)
+                fh.write(line)
+        except OSError:
+            pass  # Windows locks the file's bytes: the waiter then names "another envlock process"
+
+    def __exit__(self, *exc: Any) -> None:
+        self._record("")  # a stale holder line would mislead the next waiter
+        self._lock.release()
+
+
+def entry_lock(cache: Path, name: str) -> FileLock:
+    """The lock of one package cache entry: envlock processes sharing a cache (a cluster's shared
+    filesystem) fetch each entry once. Quiet: the waiter's progress display already names the package."""
+    return FileLock(cache / ".envlock-locks" / f"{name}.lock", f"the package cache entry {name}", notify=lambda _: None)
+

@@ -1,0 +1,170 @@
+"""An environment on disk, as create sees it: what is at a prefix, its records, hooks and envlock's own record.
+
+conda-meta/envlock is JSON without a .json suffix, like pixi's conda-meta/pixi and conda's conda-meta/state:
+conda, micromamba and rattler parse every conda-meta/*.json as a package record, and an envlock.json there
+makes rattler fail with "failed to determine the currently installed packages" (measured).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from envlock.activation import hook_files
+from envlock.errors import EnvCreateError
+from envlock.fs import FileLock, new_file_mode, write_json_atomic
+
+ENVLOCK_JSON = "envlock"
+ENVLOCK_JSON_VERSION = 1
+
+
+def prefix_state(prefix: Path) -> Literal["absent", "empty", "env"]:
+    """What is at `prefix`; EnvCreateError for a file or a non-empty dir that is not a conda env."""
+    if not prefix.exists():
+        return "absent"
+    if not prefix.is_dir():
+        raise EnvCreateError(f"{prefix} exists and is not a directory",
+                             hint="choose another -p PREFIX, or remove that file")
+    if (prefix / "conda-meta").is_dir():
+        return "env"
+    if any(prefix.iterdir()):
+        raise EnvCreateError(f"{prefix} exists, is not empty and is not a conda environment (no conda-meta/)",
+                             hint="choose another -p PREFIX; envlock never installs over unrelated files")
+    return "empty"
+
+
+def check_writable(prefix: Path) -> None:
+    """Try to create a file where the prefix will be written (os.access says yes to root)."""
+    probe_dir = prefix if prefix.is_dir() else prefix.parent
+    while not probe_dir.exists() and probe_dir != probe_dir.parent:
+        probe_dir = probe_dir.parent
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".envlock-probe-", dir=probe_dir)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise EnvCreateError(f"cannot write to {probe_dir}: {exc.strerror or exc}",
+                             hint="choose a -p PREFIX you can write to (or fix the permissions)") from None
+
+
+def prefix_lock(prefix: Path, cache_root: Path) -> FileLock:
+    """The file lock of one prefix (kept in the cache dir, keyed by the prefix's absolute path)."""
+    key = hashlib.sha256(str(prefix.absolute()).encode()).hexdigest()[:24]
+    return FileLock(cache_root / "file-locks" / f"prefix-{prefix.name[:40]}-{key}.lock", f"the environment {prefix}")
+
+
+def read_env_meta(prefix: Path) -> dict[str, Any]:
+    """conda-meta/envlock (JSON), or {} when absent or unreadable."""
+    try:
+        data = json.loads((prefix / "conda-meta" / ENVLOCK_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_env_meta(prefix: Path, meta: Mapping[str, Any]) -> None:
+    """conda-meta/envlock, atomically, with the usual file mode (other users' doctor must read it)."""
+    write_json_atomic(prefix / "conda-meta" / ENVLOCK_JSON, dict(meta), mode=new_file_mode())
+
+
+def installed_dists(prefix: Path) -> set[str]:
+    """The `name-version-build` of every package record in conda-meta/."""
+    return {p.stem for p in (prefix / "conda-meta").glob("*.json")}
+
+
+def damaged_records(prefix: Path) -> list[Path]:
+    """conda-meta records of packages with a file missing from the prefix (deleted by hand, say).
+
+    rattler decides what to link from these records alone, so a damaged package looks installed;
+    dropping its record makes the next link put its files back.
+    """
+    damaged = []
+    for record in sorted((prefix / "conda-meta").glob("*.json")):
+        try:
+            files = json.loads(record.read_text(encoding="utf-8")).get("files") or []
+        except (OSError, ValueError):
+            damaged.append(record)
+            continue
+        if any(not os.path.lexists(prefix / f) for f in files):
+            damaged.append(record)
+    return damaged
+
+
+def share_records(prefix: Path) -> None:
+    """Give conda-meta's records the usual file mode (rattler writes them 0600).
+
+    A shared env (a cluster's) must be readable by its other users: conda, `conda list` and envlock's
+    doctor read conda-meta/*.json and conda-meta/envlock.
+    """
+    mode = new_file_mode()
+    for path in (prefix / "conda-meta").iterdir():
+        if path.is_file() and not path.is_symlink() and path.stat().st_mode & 0o777 != mode:
+            path.chmod(mode)
+
+
+def install_hooks(prefix: Path, platform: str, torch_source: str, has_cudnn: bool) -> tuple[str, ...]:
+    """Write etc/conda/{activate,deactivate}.d/envlock-cuda.* for the prefix; return their paths."""
+    written = []
+    for rel, text in hook_files(platform, str(prefix), torch_source, has_cudnn).items():
+        path = prefix / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text.encode("utf-8"))
+        written.append(rel)
+    return tuple(sorted(written))
+
+
+def hooks_current(prefix: Path, platform: str, torch_source: str, has_cudnn: bool) -> bool:
+    """Whether the prefix holds this envlock's hooks, byte for byte (an older envlock's are rewritten)."""
+    for rel, text in hook_files(platform, str(prefix), torch_source, has_cudnn).items():
+        try:
+            if (prefix / rel).read_bytes() != text.encode("utf-8"):
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def is_unchanged(prefix: Path, new_meta: Mapping[str, Any], dists: Sequence[str]) -> bool:
+    """Whether the prefix is already, completely, what `new_meta` describes (create has nothing to do)."""
+    old = read_env_meta(prefix)
+    same = all(old.get(k) == new_meta[k] for k in ("lock_path", "content_hash", "packages_digest", "platform"))
+    if not same or old.get("state") != "complete":
+        return False
+    act = new_meta["activation"]
+    return (hooks_current(prefix, new_meta["platform"], act["torch_source"], act["has_cudnn"])
+            and set(dists) <= installed_dists(prefix) and not damaged_records(prefix))
+
+
+def roll_back(prefix: Path, state: str) -> None:
+    """After a failed link: a new prefix is removed (an empty one made empty again); an env stays, marked."""
+    if state in ("absent", "empty"):
+        _remove_settled(prefix)
+    if state == "empty":
+        prefix.mkdir(parents=True, exist_ok=True)
+
+
+def rollback_hint(prefix: Path, state: str) -> str:
+    if state == "env":
+        return f"{prefix} is marked incomplete in conda-meta/envlock; run `envlock create` again to repair it"
+    return f"the new environment was removed; run the command again (or use another -p than {prefix})"
+
+
+def _remove_settled(path: Path, quiet_s: float = 0.3, limit_s: float = 10.0) -> None:
+    """Remove `path`, again and again until it stays gone.
+
+    rattler's install returns on the first failing package while its other link tasks still run on
+    rattler's own threads (there is no way to join them from Python), and they recreate files.
+    """
+    deadline = time.monotonic() + limit_s
+    while True:
+        shutil.rmtree(path, ignore_errors=True)
+        time.sleep(quiet_s)
+        if not path.exists() or time.monotonic() > deadline:
+            return

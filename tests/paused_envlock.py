@@ -1,0 +1,71 @@
+"""`python -m tests.paused_envlock ARGS…`: envlock's CLI with test pauses, so a test can SIGKILL it at a known point.
+
+Production code reads no ENVLOCK_TEST_* variable; this test-only launcher installs the pauses through envlock's
+seams, then runs `envlock ARGS…` exactly as `python -m envlock` would (same argv, so file-lock holder lines
+read `envlock create …`):
+
+* ENVLOCK_TEST_PAUSE_BEFORE_REPLACE=SECONDS[:FILENAME] wraps `envlock.fs.replace` (every atomic write's rename):
+  before each rename it says `envlock-test: pausing before replace of <file>` on stderr, and sleeps before
+  FILENAME's (or before every one) — tests/reliability/test_interrupted.py, test_create_faults.py;
+* ENVLOCK_TEST_PAUSE_IN_LINK=SECONDS sets `envlock.conda.install.on_linked`: after the first linked package
+  it says `envlock-test: pausing while linking` and sleeps (the prefix is half-linked) — test_create_faults.py.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LAUNCHER = [sys.executable, "-m", "tests.paused_envlock"]
+
+
+def environ(env: dict[str, str], **pauses: str) -> dict[str, str]:
+    """`env` plus the pauses (PAUSE_BEFORE_REPLACE=…, PAUSE_IN_LINK=…) and a PYTHONPATH that finds `tests`."""
+    out = {**env, **{f"ENVLOCK_TEST_{k}": v for k, v in pauses.items()}}
+    out["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    return out
+
+
+def _say(text: str) -> None:
+    sys.stderr.write(f"envlock-test: {text}\n")
+    sys.stderr.flush()
+
+
+def _install() -> None:
+    before_replace = os.environ.get("ENVLOCK_TEST_PAUSE_BEFORE_REPLACE")
+    if before_replace:
+        from envlock import fs
+
+        seconds, _, only = before_replace.partition(":")
+        real = fs.replace
+
+        def paused_replace(tmp: str | Path, path: Path) -> None:
+            _say(f"pausing before replace of {path.name}")
+            if not only or only == path.name:
+                time.sleep(float(seconds))
+            real(tmp, path)
+
+        fs.replace = paused_replace
+    in_link = os.environ.get("ENVLOCK_TEST_PAUSE_IN_LINK")
+    if in_link:
+        from envlock.conda import install
+
+        paused: list[bool] = []
+
+        def pause_once(_name: str) -> None:
+            if not paused:
+                paused.append(True)
+                _say("pausing while linking")
+                time.sleep(float(in_link))
+
+        install.on_linked = pause_once
+
+
+if __name__ == "__main__":
+    _install()
+    from envlock.cli import main
+
+    main()
