@@ -78,8 +78,11 @@ def bench(root: Path, runs: int, scenario: str, files: int) -> float:
     """One scenario: print its table, return the median ratio."""
     from rattler import Subdir, install
 
-    from envlock.create import CreateRequest, _NoProgress, _records, create_env, fetch_all
+    from envlock.conda import cache as pkgcache
+    from envlock.conda.install import records as rattler_records
+    from envlock.create import CreateRequest, create_env
     from envlock.lockfile import read_lock
+    from envlock.progress import NoProgress
 
     root.mkdir(parents=True, exist_ok=True)
     lock_path, channel = make_lock(root, files)
@@ -90,9 +93,9 @@ def bench(root: Path, runs: int, scenario: str, files: int) -> float:
         create_env(CreateRequest(lock_path, prefix, "linux-64", cache_dir=cache, mirrors=mirrors))
 
     envlock_once(root / "warmup")  # fills the package cache (downloads + verifies once)
-    req = CreateRequest(lock_path, root / "unused", "linux-64", cache_dir=cache, mirrors=mirrors)
     packages = read_lock(lock_path).packages_for("linux-64")
-    records = _records(fetch_all(packages, req, cache, _NoProgress()), cache)
+    fetched = pkgcache.fill(packages, cache, mirrors=mirrors, offline=False, jobs=4, progress=NoProgress())
+    records = rattler_records(fetched, cache)
 
     def bare_once(prefix: Path) -> None:
         asyncio.run(install(records, target_prefix=prefix, cache_dir=cache, platform=Subdir("linux-64"),

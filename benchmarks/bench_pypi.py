@@ -72,8 +72,10 @@ def main() -> int:
     ap.add_argument("--index", choices=("loopback", "configured"), default="loopback")
     args = ap.parse_args()
 
-    from envlock import pypi_install, pypi_part
-    from envlock.pypi import configured_index_url
+    from envlock.pypi import compile as pypi_compile
+    from envlock.pypi import configured_index_url, uv
+    from envlock.pypi import part as pypi_part
+    from envlock.pypi import wheels as pypi_install
 
     work = Path(tempfile.mkdtemp(prefix="envlock-bench-pypi-"))
     os.environ["ENVLOCK_CACHE_DIR"] = str(work / "cache")
@@ -81,23 +83,23 @@ def main() -> int:
     idx = loopback_index()
     lock_url = idx.url if args.index == "loopback" else configured_index_url()[0]
     reqs = ("torch==2.7.1", "ninja")
-    req = pypi_part.CompileRequest(requirements=reqs, python="3.11", platforms=("linux-64",), glibc="2.28",
+    req = pypi_compile.CompileRequest(requirements=reqs, python="3.11", platforms=("linux-64",), glibc="2.28",
                                    index=pypi_part.Index(lock_url, lock_url), exclude_newer=CUTOFF)
-    bare_compile = [pypi_part.uv_binary(), "pip", "compile", "-", "--no-config", "--quiet", "--generate-hashes",
+    bare_compile = [uv.uv_binary(), "pip", "compile", "-", "--no-config", "--quiet", "--generate-hashes",
                     "--python-version", "3.11", "--python-platform", "x86_64-manylinux_2_28", "--only-binary", ":all:",
                     "--index-url", lock_url, "--exclude-newer", CUTOFF]
-    env = pypi_part.uv_environ(cache)
+    env = uv.uv_environ(cache)
 
     def envlock_lock() -> None:
-        pypi_part.compile_part(req)
+        pypi_compile.compile_part(req)
 
     def bare_lock() -> None:
         subprocess.run(bare_compile, input="\n".join(reqs) + "\n", env=env, capture_output=True, check=True, text=True)
 
     # Install: the loopback wheels (never the real 3 GB of CUDA wheels).
-    ireq = pypi_part.CompileRequest(requirements=reqs, python="3.11", platforms=("linux-64",), glibc="2.28",
+    ireq = pypi_compile.CompileRequest(requirements=reqs, python="3.11", platforms=("linux-64",), glibc="2.28",
                                     index=pypi_part.Index(idx.url, idx.url), exclude_newer=CUTOFF)
-    wheels = pypi_part.compile_part(ireq).packages["linux-64"]
+    wheels = pypi_compile.compile_part(ireq).packages["linux-64"]
     paths, _ = pypi_install.fetch_wheels(wheels, cache, offline=False)
 
     def envlock_install() -> None:
@@ -107,7 +109,7 @@ def main() -> int:
 
     def bare_install() -> None:
         target = Path(tempfile.mkdtemp(dir=work)) / "lib" / "python3.11" / "site-packages"
-        subprocess.run([pypi_part.uv_binary(), "pip", "install", "--no-config", "--no-deps", "--offline", "--no-index",
+        subprocess.run([uv.uv_binary(), "pip", "install", "--no-config", "--no-deps", "--offline", "--no-index",
                         "--quiet", "--target", str(target), "--python", sys.executable, "--python-version", "3.11",
                         "--python-platform", "x86_64-manylinux_2_28", *map(str, paths)], env=env, check=True,
                        capture_output=True)

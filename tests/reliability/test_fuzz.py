@@ -279,7 +279,7 @@ def test_fuzz_extra_dependencies_through_plan_and_solver(n: int, fuzz_channel: P
     """A spec's extra dependencies → plan_for → the real rattler solve (file:// channel): EnvlockError or a result."""
     from envlock.models import Anchor
     from envlock.resolve import plan_for
-    from envlock.solver import RattlerSolver, SolveOptions
+    from envlock.conda.solve import RattlerSolver, SolveOptions
     from envlock.spec import EnvSpec
 
     anchor = Anchor(torch="2.3.0", cuda="12.1", cudnn=None, source="override", detail="fuzz")
@@ -303,7 +303,7 @@ def test_fuzz_extra_dependencies_through_plan_and_solver(n: int, fuzz_channel: P
 @pytest.mark.parametrize("n", TIERS)
 def test_fuzz_mirror_values(n: int) -> None:
     from envlock.commands.resolve import parse_mirrors
-    from envlock.solver import check_channel_security
+    from envlock.conda.channels import check_channel_security
 
     values = st.lists(st.one_of(TEXTISH, st.builds(lambda k, u: f"{k}={u}", TEXTISH, URLISH)), max_size=3)
 
@@ -319,7 +319,7 @@ def test_fuzz_mirror_values(n: int) -> None:
 @pytest.mark.parametrize("n", TIERS)
 def test_fuzz_channel_values_urls_and_security(n: int) -> None:
     """canonical_channel_url never keeps a credential; http is refused unless local or allowed."""
-    from envlock.solver import canonical_channel_url, check_channel_security
+    from envlock.conda.channels import canonical_channel_url, check_channel_security
 
     def check(channel: str) -> None:
         canon = clean(canonical_channel_url, channel)
@@ -338,7 +338,7 @@ def test_fuzz_channels_through_the_solver_setup(n: int, tmp_path: Path) -> None:
     """Channel names/URLs as a spec gives them, through the solver's channel set-up and an offline solve."""
     from envlock.models import Anchor
     from envlock.resolve import plan_for
-    from envlock.solver import RattlerSolver, SolveOptions
+    from envlock.conda.solve import RattlerSolver, SolveOptions
     from envlock.spec import EnvSpec
 
     anchor = Anchor(torch="2.3.0", cuda="12.1", cudnn=None, source="override", detail="fuzz")

@@ -144,7 +144,7 @@ def test_plain_http_on_loopback_is_allowed(host: str, small_root: Path, make_cha
                                  "http://user:pw@mirror.example.org/cf", "http://[::ffff:10.0.0.1]/cf"])
 def test_look_alike_local_hosts_are_not_local(url: str) -> None:
     from envlock.errors import SpecError
-    from envlock.solver import check_channel_security
+    from envlock.conda.channels import check_channel_security
 
     with pytest.raises(SpecError) as info:
         check_channel_security(url, allow_insecure=False)

@@ -1,0 +1,68 @@
+"""envlock.fs: the one atomic writer and the cross-platform file lock (the `filelock` package), with real processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from envlock.fs import FileLock, copy_atomic, write_atomic, write_json_atomic
+
+HOLD = """
+import sys, time
+from pathlib import Path
+from envlock.fs import FileLock
+with FileLock(Path(sys.argv[1]), "the lock of demo"):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def _holder(path: Path, seconds: float) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(path), str(seconds)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_a_waiter_names_the_holder_after_a_second_then_gets_the_lock(tmp_path: Path) -> None:
+    lock = tmp_path / "locks" / "demo.lock"
+    holder = _holder(lock, 2.0)
+    said: list[str] = []
+    started = time.monotonic()
+    with FileLock(lock, "the lock of demo", notify=said.append):
+        waited = time.monotonic() - started
+        assert f"pid {os.getpid()}" in lock.read_text()  # this process is the holder now
+    assert holder.wait() == 0
+    assert 1.5 <= waited and len(said) == 1  # it waited for the 2 s holder, and said so once
+    assert said[0].startswith(f"envlock: waiting for the lock of demo, held by pid {holder.pid} (envlock")
+    assert lock.read_text() == ""  # released: no stale holder line
+
+
+def test_a_lock_whose_holder_was_killed_is_free_again(tmp_path: Path) -> None:
+    lock = tmp_path / "demo.lock"
+    holder = _holder(lock, 60.0)
+    holder.kill()
+    holder.wait()
+    said: list[str] = []
+    with FileLock(lock, "the lock of demo", notify=said.append):
+        pass
+    assert said == []
+
+
+def test_the_writer_keeps_an_existing_mode_and_gives_a_new_file_the_umasks(tmp_path: Path) -> None:
+    old = os.umask(0o027)
+    try:
+        write_json_atomic(tmp_path / "new.json", {"b": 1, "a": [1]})
+        assert (tmp_path / "new.json").stat().st_mode & 0o777 == 0o640
+        assert (tmp_path / "new.json").read_text() == '{\n  "a": [\n    1\n  ],\n  "b": 1\n}\n'
+        (tmp_path / "kept").write_text("a")
+        (tmp_path / "kept").chmod(0o600)
+        assert write_atomic(tmp_path / "kept", b"b") is True
+        assert (tmp_path / "kept").stat().st_mode & 0o777 == 0o600
+        copy_atomic(tmp_path / "kept", tmp_path / "copy", mode=0o644)
+        assert (tmp_path / "copy").stat().st_mode & 0o777 == 0o644 and (tmp_path / "copy").read_text() == "b"
+    finally:
+        os.umask(old)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy", "kept", "new.json"]  # no temp files left
