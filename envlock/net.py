@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
 import re
 import sys
@@ -177,6 +176,8 @@ def content_lengths(urls: Sequence[str], s: requests.Session, *, jobs: int = 16,
             length = None
         return url, length
 
+    import concurrent.futures  # noqa: PLC0415 - lazy: importing envlock.net stays cheap (lockfile imports it)
+
     wanted = [u for u in dict.fromkeys(urls) if u.startswith(("http://", "https://"))]
     if not wanted:
         return {}
@@ -190,6 +191,8 @@ def parallel(items: Sequence[Any], worker: Callable[[Any, threading.Event, Any],
 
     Results in completion order; the first failure raises and stops the rest; Ctrl-C -> Interrupted.
     """
+    import concurrent.futures  # noqa: PLC0415
+
     cancel = threading.Event()
     shared = session(pool=max(16, jobs))
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="envlock-fetch")
