@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from envlock.errors import SpecError
+from envlock.net import scrub
 
 PYPI = "pypi"
 CANONICAL_BASE = "https://conda.anaconda.org/"
@@ -69,10 +70,8 @@ def key_prefix(key: str) -> str:
     """The canonical URL prefix a key covers (ends with '/'; `pypi` stays `pypi`)."""
     if key == PYPI:
         return PYPI
-    from envlock.lockfile import strip_credentials
-
     if "://" in key:
-        return strip_credentials(key).rstrip("/") + "/"
+        return scrub(key).rstrip("/") + "/"
     return CANONICAL_BASE + key.strip("/") + "/"
 
 
@@ -100,11 +99,9 @@ def channel_fetch_url(channel: str, mirrors: Mapping[str, str]) -> str:
 
 def display(url: str) -> str:
     """A channel URL as users name it (`conda-forge`, `nvidia/label/cuda-11.8.0`, `pypi`, or the URL)."""
-    from envlock.lockfile import strip_credentials
-
     if url.startswith(CANONICAL_BASE):
         return url[len(CANONICAL_BASE):].strip("/")
-    return strip_credentials(url).rstrip("/")
+    return scrub(url).rstrip("/")
 
 
 def check_in_play(mirrors: Mapping[str, str], channels: Iterable[str], wheel_urls: Iterable[str] = (),

@@ -2,7 +2,8 @@
 
     pipconf.py  which index pip would use (PIP_INDEX_URL, pip's config files, pip's default)
     pins.py     torch's CUDA pins out of Requires-Dist (pure)
-    index.py    the index client: PEP 691/503 pages and PEP 658 metadata of torch's wheel, cached (the anchor)
+    simple.py   PEP 691/503 project pages (their files; which torch wheel to read first)
+    index.py    the index client: PEP 658 metadata of torch's wheel, cached (the anchor)
     uv.py       uv itself: its binary, its environment, running it (envlock.proc: timeout, Ctrl-C)
     part.py     the PyPI part's inputs and checks: `- pip:` lines, indexes, the variant check, requirements files
     compile.py  locking the PyPI part per platform with `uv pip compile`

@@ -10,9 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
@@ -24,6 +22,7 @@ from envlock import net
 from envlock.errors import AnchorError, ChannelError
 from envlock.pypi.pins import parse_cuda_pins, requires_dist_of
 from envlock.pypi.pipconf import configured_index_url
+from envlock.pypi.simple import IndexFile, python_of, wheel_rank, parse_simple_page, redact
 
 if TYPE_CHECKING:
     import requests
@@ -37,9 +36,6 @@ JSON_ACCEPT = (
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _MAX_REDIRECTS = 5
 _MAX_METADATA_TRIES = 4  # wheels of one version whose .metadata we try before giving up
-# The interpreter tags whose wheel we read first: the facts were collected from cp311/cp312 wheels.
-_PYTHON_PREFERENCE = ("cp311", "cp312", "cp310", "cp313", "cp39", "cp38")
-_LINUX_X86_64 = re.compile(r"^(manylinux\w*|linux)_x86_64$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,11 +61,6 @@ class TorchMetadata:
     wheel: str  # file name of the wheel whose metadata was read
     index: str  # index URL without credentials
     cached: bool = False
-
-
-def redact(url: str) -> str:
-    """The URL without user/password (`***@` in their place), safe for messages and logs."""
-    return net.scrub(url, marked=True)
 
 
 # --------------------------------------------------------------------------- cache
@@ -204,107 +195,6 @@ def _carry_credentials(src: str, dst: str) -> str:
     return dst
 
 
-# --------------------------------------------------------------------------- simple page
-
-
-@dataclass(frozen=True, slots=True)
-class _File:
-    filename: str
-    url: str  # absolute, without fragment
-    metadata: Any  # PEP 714 "core-metadata" value: True / {"sha256": ...} / None when not advertised
-
-
-class _AnchorParser(HTMLParser):
-    """The <a> elements of a PEP 503 HTML page."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.links: list[dict[str, str | None]] = []
-        self._current: dict[str, str | None] | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            self._current = dict(attrs)
-            self._current["#text"] = ""
-            self.links.append(self._current)
-
-    def handle_data(self, data: str) -> None:
-        if self._current is not None:
-            self._current["#text"] = (self._current.get("#text") or "") + data
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "a":
-            self._current = None
-
-
-def _html_metadata(value: str | None) -> Any:
-    """data-core-metadata="sha256=..." / "true" -> the PEP 691 shape."""
-    if value is None:
-        return None
-    if "=" in value:
-        algo, digest = value.split("=", 1)
-        return {algo: digest}
-    return True
-
-
-def parse_simple_page(body: bytes, content_type: str, page_url: str) -> list[_File]:
-    """The files of a PEP 691 JSON or PEP 503 HTML project page."""
-    files: list[_File] = []
-    if "json" in content_type:
-        try:
-            entries = json.loads(body)["files"]
-        except (ValueError, KeyError, TypeError):
-            raise ChannelError(
-                f"the index page {redact(page_url)} is not a valid PEP 691 JSON page",
-                hint="check the index URL in PIP_INDEX_URL / pip.conf",
-            ) from None
-        for e in entries:
-            meta = e.get("core-metadata", e.get("dist-info-metadata"))
-            url = urljoin(page_url, e["url"]).split("#", 1)[0]
-            files.append(_File(e["filename"], url, meta if meta else None))
-        return files
-    if "html" in content_type:
-        parser = _AnchorParser()
-        parser.feed(body.decode("utf-8", "replace"))
-        for a in parser.links:
-            href = a.get("href")
-            if not href:
-                continue
-            url = urljoin(page_url, href).split("#", 1)[0]
-            name = (a.get("#text") or "").strip() or url.rsplit("/", 1)[-1]
-            meta = _html_metadata(a.get("data-core-metadata") or a.get("data-dist-info-metadata"))
-            files.append(_File(name, url, meta))
-        return files
-    raise ChannelError(
-        f"the index answered {content_type or 'no content type'} for {redact(page_url)}, not a simple page",
-        hint="check the index URL in PIP_INDEX_URL / pip.conf",
-    )
-
-
-def _wheel_rank(f: _File, version: Version) -> tuple[int, int] | None:
-    """Sort key of a Linux x86_64 wheel of exactly version (smaller is better), or None."""
-    try:
-        name, ver, build, tags = parse_wheel_filename(f.filename)
-    except (InvalidWheelFilename, InvalidVersion):
-        return None
-    if name != "torch" or ver != version or ver.local is not None:
-        return None
-    linux = [t for t in tags if _LINUX_X86_64.match(t.platform) and not t.abi.endswith("t")]
-    if not linux:
-        return None
-    pref = min(
-        (_PYTHON_PREFERENCE.index(t.interpreter) for t in linux if t.interpreter in _PYTHON_PREFERENCE),
-        default=len(_PYTHON_PREFERENCE),
-    )
-    return pref, -(build[0] if build else 0)  # the newest re-upload (build tag) first
-
-
-def _python_of(filename: str) -> str:
-    """'cp311' of a wheel name -> '3.11' (for marker evaluation)."""
-    m = re.search(r"-cp(\d)(\d+)-", filename)
-    return f"{m.group(1)}.{m.group(2)}" if m else "3.11"
-
-
 # --------------------------------------------------------------------------- the lookup
 
 
@@ -362,7 +252,7 @@ def _fetch(version: str, settings: IndexSettings, index: str) -> dict[str, Any]:
             text = _metadata_of(client, f)
             if text is None:
                 continue
-            pins = parse_cuda_pins(requires_dist_of(text), _python_of(f.filename))
+            pins = parse_cuda_pins(requires_dist_of(text), python_of(f.filename))
             return {
                 "version": version,
                 "cuda": pins.cuda,
@@ -380,7 +270,7 @@ def _fetch(version: str, settings: IndexSettings, index: str) -> dict[str, Any]:
     )
 
 
-def _wheels_of(client: _Client, index: str, version: Version) -> list[_File]:
+def _wheels_of(client: _Client, index: str, version: Version) -> list[IndexFile]:
     """Linux x86_64 wheels of exactly version on the index, best first."""
     page_url = index.rstrip("/") + "/torch/"
     resp = client.get(page_url, accept=JSON_ACCEPT)
@@ -389,7 +279,7 @@ def _wheels_of(client: _Client, index: str, version: Version) -> list[_File]:
         if resp is None
         else parse_simple_page(resp.content, resp.headers.get("Content-Type", ""), page_url)
     )
-    ranked = [(r, f) for f in files if (r := _wheel_rank(f, version)) is not None]
+    ranked = [(r, f) for f in files if (r := wheel_rank(f, version)) is not None]
     if ranked:
         return [f for _, f in sorted(ranked, key=lambda rf: (rf[0], rf[1].filename))]
     if any(_file_version(f) == version for f in files):
@@ -403,14 +293,14 @@ def _wheels_of(client: _Client, index: str, version: Version) -> list[_File]:
     )
 
 
-def _file_version(f: _File) -> Version | None:
+def _file_version(f: IndexFile) -> Version | None:
     try:
         return parse_wheel_filename(f.filename)[1]
     except (InvalidWheelFilename, InvalidVersion):
         return None
 
 
-def _metadata_of(client: _Client, f: _File) -> str | None:
+def _metadata_of(client: _Client, f: IndexFile) -> str | None:
     """The wheel's core metadata via <url>.metadata (tried even when not advertised), or None."""
     resp = client.get(f.url + ".metadata")
     if resp is None:
