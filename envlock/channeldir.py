@@ -244,7 +244,7 @@ def store_wheels(root: Path, wheels: Sequence[PypiPackage], upload_bound: Mappin
 
 def canonical_wheel_urls(pypi_index: str) -> dict[str, str]:
     """file name -> canonical URL, from the wheels.json beside a `pypi=` mirror's simple index (re-locking)."""
-    from envlock.net import get_text
+    from envlock.net import file_path, get_text
     from envlock.pypi.part import index_root
 
     url = index_root(pypi_index) + "wheels.json"
@@ -252,9 +252,7 @@ def canonical_wheel_urls(pypi_index: str) -> dict[str, str]:
     hint = "mirror the lock with `envlock mirror`, or lock against the index itself (PIP_INDEX_URL)"
     try:
         if url.startswith("file:"):
-            from urllib.request import url2pathname
-
-            text = Path(url2pathname(urlsplit(url).path)).read_text(encoding="utf-8")
+            text = file_path(url).read_text(encoding="utf-8")
         else:
             text = get_text(url, what=scrub(url), hint=hint)
         doc = json.loads(text)

@@ -81,6 +81,13 @@ def session(http: HttpSettings | None = None, *, pool: int = 16) -> requests.Ses
     return s
 
 
+def file_path(url: str) -> Path:
+    """The local path of a file:// URL (file:///C:/x -> C:\\x on Windows, file:///a%20b -> /a b everywhere)."""
+    from urllib.request import url2pathname  # noqa: PLC0415
+
+    return Path(url2pathname(urlsplit(url).path))
+
+
 def timeout_of(http: HttpSettings | None = None) -> float | None:
     """requests' timeout (connect and each read); 0 means none."""
     value = (http or settings()).timeout

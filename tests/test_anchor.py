@@ -60,7 +60,7 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., 
 
 @pytest.fixture(scope="module")
 def conda_forge_linux64(shared_dir: Path) -> Callable[[str], list[tuple[str, str]]]:
-    """A lookup over the real conda-forge linux-64 repodata snapshot (what solver.py provides)."""
+    """A lookup over the real conda-forge linux-64 repodata snapshot (what envlock/conda/solve.py provides)."""
     data = json.loads((shared_dir / "channels" / "conda-forge" / "linux-64" / "repodata.json").read_text())
     records = [
         (r["version"], r["build"])

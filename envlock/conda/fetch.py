@@ -32,13 +32,6 @@ def mirrored(url: str, mirrors: Mapping[str, str]) -> str:
     return _mirrored(url, mirrors)
 
 
-def local_path(url: str) -> Path:
-    """file:///C:/x → C:\\x on Windows, file:///a%20b → /a b everywhere."""
-    from urllib.request import url2pathname
-
-    return Path(url2pathname(urlsplit(url).path))
-
-
 def hash_file(path: Path, cancel: threading.Event | None = None) -> tuple[str, str, int]:
     """(sha256, md5, size) of a file; Cancelled when `cancel` is set meanwhile."""
     sha, md5, size = hashlib.sha256(), hashlib.md5(), 0
@@ -63,7 +56,7 @@ def fetch_archive(pkg: LockedPackage, mirrors: Mapping[str, str], work: Path, ca
     url = mirrored(pkg.url, mirrors)
     scheme = urlsplit(url).scheme
     if scheme == "file":
-        archive = local_path(url)
+        archive = net.file_path(url)
         if not archive.is_file():
             from envlock.mirrors import missing_file_hint
 

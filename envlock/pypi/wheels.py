@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from envlock import net
 from envlock.errors import ChannelError, EnvCreateError, EnvlockError
@@ -93,9 +93,7 @@ def find_on_index(index: str, pkg: PypiPackage, session: Any) -> str:
 
 def _read_page(page: str, pkg: PypiPackage, session: Any) -> str:
     if page.startswith("file:"):
-        from urllib.request import url2pathname
-
-        path = Path(url2pathname(urlsplit(page).path)) / "index.html"
+        path = net.file_path(page) / "index.html"
         try:
             return path.read_text(encoding="utf-8")
         except OSError:
@@ -168,10 +166,9 @@ def _fetch_to(url: str, dest: Path, pkg: PypiPackage, session: Any, progress: An
     off mid-way starts the file again, so no byte is written twice)."""
     if url.startswith("file:"):
         import shutil  # noqa: PLC0415
-        from urllib.request import url2pathname  # noqa: PLC0415
 
         try:
-            shutil.copyfile(url2pathname(urlsplit(url).path), dest)
+            shutil.copyfile(net.file_path(url), dest)
         except OSError as exc:
             raise EnvCreateError(f"cannot read {pkg.filename}: {exc.strerror or exc}",
                                  hint="the lock records a machine-local file:// URL; re-lock against a network index") from None
