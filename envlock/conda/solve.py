@@ -309,15 +309,14 @@ def conda_forge_pytorch_lookup(options: SolveOptions, channel: str = "conda-forg
     """A function torch-version → [(version, build)] of a channel's `pytorch` records (for the anchor)."""
 
     def lookup(version: str) -> list[tuple[str, str]]:
-        solver = RattlerSolver(options)
-        chan, _, _ = solver._channel(channel)
-        gateway = solver._gateway_for()
-
         async def query() -> list[tuple[str, str]]:
             res = await gateway.query([chan], ["linux-64", "linux-aarch64", "win-64"], [f"pytorch =={version}"], recursive=False)
             return sorted({(str(r.version), str(r.build)) for recs in res for r in recs})
 
-        with mapped(offline=options.offline):
+        with mapped(offline=options.offline):  # the one map of rattler's errors
+            solver = RattlerSolver(options)
+            chan, _, _ = solver._channel(channel)
+            gateway = solver._gateway_for()
             return asyncio.run(query())
 
     return lookup
