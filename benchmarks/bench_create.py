@@ -79,7 +79,7 @@ def bench(root: Path, runs: int, scenario: str, files: int) -> float:
     from rattler import Subdir, install
 
     from envlock.create import CreateRequest, _NoProgress, _records, create_env, fetch_all
-    from envlock.lockfile import read_lock
+    from envlock.formats import read_lock
 
     root.mkdir(parents=True, exist_ok=True)
     lock_path, channel = make_lock(root, files)

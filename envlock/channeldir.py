@@ -33,7 +33,8 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from envlock.errors import ChannelError, EnvlockError
-from envlock.lockfile import LockFile, strip_credentials
+from envlock.formats import LockFile
+from envlock.names import strip_credentials
 from envlock.mirrors import CANONICAL_BASE, channel_of
 from envlock.models import LockedPackage, PypiPackage
 

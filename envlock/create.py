@@ -36,10 +36,11 @@ from urllib.parse import urlsplit
 
 from envlock import __version__
 from envlock.activation import hook_files
-from envlock.activation.conda import host_platform
+from envlock.activation.conda import host_platform  # noqa: F401 - commands/create.py, commands/pack.py
 from envlock.errors import ChannelError, EnvCreateError, Interrupted, LockfileError, SpecError
-from envlock.lockfile import LockFile, read_lock
+from envlock.formats import LockFile, read_lock
 from envlock.models import CUDNN_NAMES, LockedPackage
+from envlock.names import conda_stem
 from envlock.pkgcheck import check_extracted
 
 #: conda-meta/envlock: JSON without a .json suffix, like pixi's conda-meta/pixi and conda's
@@ -241,7 +242,7 @@ def packages_digest(packages: Sequence[LockedPackage], wheels: Sequence[Any] = (
 
 
 def _dist(pkg: LockedPackage) -> str:
-    return pkg.filename.removesuffix(".conda").removesuffix(".tar.bz2")
+    return conda_stem(pkg.filename)
 
 
 def _installed_dists(prefix: Path) -> set[str]:

@@ -25,17 +25,14 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 
-from envlock import REINSTALL_HINT
 from envlock.doctor_probe import CUDA_LIB_PREFIXES, bundled_nvidia_libs
 from envlock.errors import SpecError
 from envlock.models import Finding
-from envlock.tables import cuda_tables
+from envlock.tables import cuda_tables, driver_table
 
 DOCTOR_RESULT_VERSION = 2  # 2: severity "skipped" (a check that could not run here)
 PROBE = Path(__file__).with_name("doctor_probe.py")
@@ -181,18 +178,6 @@ def _error_lines(text: str, limit: int = 3) -> str:
 
 def _paths(value: str | None) -> list[Path]:
     return [Path(p) for p in (value or "").split(os.pathsep) if p]
-
-
-@functools.cache
-def driver_table() -> dict[str, Any]:
-    """CUDA → driver minimums (package data data/driver.yaml)."""
-    text = resources.files("envlock").joinpath("data", "driver.yaml").read_text(encoding="utf-8")
-    doc = yaml.safe_load(text)
-    if doc.get("schema_version") != 1:
-        raise SpecError(
-            "envlock's package data is invalid: driver.yaml schema_version is not 1", hint=REINSTALL_HINT
-        )
-    return doc
 
 
 # ------------------------------------------------------------------------------------------ target

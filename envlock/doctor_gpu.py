@@ -13,15 +13,12 @@ capability needs). The judge_* functions are pure: tests feed them recorded obse
 
 from __future__ import annotations
 
-import functools
 import re
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-import yaml
 
-from envlock import REINSTALL_HINT
 from envlock.models import Finding
+from envlock.tables import gpu_arch_table
 
 if TYPE_CHECKING:
     from envlock.doctor import Context
@@ -29,22 +26,6 @@ if TYPE_CHECKING:
 DS_PARSEABLE = re.compile(r"^\d+\.\d+(\+PTX)?$")  # DeepSpeed 0.19.8 compute_capability_args
 ARCH_ENTRY = re.compile(r"^(\d+)\.(\d+)([af]?)(\+PTX)?$")  # what torch's _get_cuda_arch_flags turns into -gencode
 DS_FIX_NOTE = "DeepSpeed accepts X.Y and X.Y+PTX only; its ops need no arch-specific (a/f) variant"
-
-
-@functools.cache
-def arch_table() -> dict[str, dict[str, Any]]:
-    """data/gpu_arch.yaml, validated: capability X.Y -> {first, last, name}."""
-    from envlock.errors import EnvlockError
-
-    doc = yaml.safe_load(resources.files("envlock").joinpath("data", "gpu_arch.yaml").read_text(encoding="utf-8"))
-    arches = doc.get("arches") if isinstance(doc, dict) and doc.get("schema_version") == 1 else None
-    ok = isinstance(arches, dict) and all(
-        re.match(r"^\d+\.\d+$", str(k)) and isinstance(v, dict) and re.match(r"^\d+\.\d+$", str(v.get("first")))
-        for k, v in arches.items()
-    )
-    if not ok:
-        raise EnvlockError("envlock's package data is invalid: gpu_arch.yaml", hint=REINSTALL_HINT)
-    return arches
 
 
 def entries(value: str) -> list[str]:
@@ -60,7 +41,7 @@ def parse_nvcc_arches(text: str) -> set[int] | None:
 
 def needs_cuda(cc: tuple[int, int]) -> str:
     """One phrase: which CUDA toolkits can build for this capability (from data/gpu_arch.yaml)."""
-    row = arch_table().get(f"{cc[0]}.{cc[1]}")
+    row = gpu_arch_table().get(f"{cc[0]}.{cc[1]}")
     sm = f"sm_{cc[0]}{cc[1]}"
     if row is None:
         return f"{sm} is not in envlock's table (data/gpu_arch.yaml): use the newest CUDA"
@@ -224,7 +205,7 @@ def gpu_capability(ctx: Context) -> tuple[tuple[int, int] | None, str]:
 
 
 def _fix(ctx: Context, cc: tuple[int, int]) -> str:
-    row = arch_table().get(f"{cc[0]}.{cc[1]}") or {}
+    row = gpu_arch_table().get(f"{cc[0]}.{cc[1]}") or {}
     first, last = row.get("first"), row.get("last")
     target = f"CUDA ≤ {last}" if last else f"CUDA ≥ {first}" if first else "a newer CUDA"
     if ctx.meta is not None or ctx.mode == "prefix":

@@ -14,35 +14,19 @@ non-activated conda env) is reported as such.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
 
-from envlock import REINSTALL_HINT
 from envlock.models import Finding
+from envlock.tables import deepspeed_ops_table
 
 if TYPE_CHECKING:
     from envlock.doctor import Context
 
 FOR_CHOICES = ("deepspeed",)
 CCCL_DIRS = ("cuda/", "cub/", "thrust/", "nv/")
-
-
-@functools.cache
-def deepspeed_ops() -> dict[str, Any]:
-    """data/deepspeed_ops.yaml: {deepspeed: version, ops: {name: {cuda_headers, needs, ...}}}."""
-    from envlock.errors import EnvlockError
-
-    text = resources.files("envlock").joinpath("data", "deepspeed_ops.yaml").read_text(encoding="utf-8")
-    doc = yaml.safe_load(text)
-    ops = doc.get("ops") if isinstance(doc, dict) and doc.get("schema_version") == 1 else None
-    if not isinstance(ops, dict) or not all(isinstance(r.get("cuda_headers"), list) for r in ops.values()):
-        raise EnvlockError("envlock's package data is invalid: deepspeed_ops.yaml", hint=REINSTALL_HINT)
-    return doc
 
 
 class Headers:
@@ -119,7 +103,7 @@ def check_deepspeed(ctx: Context, headers: Headers) -> list[Finding]:
     from envlock.doctor import HEADERS
     from envlock.tables import extras_tables
 
-    table = deepspeed_ops()
+    table = deepspeed_ops_table()
     groups = {h: name for name, e in extras_tables().extras.items() for h in e.headers}
     installed = ctx.py.get("deepspeed")
     version = table["deepspeed"]

@@ -69,7 +69,7 @@ def key_prefix(key: str) -> str:
     """The canonical URL prefix a key covers (ends with '/'; `pypi` stays `pypi`)."""
     if key == PYPI:
         return PYPI
-    from envlock.lockfile import strip_credentials
+    from envlock.names import strip_credentials
 
     if "://" in key:
         return strip_credentials(key).rstrip("/") + "/"
@@ -100,7 +100,7 @@ def channel_fetch_url(channel: str, mirrors: Mapping[str, str]) -> str:
 
 def display(url: str) -> str:
     """A channel URL as users name it (`conda-forge`, `nvidia/label/cuda-11.8.0`, `pypi`, or the URL)."""
-    from envlock.lockfile import strip_credentials
+    from envlock.names import strip_credentials
 
     if url.startswith(CANONICAL_BASE):
         return url[len(CANONICAL_BASE):].strip("/")

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from envlock.errors import ChannelError, EnvCreateError
-from envlock.lockfile import strip_credentials
+from envlock.names import strip_credentials
 from envlock.mirrors import PYPI
 from envlock.models import PypiPackage
 from envlock.pypi_part import index_root, _timeout, python_platform, uv_binary, uv_environ

@@ -18,7 +18,8 @@ import rattler.exceptions
 from rattler import BuildString, Channel, GenericVirtualPackage, PackageName, SourceConfig, Version
 
 from envlock.errors import ChannelError, SolveError, SpecError
-from envlock.lockfile import dependency_order, strip_credentials
+from envlock.formats import dependency_order
+from envlock.names import strip_credentials
 from envlock.models import Candidate, LockedPackage, Plan, PlatformPlan, PlatformResult
 
 CANONICAL_BASE = "https://conda.anaconda.org/"

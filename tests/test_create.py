@@ -21,7 +21,7 @@ import pytest
 from envlock.cli import run
 from envlock.create import ENVLOCK_JSON, CreateRequest, create_env, read_env_meta
 from envlock.errors import ChannelError, EnvCreateError, LockfileError
-from envlock.lockfile import read_lock
+from envlock.formats import read_lock
 from tests.test_activation import snapshots
 
 ENVLOCK = [sys.executable, "-m", "envlock"]

@@ -13,9 +13,8 @@ import pytest
 import yaml
 from packaging.version import Version
 
-from envlock.anchor import TorchTable, load_torch_table, parse_torch_table
 from envlock.errors import AnchorError
-from envlock.pypi import parse_cuda_pins
+from envlock.tables import TorchTable, parse_cuda_pins, parse_torch_table, torch_table
 
 EXPECTED_MINORS = ["1.13"] + [f"2.{n}" for n in range(16)]
 
@@ -26,7 +25,7 @@ def _text() -> str:
 
 @pytest.fixture(scope="module")
 def table() -> TorchTable:
-    return load_torch_table()
+    return torch_table()
 
 
 def test_every_minor_from_1_13_to_2_15_is_present_in_order(table: TorchTable) -> None:
@@ -110,7 +109,7 @@ def test_table_version_is_bumped_on_content_change(table: TorchTable) -> None:
 
 
 def test_loader_is_cached() -> None:
-    assert load_torch_table() is load_torch_table()
+    assert torch_table() is torch_table()
 
 
 # --------------------------------------------------------------------------- the validator refuses defects

@@ -40,7 +40,7 @@ def create_cmd(
     """Create (or update) an environment from a lock, verifying every package's sha256."""
     from envlock.commands.resolve import parse_mirrors
     from envlock.create import CreateRequest, create_env, default_prefix, find_lock, host_platform
-    from envlock.lockfile import read_lock
+    from envlock.formats import read_lock
 
     if lock is not None and name:
         raise UsageError("give either a lock NAME or --lock PATH, not both", hint="`envlock create NAME` reads locks/NAME/")
