@@ -22,7 +22,10 @@ _CU_TAG_RE = re.compile(r"^cu(\d+)(\d)$")  # cu118 -> 11.8, cu130 -> 13.0
 _CUDA_RUNTIME = re.compile(r"^nvidia-cuda-runtime-cu\d+$")
 _CUDNN = re.compile(r"^nvidia-cudnn(-cu\d+)?$")
 _NVIDIA = re.compile(r"^(nvidia-|cuda-toolkit$)")
-_PLAIN_PIN = re.compile(r"^\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*==\s*([0-9]+(?:\.[0-9]+)*(?:\.\*)?)\s*$")
+_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
+_PLAIN_PIN = re.compile(  # name[extra, …]==version, no marker: what the table's pins and most wheel lines are
+    rf"^\s*({_NAME})\s*(?:\[\s*((?:{_NAME}(?:\s*,\s*{_NAME})*)?)\s*\])?\s*==\s*([0-9]+(?:\.[0-9]+)*(?:\.\*)?)\s*$"
+)
 
 
 # --------------------------------------------------------------------------- Requires-Dist pins
@@ -77,7 +80,10 @@ def _read(line: str, python: str) -> tuple[str, str | None, str] | None:
     """
     m = _PLAIN_PIN.match(line)
     if m:
-        return _canon(m.group(1)), m.group(2).removesuffix(".*"), f"{m.group(1)}=={m.group(2)}"
+        name, extras, version = m.groups()
+        listed = sorted(e.strip() for e in (extras or "").split(",") if e.strip())
+        text = f"{name}[{','.join(listed)}]=={version}" if listed else f"{name}=={version}"  # as packaging writes it
+        return _canon(name), version.removesuffix(".*"), text
     from packaging.requirements import InvalidRequirement, Requirement
 
     try:
