@@ -81,7 +81,7 @@ def bench(root: Path, runs: int, scenario: str, files: int) -> float:
     from envlock.conda import cache as pkgcache
     from envlock.conda.install import records as rattler_records
     from envlock.create import CreateRequest, create_env
-    from envlock.lockfile import read_lock
+    from envlock.formats import read_lock
     from envlock.progress import NoProgress
 
     root.mkdir(parents=True, exist_ok=True)

@@ -33,8 +33,8 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from envlock.errors import ChannelError, EnvlockError
+from envlock.formats import LockFile
 from envlock.fs import copy_atomic, write_atomic
-from envlock.lockfile import LockFile
 from envlock.net import scrub
 from envlock.mirrors import CANONICAL_BASE, channel_of
 from envlock.models import LockedPackage, PypiPackage

@@ -1,11 +1,13 @@
 """The command line: parse options, call one function, render. The only module that exits.
 
-Commands live in envlock/commands/<name>.py as short adapters; heavy modules (rattler,
-conda-lock, requests) are imported inside them, so `envlock --help` and `envlock check` stay fast.
+Commands live in envlock/commands/<name>.py as short adapters; heavy modules (rattler, requests, rich)
+are imported inside them, and a run builds only the command it runs (`envlock check` never imports the
+resolve adapter, nor lets typer build the other thirteen commands), so start-up stays short.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import sys
@@ -20,24 +22,14 @@ import json  # noqa: E402 - after the start-up Ctrl-C handler on purpose
 import typer  # noqa: E402
 
 from envlock import __version__  # noqa: E402
-from envlock.commands import config as _config  # noqa: E402
-from envlock.commands import create as _create  # noqa: E402
-from envlock.commands import doctor as _doctor  # noqa: E402
-from envlock.commands import export as _export  # noqa: E402
-from envlock.commands import lifecycle as _lifecycle  # noqa: E402
-from envlock.commands import mirror as _mirror  # noqa: E402
-from envlock.commands import pack as _pack  # noqa: E402
-from envlock.commands import resolve as _resolve  # noqa: E402
 from envlock.errors import EnvlockError, Interrupted, UsageError  # noqa: E402
 
-app = typer.Typer(
-    name="envlock",
-    help="Lock a CUDA development toolchain (nvcc, headers, cuDNN, host compilers) matched to your torch.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+#: Each command and the module of envlock/commands/ that adds it, in the order `--help` lists them.
+COMMANDS = {
+    "resolve": "resolve", "create": "create", "run": "create", "shell-hook": "create", "doctor": "doctor",
+    "lock": "lifecycle", "check": "lifecycle", "update": "lifecycle", "diff": "lifecycle", "export": "export",
+    "config": "config", "mirror": "mirror", "pack": "pack", "unpack": "pack",
+}  # fmt: skip
 
 
 def _version(value: bool) -> None:
@@ -46,15 +38,41 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
 ) -> None:
     """envlock: torch → CUDA anchor → skew-ruled toolchain → per-platform locks."""
 
 
-for _module in (_resolve, _create, _doctor, _lifecycle, _export, _config, _mirror, _pack):
-    _module.register(app)
+def build_app(command: str | None = None) -> typer.Typer:
+    """The app: every command, or only those of `command`'s module when it names one (what a run needs)."""
+    app = typer.Typer(
+        name="envlock",
+        help="Lock a CUDA development toolchain (nvcc, headers, cuDNN, host compilers) matched to your torch.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        # rich formats --help for a terminal only: on a pipe (CI, scripts, `| less`) click's plain help says
+        # the same without importing rich (~60 ms).
+        rich_markup_mode="rich" if sys.stdout.isatty() else None,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    app.callback()(_root)
+    modules = [COMMANDS[command]] if command in COMMANDS else dict.fromkeys(COMMANDS.values())
+    for module in modules:
+        importlib.import_module(f"envlock.commands.{module}").register(app)
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # the whole app (every command), for tools and tests that walk it
+        return build_app()
+    raise AttributeError(f"module 'envlock.cli' has no attribute {name!r}")
+
+
+def _command_of(args: list[str]) -> str | None:
+    """The command a command line names (its first word), if any."""
+    return next((a for a in args if not a.startswith("-")), None)
 
 
 
@@ -83,7 +101,7 @@ def report_error(err: EnvlockError, *, as_json: bool, verbose: bool = False) -> 
     return err.exit_code
 
 
-def usage_error(exc: Any, args: list[str]) -> EnvlockError:
+def usage_error(exc: Any, args: list[str], app: typer.Typer | None = None) -> EnvlockError:
     """A click/typer usage error as envlock's one-line form (exit 2)."""
     text = " ".join(str(exc.format_message()).split()).rstrip(".")
     text = text[:1].lower() + text[1:]
@@ -92,7 +110,7 @@ def usage_error(exc: Any, args: list[str]) -> EnvlockError:
 
         words = [a for a in args if not a.startswith("-")]
         try:
-            root = typer.main.get_command(app)
+            root = typer.main.get_command(app or build_app(_command_of(args)))
             ctx = root.make_context("envlock", [], resilient_parsing=True)
             for word in words:
                 sub = ctx.command.get_command(ctx, word) if hasattr(ctx.command, "get_command") else None
@@ -147,8 +165,10 @@ def run(argv: list[str] | None = None) -> int:
     as_json, verbose = "--json" in own, "--verbose" in own or "-v" in own
     interrupted = Interrupted("interrupted", hint=INTERRUPTED_HINT)
     sigint = _SigintSeen()
+    app = None
     try:
         with sigint:
+            app = build_app(_command_of(own))
             result = app(args=args, prog_name="envlock", standalone_mode=False)
         if sigint.seen and result == 130:  # typer's silent Exit(130) for a KeyboardInterrupt
             return report_error(interrupted, as_json=as_json)
@@ -167,7 +187,7 @@ def run(argv: list[str] | None = None) -> int:
         # typer >= 0.28 raises its vendored click's exceptions, older typer plain click's: match by name.
         kinds = {cls.__name__ for cls in type(exc).__mro__}
         if "UsageError" in kinds:
-            return report_error(usage_error(exc, own), as_json=as_json)
+            return report_error(usage_error(exc, own, app), as_json=as_json)
         if "ClickException" in kinds:
             err = EnvlockError(" ".join(str(exc.format_message()).split()), hint="see `envlock --help`")  # type: ignore[attr-defined]
             report_error(err, as_json=as_json)

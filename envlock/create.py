@@ -25,7 +25,7 @@ from typing import Any, Literal
 from envlock import __version__
 from envlock.config import envs_dir, package_cache_dir
 from envlock.errors import EnvCreateError, Interrupted, LockfileError, SpecError
-from envlock.lockfile import LockFile, read_lock
+from envlock.formats import LockFile, read_lock
 from envlock.models import CUDNN_NAMES, LockedPackage
 from envlock.prefix import ENVLOCK_JSON_VERSION
 from envlock.progress import NoProgress, Progress

@@ -9,7 +9,8 @@ The tree (other modules define no error classes of their own)::
     ├── PlanError                exit 1   the rules cannot build a plan (e.g. --cuda 12.7)
     ├── ChannelError             exit 4   a channel or index cannot be reached or read
     ├── SolveError               exit 3   no candidate CUDA minor solved (lists every attempt)
-    ├── LockfileError            exit 1   missing, corrupt, stale or too-new lock
+    ├── LockfileError            exit 1   missing, corrupt or stale lock
+    │   └── NewerFormatError     exit 1   a lock or spec written by a newer envlock (upgrade envlock)
     ├── EnvCreateError           exit 1   installing a lock into a prefix failed
     ├── ArchiveError             exit 1   a pack archive is damaged, incomplete or not envlock's
     └── Interrupted              exit 130 Ctrl-C
@@ -73,6 +74,10 @@ class SolveError(EnvlockError):
 
 class LockfileError(EnvlockError):
     """A lock or spec file is missing, corrupt, stale or from a newer envlock."""
+
+
+class NewerFormatError(LockfileError):
+    """A lock or spec records a format version newer than this envlock reads."""
 
 
 class EnvCreateError(EnvlockError):

@@ -1,26 +1,21 @@
 """`envlock diff`: packages added, removed and changed per platform between two locks, or against git.
 
-Reads conda-lock v1/v2 (pip entries too), envlock's @EXPLICIT files and pixi.lock v4–v6 with the C YAML
-loader; no solver, no network. `git` runs as a subprocess for `--git REF`.
+Reads every lock through envlock.formats (conda-lock v1/v2 with pip entries, @EXPLICIT, pixi.lock v4–v6);
+no solver, no network. `git` runs as a subprocess for `--git REF`.
 """
 
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from envlock import UPGRADE_HINT
 from envlock.errors import LockfileError, SpecError
-from envlock.lockfile import LOCK_FORMAT, META_PREFIX, parse_explicit, strip_credentials
+from envlock.formats import LockFile, parse_lock, read_lock
+from envlock.names import strip_credentials
 
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 LOCK_NAME = "conda-lock.yml"
-READS = "envlock diff reads conda-lock v1/v2, @EXPLICIT and pixi.lock v4-v6 files"
 
 
 @dataclass(frozen=True, order=True)
@@ -103,92 +98,17 @@ def conda_ref(name: str, version: str, build: str, url: str) -> PkgRef:
     return PkgRef(name, version, build, "conda", channel)
 
 
-def _split_filename(url: str) -> tuple[str, str, str]:
-    """name, version, build from a conda package URL."""
-    stem = url.rsplit("/", 1)[-1].split("#")[0].removesuffix(".conda").removesuffix(".tar.bz2")
-    parts = stem.rsplit("-", 2)
-    return (parts[0], parts[1], parts[2]) if len(parts) == 3 else (stem, "", "")
-
-
-def lock_entries(text: str, label: str) -> Entries:
-    """Packages per platform of a conda-lock v1/v2, @EXPLICIT or pixi.lock (v4–v6) text."""
-    if "@EXPLICIT" in text and "\npackage:" not in text and not text.lstrip().startswith("version:"):
-        lf = parse_explicit(text, Path(label))
-        return {
-            lf.platforms[0]: {
-                ("conda", p.name): conda_ref(p.name, p.version, p.build, p.url) for p in lf.packages
-            }
-        }
-    try:
-        doc = yaml.load(text, Loader=_LOADER)  # a safe loader (C or pure)
-    except yaml.YAMLError:
-        raise LockfileError(
-            f"{label} is not valid YAML", hint="pass a conda-lock.yml, an @EXPLICIT .lock or a pixi.lock"
-        ) from None
-    if not isinstance(doc, dict):
-        raise LockfileError(
-            f"{label} is not a lock file", hint="pass a conda-lock.yml, an @EXPLICIT .lock or a pixi.lock"
-        )
-    if "environments" in doc and isinstance(doc.get("packages"), list):
-        return _pixi_entries(doc, label)
-    version = doc.get("version")
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-    fmt = str((meta.get("custom_metadata") or {}).get(f"{META_PREFIX}lock_format", "1"))
-    if not fmt.isdigit() or int(fmt) > LOCK_FORMAT:
-        raise LockfileError(
-            f"{label} was written by a newer envlock (lock format {fmt})",
-            hint=UPGRADE_HINT,
-        )
-    if version not in (1, 2) or not isinstance(doc.get("package"), list):
-        raise LockfileError(
-            f"{label} is not a conda-lock v1/v2 file (version {version!r})",
-            hint="envlock diff reads conda-lock v1/v2, @EXPLICIT and pixi.lock v4-v6 files",
-        )
-    out: Entries = {p: {} for p in meta.get("platforms") or ()}
-    for e in doc["package"]:
-        if not isinstance(e, dict) or "name" not in e:
-            raise LockfileError(f"{label}: a package entry has no name", hint="restore the file from git")
-        manager = str(e.get("manager", "conda"))
-        build = _split_filename(str(e.get("url", "")))[2] if manager == "conda" else ""
-        name, version, url = str(e["name"]), str(e.get("version", "")), str(e.get("url", ""))
-        if manager == "conda":
-            ref = conda_ref(name, version, str(e.get("build") or build), url)
-        else:
-            ref = PkgRef(name, version, "", manager)
-        out.setdefault(str(e.get("platform", "")), {})[(manager, ref.name)] = ref
+def lock_entries(lock: LockFile) -> Entries:
+    """Packages per platform of a lock (any format envlock.formats reads), keyed by (manager, name)."""
+    out: Entries = {p: {} for p in lock.platforms}
+    pip = "pypi" if lock.kind == "pixi" else "pip"
+    for p in lock.packages:
+        out.setdefault(p.platform, {})[("conda", p.name)] = conda_ref(p.name, p.version, p.build, p.url)
+    for w in lock.pypi:
+        out.setdefault(w.platform, {})[(pip, w.name)] = PkgRef(w.name, w.version, "", pip)
+    for f in lock.foreign:
+        out.setdefault(f.platform, {})[(f.manager, f.name)] = PkgRef(f.name, f.version, "", f.manager)
     return out
-
-
-def _pixi_entries(doc: Mapping[str, Any], label: str) -> Entries:
-    version = doc.get("version")
-    if not isinstance(version, int) or not 4 <= version <= 6:
-        raise LockfileError(
-            f"{label} is pixi.lock version {version!r}", hint="envlock diff reads pixi.lock v4-v6"
-        )
-    pypi_versions = {
-        str(p.get("pypi")): (str(p.get("name", "")), str(p.get("version", "")))
-        for p in doc["packages"]
-        if isinstance(p, dict) and "pypi" in p
-    }
-    out: Entries = {}
-    envs = doc.get("environments") or {}
-    for env, body in envs.items():
-        for platform, pkgs in ((body or {}).get("packages") or {}).items():
-            key = platform if env == "default" else f"{env}/{platform}"
-            bucket = out.setdefault(key, {})
-            for item in pkgs or ():
-                if "conda" in item:
-                    name, ver, build = _split_filename(str(item["conda"]))
-                    bucket[("conda", name)] = conda_ref(name, ver, build, str(item["conda"]))
-                elif "pypi" in item:
-                    name, ver = pypi_versions.get(str(item["pypi"]), _wheel_name(str(item["pypi"])))
-                    bucket[("pypi", name)] = PkgRef(name, ver, "", "pypi")
-    return out
-
-
-def _wheel_name(url: str) -> tuple[str, str]:
-    parts = url.rsplit("/", 1)[-1].split("-")
-    return (parts[0], parts[1]) if len(parts) > 1 else (parts[0], "")
 
 
 def diff_entries(old: Entries, new: Entries, old_label: str, new_label: str) -> LockDiff:
@@ -221,7 +141,7 @@ def _read_text(path: Path) -> str:
 def diff_files(old: Path, new: Path) -> LockDiff:
     """`envlock diff A B`."""
     return diff_entries(
-        lock_entries(_read_text(old), str(old)), lock_entries(_read_text(new), str(new)), str(old), str(new)
+        lock_entries(read_lock(old, compare=True)), lock_entries(read_lock(new, compare=True)), str(old), str(new)
     )
 
 
@@ -274,8 +194,8 @@ def diff_git(project_dir: Path, ref: str, path: Path | None = None) -> list[Lock
             raise LockfileError(
                 f"{rel} exists neither at {ref} nor in the working tree", hint="check the path"
             )
-        old = lock_entries(old_text, f"{ref}:{rel}") if old_text is not None else {}
-        new = lock_entries(new_text, rel) if new_text is not None else {}
+        old = lock_entries(parse_lock(old_text, Path(f"{ref}:{rel}"), compare=True)) if old_text is not None else {}
+        new = lock_entries(parse_lock(new_text, Path(rel), compare=True)) if new_text is not None else {}
         out.append(diff_entries(old, new, f"{ref}:{rel}", rel))
     return out
 

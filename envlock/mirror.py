@@ -72,7 +72,7 @@ def mirror_key(channel_url: str) -> tuple[str, str]:
 
 def selected(lock_paths: Sequence[Path], platforms: Sequence[str]) -> list[tuple[Any, tuple[str, ...]]]:
     """(lock, its platforms to mirror) for each lock; SpecError for a platform no lock has."""
-    from envlock.lockfile import read_lock
+    from envlock.formats import read_lock
 
     out = []
     for path in lock_paths:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-Platform = Literal["linux-64", "linux-aarch64", "win-64"]
 CUDA_PLATFORMS: tuple[str, ...] = ("linux-64", "linux-aarch64", "win-64")
 #: Every conda subdir envlock knows by name (the others are refused with a reason).
 KNOWN_SUBDIRS: tuple[str, ...] = (
@@ -17,6 +16,7 @@ KNOWN_SUBDIRS: tuple[str, ...] = (
     "osx-arm64",
 )
 TorchSource = Literal["pip", "conda-forge"]
+TORCH_SOURCES: tuple[TorchSource, ...] = ("pip", "conda-forge")
 Skew = Literal["exact", "minor-1", "minor+1"]
 Severity = Literal["ok", "info", "skipped", "warning", "error"]  # info: optional, not a problem; skipped: not checked (doctor)
 
@@ -35,6 +35,15 @@ class Anchor:
     detail: str  # one human sentence: where the answer came from
     torch_source: TorchSource = "pip"
     local_label: str | None = None  # "cu118" when the user gave 2.3.0+cu118
+    # What envlock's torch table says of the release besides its CUDA (None: the table does not know it);
+    # neither is recorded in a lock nor hashed.
+    python_span: tuple[str, str] | None = None  # (oldest, newest) CPython X.Y with torch wheels
+    aarch64_cuda_wheels: bool | None = None  # whether PyPI's linux-aarch64 wheels of the release have CUDA
+
+    @property
+    def env_name(self) -> str:
+        """The default environment name: torch<version>-cu<XY>, e.g. torch2.3.0-cu121."""
+        return f"torch{self.torch}-{self.cuda_tag}"
 
     @property
     def cuda_major(self) -> int:
@@ -47,6 +56,18 @@ class Anchor:
     @property
     def cuda_tag(self) -> str:
         return "cu" + self.cuda.replace(".", "")
+
+
+@dataclass(frozen=True, slots=True)
+class InstalledTorch:
+    """What the torch of a python said about itself (envlock.torch_probe), for the `installed` anchor."""
+
+    exe: str  # the python asked
+    version: str | None = None  # torch.__version__
+    cuda: str | None = None  # torch.version.cuda
+    cudnn: int | None = None  # torch.backends.cudnn.version()
+    file: str | None = None  # torch.__file__
+    error: str | None = None  # why `import torch` failed there (the other fields are then None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +172,11 @@ class PlatformResult:
     chosen: Candidate
     packages: tuple[LockedPackage, ...]  # in dependency order
     attempts: tuple[tuple[str, str], ...] = ()  # (cuda minor, why it failed) for candidates tried before
+
+    @property
+    def nvcc(self) -> str | None:
+        """The version of the locked nvcc (cuda-nvcc, or cudatoolkit-dev up to CUDA 11.7)."""
+        return self.version_of("cuda-nvcc") or self.version_of("cudatoolkit-dev")
 
     def version_of(self, name: str) -> str | None:
         for p in self.packages:

@@ -24,9 +24,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from envlock.errors import ChannelError, Interrupted
+from envlock.names import strip_credentials
 
 if TYPE_CHECKING:
     import requests
@@ -231,22 +232,6 @@ def parallel(items: Sequence[Any], worker: Callable[[Any, threading.Event, Any],
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
 
 
-def _scrub_url(url: str, marked: bool) -> str:
-    if "@" not in url and "/t/" not in url:
-        return url  # nothing to strip (the common case: hundreds of package URLs per lock)
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = ("***@" if marked else "") + netloc.rsplit("@", 1)[-1]
-    segs = parts.path.split("/")
-    if len(segs) > 2 and segs[1] == "t":  # conda's token segment: /t/<token>/channel
-        segs = segs[:1] + segs[3:]
-    if netloc == parts.netloc and len(segs) == len(parts.path.split("/")):
-        return url
-    # A query or fragment of a URL that carried credentials may carry a token too: dropped with them.
-    return urlunsplit((parts.scheme, netloc, "/".join(segs), "", ""))
-
-
 def scrub(text: str, *, marked: bool = False, secrets: Iterable[str] = ()) -> str:
     """`text` without credentials: each URL in it loses `user:password@` and conda's `/t/<token>/` segment.
 
@@ -255,7 +240,7 @@ def scrub(text: str, *, marked: bool = False, secrets: Iterable[str] = ()) -> st
     The one scrubber: lock URLs, messages, logs and `--json` all pass through it.
     """
     if "://" in text and ("@" in text or "/t/" in text):
-        text = _URL.sub(lambda m: _scrub_url(m.group(0), marked), text)
+        text = _URL.sub(lambda m: strip_credentials(m.group(0), marked), text)
     for url in secrets:
         parts = urlsplit(url)
         for secret in (parts.password, parts.username):

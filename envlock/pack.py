@@ -79,7 +79,7 @@ class UnpackRequest:
 def pack(req: PackRequest, progress: Any = None) -> PackResult:
     """Every package of the lock's platform, verified, in one archive at `req.output` (all or nothing)."""
     from envlock.channeldir import content_of
-    from envlock.lockfile import read_lock
+    from envlock.formats import read_lock
     from envlock.mirrors import channel_of, check_in_play
 
     started = time.perf_counter()
@@ -308,7 +308,7 @@ def _extract_checked(tf: tarfile.TarFile, manifest: Mapping[str, Any], work: Pat
 
 def _local_mirrors(work: Path, manifest: Mapping[str, Any], archive: Path) -> dict[str, str]:
     """Every channel of the lock -> its extracted copy (file://); a package none covers is refused here."""
-    from envlock.lockfile import read_lock
+    from envlock.formats import read_lock
 
     mirrors = {url.rstrip("/"): (work / rel).as_uri() for url, rel in manifest["channels"].items()}
     if manifest.get("pypi"):

@@ -14,7 +14,7 @@ from typing import Any
 
 from envlock.mirrors import PYPI
 from envlock.models import Anchor, LockedPackage, Plan, PlatformResult, PypiPackage
-from envlock.spec import EnvSpec
+from envlock.formats.spec import EnvSpec, pip_requirements
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def compile_request(
     from envlock.pypi import compile as pypi_compile
     from envlock.pypi import part as pypi_part
 
-    requirements, _, ignored = pypi_part.pip_requirements(spec.pip, spec.torch, spec.torch_source)
+    requirements, _, ignored = pip_requirements(spec.pip, spec.torch, spec.torch_source)
     index, extras = pypi_part.spec_indexes(spec.torch, spec.torch_source, mirrors)
     mirror_root, mirror_files = "", {}
     if PYPI in mirrors:  # fetched from a mirror: the lock records each wheel's canonical URL from its wheels.json

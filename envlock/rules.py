@@ -1,4 +1,7 @@
-"""PURE rules: Anchor + PlanOptions → Plan (no I/O, no rattler, no typer).
+"""PURE rules: Anchor + PlanOptions + the CUDA tables → Plan (no I/O, no rattler, no typer).
+
+The tables are arguments (envlock.tables loads them): the rules never read a file, so a test hands them
+any table it likes.
 
 The nvcc skew rule: same major as torch, minor within ±1 of torch's, tried as exact → minor-1 →
 minor+1. A neighbour that was never released (12.7) is no candidate and the window never widens
@@ -11,7 +14,7 @@ from dataclasses import replace
 
 from envlock.errors import PlanError
 from envlock.models import Anchor, Candidate, Plan, PlanOptions, PlatformPlan, Skew, VirtualPackage
-from envlock.tables import CudaMinor, CudaTables, ExtrasTables, cuda_tables, extras_tables, minor_key
+from envlock.tables import CudaMinor, CudaTables, ExtrasTables, minor_key
 
 DEFAULT_CHANNELS: tuple[str, ...] = ("conda-forge",)
 
@@ -107,37 +110,18 @@ def _channels(row: CudaMinor, options: PlanOptions) -> tuple[str, ...]:
     return channels
 
 
-def expand_extras(names: tuple[str, ...], table: ExtrasTables) -> list[tuple[str, str, bool]]:
-    """`--with` names → (label, extra, partial) in the order asked, bundles expanded, each extra once."""
-    out: list[tuple[str, str, bool]] = []
-    for name in names:
-        if name in table.bundles:
-            bundle = table.bundles[name]
-            members = [(f"{name} ({e})", e, bundle.partial) for e in bundle.extras]
-        elif name in table.extras:
-            members = [(name, name, False)]
-        else:
-            raise PlanError(
-                f"--with {name!r} is not an extra envlock knows",
-                hint=f"use one of: {', '.join(table.names)} (envlock/data/extras.yaml)",
-            )
-        out += [m for m in members if m[1] not in {e for _, e, _ in out}]
-    return out
-
-
 def extra_specs(
-    platform: str, row: CudaMinor, names: tuple[str, ...], base: list[str]
+    platform: str, row: CudaMinor, names: tuple[str, ...], base: list[str], table: ExtrasTables
 ) -> tuple[list[tuple[str, str]], list[str], list[str]]:
     """The (label, spec) pairs `--with` adds for one CUDA minor, notes, and why it cannot be served.
 
     A partial bundle (`all`) leaves out what has no package here, with a note; anything else that has
     none makes the candidate impossible (the third list says why; never dropped in silence).
     """
-    table = extras_tables()
     pairs: list[tuple[str, str]] = []
     notes: list[str] = []
     missing: list[str] = []
-    for label, name, partial in expand_extras(names, table):
+    for label, name, partial in table.expand(names):
         extra = table.extras[name]
         if extra.platforms is not None and platform not in extra.platforms:
             why = f"--with {label}: {extra.what} is not built for {platform}"
@@ -150,9 +134,11 @@ def extra_specs(
     return pairs, notes, missing
 
 
-def candidate(anchor: Anchor, platform: str, row: CudaMinor, skew: Skew, options: PlanOptions) -> Candidate:
+def candidate(
+    anchor: Anchor, platform: str, row: CudaMinor, skew: Skew, options: PlanOptions, tables: CudaTables,
+    extras_table: ExtrasTables,
+) -> Candidate:
     """Everything needed to solve one CUDA minor on one platform."""
-    tables = cuda_tables()
     fill = {"{X.Y}": row.cuda, "{V}": row.package_version or row.cuda}
     specs: list[str] = []
     for spec in tables.toolchain_specs[row.toolchain]:
@@ -176,7 +162,7 @@ def candidate(anchor: Anchor, platform: str, row: CudaMinor, skew: Skew, options
             notes.append(cudnn_note)
     if anchor.torch_source == "conda-forge":
         specs.append(f"pytorch =={anchor.torch} cuda{row.cuda.replace('.', '')}*")
-    extras, extra_notes, _ = extra_specs(platform, row, options.with_extras, specs)
+    extras, extra_notes, _ = extra_specs(platform, row, options.with_extras, specs, extras_table)
     specs.extend(spec for _, spec in extras)
     notes.extend(extra_notes)
     if options.python:
@@ -244,9 +230,8 @@ def relaxed_cudnn(c: Candidate, anchor: Anchor) -> list[Candidate]:
     return out
 
 
-def make_plan(anchor: Anchor, options: PlanOptions) -> Plan:
+def make_plan(anchor: Anchor, options: PlanOptions, tables: CudaTables, extras_table: ExtrasTables) -> Plan:
     """The plan: per platform, the candidates the solver tries in order."""
-    tables = cuda_tables()
     if anchor.cuda in tables.never_released:
         raise PlanError(
             f"CUDA {anchor.cuda} was never released by NVIDIA",
@@ -271,11 +256,11 @@ def make_plan(anchor: Anchor, options: PlanOptions) -> Plan:
         tries: list[Candidate] = []
         refused: list[str] = []
         for row, skew in pairs:
-            missing = extra_specs(platform, row, options.with_extras, [])[2]
+            missing = extra_specs(platform, row, options.with_extras, [], extras_table)[2]
             if missing:  # no package of an asked-for extra exists for this minor: not a candidate
                 refused += [m for m in missing if m not in refused]
                 continue
-            strict = candidate(anchor, platform, row, skew, options)
+            strict = candidate(anchor, platform, row, skew, options, tables, extras_table)
             tries.append(strict)
             tries.extend(relaxed_cudnn(strict, anchor))
         if refused and tries:  # a minor left out for an extra is said on the ones that stay

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from envlock.errors import SolveError
+from envlock.names import match_spec_name
 
 #: The default form of an error stays under this (the detail is under --verbose and in --json).
 MESSAGE_LIMIT = 500
@@ -71,10 +72,6 @@ def _lower_bounds(specs: Iterable[str]) -> list[str]:
     return sorted(found, key=_version_key)
 
 
-def _name(spec: str) -> str:
-    return re.split(r"[\s=<>!~]", spec.strip(), maxsplit=1)[0]
-
-
 def plain_reason(raw: str, *, cuda: str, channel: str, platform: str, absent: Iterable[str] = ()) -> str:
     """One deterministic sentence out of rattler's unsatisfiability report for one candidate.
 
@@ -89,7 +86,7 @@ def plain_reason(raw: str, *, cuda: str, channel: str, platform: str, absent: It
     first = _NO_CANDIDATES.search(lines[0])
     if first and len(lines) == 1:
         spec = first.group(1).strip()
-        name = _name(spec)
+        name = match_spec_name(spec)
         if name in absent:
             return f"there is no package {name!r} in {channel} for {platform}"
         return f"no {spec} in {channel} for {platform}"
@@ -100,10 +97,10 @@ def plain_reason(raw: str, *, cuda: str, channel: str, platform: str, absent: It
     leaves = sorted({m.group(1).strip() for ln in lines for m in [_LEAF.match(ln)] if m})
     if not roots and not leaves:
         return " / ".join(lines[:2])
-    root = _name(roots[0]) if roots else "the request"
+    root = match_spec_name(roots[0]) if roots else "the request"
     by_name: dict[str, list[str]] = {}
     for leaf in leaves:
-        by_name.setdefault(_name(leaf), []).append(leaf)
+        by_name.setdefault(match_spec_name(leaf), []).append(leaf)
     if set(by_name) == {"cuda-version"}:
         builds = ", ".join(_lower_bounds(by_name["cuda-version"]))
         return f"{root} has no build for CUDA {cuda} in {channel} for {platform} (its builds are for CUDA {builds})"

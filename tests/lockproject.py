@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from envlock.cli import run
-from envlock.resolve import ResolveRequest, resolve
+from envlock.resolve import ResolveRequest, Tables, resolve
 
 PLATFORMS = ("linux-64", "linux-aarch64", "win-64")
 NAME = "torch2.3.0-cu121"
@@ -27,10 +27,12 @@ def make_project(
     platforms: tuple[str, ...] = PLATFORMS,
     name: str | None = None,
     toolchain_only: bool = True,
+    tables: Tables | None = None,
     **kwargs: Any,
 ) -> Path:
     """Resolve one environment into dest (created) against a test channel dir; return dest.
 
+    `tables`: the tables the pure core is handed instead of envlock's own (a lock made under other rules).
     Toolchain-only by default: the lifecycle tests lock win-64, where the default index's torch is a
     CPU build (a full environment there needs a +cuXYZ torch); tests/test_pypi_part.py covers the full one.
     """
@@ -44,7 +46,8 @@ def make_project(
             name=name,
             toolchain_only=toolchain_only,
             **kwargs,
-        )
+        ),
+        tables=tables,
     )
     return dest
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from envlock.errors import LockfileError
-from envlock.lifecycle import assert_fresh, check
+from envlock.resolve import assert_fresh, check, shipped_tables
 from tests.lockproject import (
     NAME,
     cli,
@@ -246,22 +246,18 @@ def test_spec_that_is_not_yaml_is_one_error(project, capsys) -> None:
     assert code == 1 and err.count("error:") == 1 and err.count("hint:") == 1 and "Traceback" not in err
 
 
-def test_rules_change_that_changes_the_plan_is_named(tmp_path, capsys, test_channel, monkeypatch) -> None:
+def test_rules_change_that_changes_the_plan_is_named(tmp_path, capsys, test_channel) -> None:
     """A lock made under other rules (gcc cap of CUDA 12.1 lowered to 11) is stale under the shipped ones."""
     import dataclasses
 
-    from envlock import rules
-    from envlock.tables import cuda_tables
-
-    real = cuda_tables()
+    real = shipped_tables()
     older = dataclasses.replace(
-        real,
+        real.cuda,
         rules_version="2020.1.1",
-        minors={**real.minors, "12.1": dataclasses.replace(real.minors["12.1"], gcc_max=11)},
+        minors={**real.cuda.minors, "12.1": dataclasses.replace(real.cuda.minors["12.1"], gcc_max=11)},
     )
-    monkeypatch.setattr(rules, "cuda_tables", lambda: older)
-    project = make_project(tmp_path / "p", test_channel, platforms=("linux-64", "win-64"))
-    monkeypatch.undo()
+    project = make_project(tmp_path / "p", test_channel, platforms=("linux-64", "win-64"),
+                           tables=dataclasses.replace(real, cuda=older))
     code, doc = cli_json(capsys, "check", "--project-dir", str(project))
     assert code == 1
     changes = doc["environments"][0]["changes"]
@@ -272,26 +268,20 @@ def test_rules_change_that_changes_the_plan_is_named(tmp_path, capsys, test_chan
     assert not [c for c in changes if c["platform"] == "win-64"], changes
 
 
-def test_rules_change_that_does_not_change_the_plan_keeps_it_fresh(
-    tmp_path, capsys, test_channel, monkeypatch
-) -> None:
+def test_rules_change_that_does_not_change_the_plan_keeps_it_fresh(tmp_path, capsys, test_channel) -> None:
     import dataclasses
 
-    from envlock import rules
-    from envlock.tables import cuda_tables
-
-    real = cuda_tables()
+    real = shipped_tables()
     other = dataclasses.replace(
-        real,
+        real.cuda,
         rules_version="2099.1.1",
         minors={
-            **real.minors,
-            "13.2": dataclasses.replace(real.minors["13.2"], note="a note on another minor"),
+            **real.cuda.minors,
+            "13.2": dataclasses.replace(real.cuda.minors["13.2"], note="a note on another minor"),
         },
     )
-    monkeypatch.setattr(rules, "cuda_tables", lambda: other)
-    project = make_project(tmp_path / "p", test_channel, platforms=("linux-64",))
-    monkeypatch.undo()
+    project = make_project(tmp_path / "p", test_channel, platforms=("linux-64",),
+                           tables=dataclasses.replace(real, cuda=other))
     assert cli(capsys, "check", "--project-dir", str(project))[0] == 0
 
 
@@ -429,14 +419,20 @@ def test_bench_check_runs_and_prints_its_table(tmp_path) -> None:
 
 
 def test_anchor_of_an_installed_torch_is_kept(tmp_path, capsys, test_channel, monkeypatch) -> None:
-    """`--torch installed` found CUDA 12.4 (not the table's 12.1): check and lock keep that anchor."""
-    from envlock import resolve as resolve_mod
-    from envlock.models import Anchor
+    """`--torch installed` found CUDA 12.4 (not the table's 12.1): check and lock keep that anchor.
 
-    installed = Anchor("2.3.0", "12.4", "9.1.0.70", "installed", "torch.version.cuda of torch 2.3.0+cu124")
-    monkeypatch.setattr(resolve_mod, "find_anchor", lambda *a, **k: installed)
-    project = make_project(tmp_path / "p", test_channel, platforms=("linux-64",), name=NAME)
-    monkeypatch.undo()
+    The installed torch is a real importable package asked by the real probe (tests/test_anchor.py's)."""
+    from tests.test_anchor import fake_torch
+
+    site = fake_torch(tmp_path / "site", version="2.3.0+cu124", cuda="12.4", cudnn=90100)
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    project = make_project(tmp_path / "p", test_channel, torch="installed", platforms=("linux-64",), name=NAME,
+                           python_exe=sys.executable)
+    monkeypatch.delenv("PYTHONPATH")  # check and lock never ask that python again
+    from envlock.formats import read_lock
+
+    recorded = read_lock(lock_file(project)).envlock_meta()["anchor"]
+    assert (recorded["source"], recorded["cuda"], recorded["cudnn"]) == ("installed", "12.4", "9.1.0")
     assert cli(capsys, "check", "--project-dir", str(project))[0] == 0
     before = snapshot(project)
     assert (
@@ -457,17 +453,3 @@ def test_anchor_of_an_installed_torch_is_kept(tmp_path, capsys, test_channel, mo
     )  # another torch: the recorded anchor no longer applies
     changes = stale_changes(capsys, project)
     assert {c["kind"] for c in changes} >= {"spec", "anchor"}, changes
-
-
-def test_read_lock_meta_refuses_a_non_mapping_custom_metadata(tmp_path) -> None:
-    """The fast metadata reader shares the full reader's header checks (no AttributeError)."""
-    import pytest
-
-    from envlock.errors import LockfileError
-    from envlock.lifecycle import read_lock_meta
-
-    path = tmp_path / "conda-lock.yml"
-    path.write_text("version: 1\nmetadata:\n  platforms: [linux-64]\n  custom_metadata: [a, b]\npackage: []\n")
-    with pytest.raises(LockfileError) as err:
-        read_lock_meta(path)
-    assert "custom_metadata" in err.value.message and err.value.hint

@@ -22,7 +22,7 @@ from envlock.cli import run
 from envlock.create import CreateRequest, create_env
 from envlock.prefix import ENVLOCK_JSON, read_env_meta
 from envlock.errors import ChannelError, EnvCreateError, LockfileError
-from envlock.lockfile import read_lock
+from envlock.formats import read_lock
 from tests.test_activation import snapshots
 
 ENVLOCK = [sys.executable, "-m", "envlock"]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from envlock.formats import read_lock
 from envlock.lockdiff import diff_files, lock_entries
 from tests.lockproject import NAME, cli, cli_json, copy_project, edit, lock_file, make_project, spec_file
 
@@ -86,7 +87,7 @@ def test_diff_reads_explicit_files(locks, capsys) -> None:
 
 def test_added_and_removed_packages(locks, tmp_path, capsys) -> None:
     text = locks[0].read_text()
-    doc_entries = lock_entries(text, "a")
+    doc_entries = lock_entries(read_lock(locks[0], compare=True))
     trimmed = tmp_path / "trimmed.yml"
     # Remove the first linux-64 entry by hand: it shows as added in the new lock.
     start = text.index("\npackage:\n") + len("\npackage:\n")
@@ -185,7 +186,7 @@ def test_diff_real_conda_lock_files(real_locks, capsys) -> None:
     code, doc = cli_json(capsys, "diff", str(yi), str(clay))
     assert code == 0
     linux = doc["diffs"][0]["platforms"]["linux-64"]
-    total_yi = len(lock_entries(yi.read_text(), "yi")["linux-64"])
+    total_yi = len(lock_entries(read_lock(yi, compare=True))["linux-64"])
     assert len(linux["changed"]) + len(linux["removed"]) + linux["unchanged"] == total_yi
     assert any(c["name"] == "python" for c in linux["changed"])
     # Yi has pip entries: they are compared as pip packages, not mixed up with conda ones.
@@ -196,7 +197,7 @@ def test_diff_real_conda_lock_files(real_locks, capsys) -> None:
 
 def test_diff_real_pixi_lock(real_locks, tmp_path, capsys) -> None:
     pixi = real_locks / "matthewfeickert-pytorch-gpu-pixi-example.pixi.lock"
-    entries = lock_entries(pixi.read_text(), str(pixi))
+    entries = lock_entries(read_lock(pixi, compare=True))
     assert "linux-64" in entries and entries["linux-64"][("conda", "cuda-version")].version == "12.9"
     # A pixi.lock against itself with one package line bumped by hand.
     edited = tmp_path / "pixi.lock"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from envlock.doctor import HEADERS
-from envlock.doctor.data import deepspeed_ops
+from envlock.tables import deepspeed_ops_table as deepspeed_ops
 from envlock.tables import extras_tables
 from tests.test_doctor import META, TARGET, base_env, cudart_stub, doctor, make_prefix  # noqa: F401 - fixture
 

@@ -23,7 +23,7 @@ from dockerfile_parse import DockerfileParser
 from envlock.activation import activate_environ
 from envlock.cli import run
 from envlock.export.dockerfile import PREFIX, compiler_values, env_values
-from envlock.lockfile import read_lock
+from envlock.formats import read_lock
 from tests.test_create import assert_one_error, cli
 
 NAME = "torch2.3.0-cu121"

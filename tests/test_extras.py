@@ -13,12 +13,13 @@ import pytest
 
 from envlock.cli import run
 from envlock.errors import PlanError, SpecError
-from envlock.lockfile import read_lock
+from envlock.formats import read_lock
 from envlock.models import Anchor, PlanOptions
-from envlock.resolve import content_hashes, plan_for
+from envlock.project import content_hashes
+from envlock.resolve import plan_for, shipped_tables
 from envlock.rules import make_plan
-from envlock.spec import EnvSpec, parse_spec, render_spec
-from envlock.tables import TOOLCHAINS, _parse_extras, cuda_tables, extras_tables
+from envlock.formats.spec import EnvSpec, parse_spec, render_spec
+from envlock.tables import TOOLCHAINS, cuda_tables, extras_tables, parse_extras
 
 
 def anchor(cuda: str, torch: str = "2.8.0") -> Anchor:
@@ -26,7 +27,7 @@ def anchor(cuda: str, torch: str = "2.8.0") -> Anchor:
 
 
 def first(cuda: str, platform: str = "linux-64", with_: tuple[str, ...] = ()):  # type: ignore[no-untyped-def]
-    plan = make_plan(anchor(cuda), PlanOptions(platforms=(platform,), with_extras=with_))
+    plan = make_plan(anchor(cuda), PlanOptions(platforms=(platform,), with_extras=with_), cuda_tables(), extras_tables())
     return plan.platforms[0].candidates
 
 
@@ -61,7 +62,7 @@ def test_a_broken_table_is_refused_on_load(edit, needle) -> None:
     doc = yaml.safe_load(resources.files("envlock").joinpath("data", "extras.yaml").read_text())
     edit(doc)
     with pytest.raises(Exception, match=needle):
-        _parse_extras(doc)
+        parse_extras(doc)
 
 
 # -------------------------------------------------------------------------------------------- plan
@@ -111,8 +112,8 @@ def test_extras_change_the_content_hash_and_the_hash_of_a_spec_without_them_is_k
     ds = EnvSpec(name="t", torch="2.8.0", python="3.11", with_extras=("deepspeed",))
     a = anchor("12.8")
     assert "with" not in plain.inputs() and ds.inputs()["with"] == ["deepspeed"]
-    h_plain = content_hashes(plain, *plan_for(plain, a))
-    h_ds = content_hashes(ds, *plan_for(ds, a))
+    h_plain = content_hashes(plain, plan_for(plain, a, shipped_tables()))
+    h_ds = content_hashes(ds, plan_for(ds, a, shipped_tables()))
     assert h_plain["linux-64"] != h_ds["linux-64"]
 
 
@@ -120,8 +121,8 @@ def test_extras_change_the_content_hash_and_the_hash_of_a_spec_without_them_is_k
 
 
 def _render(spec: EnvSpec) -> str:
-    plan, extras = plan_for(spec, anchor("13.0", "2.11.0"))
-    return render_spec(spec, {pp.platform: pp.candidates[0].specs for pp in plan.platforms}, extras)
+    plan = plan_for(spec, anchor("13.0", "2.11.0"), shipped_tables())
+    return render_spec(spec, {pp.platform: pp.candidates[0].specs for pp in plan.platforms}, plan.options.extra_specs)
 
 
 def test_with_round_trips_and_its_packages_are_not_taken_for_user_extras() -> None:
@@ -130,11 +131,11 @@ def test_with_round_trips_and_its_packages_are_not_taken_for_user_extras() -> No
     assert "  with: [deepspeed, cufft]\n" in text and "  - cuda-profiler-api\n" in text
     back = parse_spec(text)
     assert back.with_extras == ("deepspeed", "cufft")
-    plan, user_extras = plan_for(back, anchor("13.0", "2.11.0"))
-    assert user_extras == ()  # cuda-profiler-api and libcufft-dev are the plan's, not the user's
+    plan = plan_for(back, anchor("13.0", "2.11.0"), shipped_tables())
+    assert plan.options.extra_specs == ()  # cuda-profiler-api and libcufft-dev are the plan's, not the user's
     # without `with:`, a hand-added libcufft-dev stays the user's own dependency
     hand = parse_spec(text.replace("  with: [deepspeed, cufft]\n", ""))
-    assert "libcufft-dev" in plan_for(hand, anchor("13.0", "2.11.0"))[1]
+    assert "libcufft-dev" in plan_for(hand, anchor("13.0", "2.11.0"), shipped_tables()).options.extra_specs
 
 
 def test_a_spec_without_extras_renders_no_with_line() -> None:

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from envlock.lockfile import read_lock
-from envlock.resolve import content_hashes, find_anchor, plan_for
-from envlock.spec import EnvSpec, parse_spec, read_spec
+from envlock.formats import read_lock
+from envlock.project import content_hashes
+from envlock.resolve import Tables, plan_for, shipped_tables, spec_anchor
+from envlock.formats.spec import EnvSpec, parse_spec, read_spec
 from tests.channelbuilder import PackageSpec
 from tests.lockproject import (
     NAME,
@@ -50,12 +51,11 @@ def cf(test_channel: Path) -> str:
     return f"conda-forge={test_channel.as_uri()}"
 
 
-def hashes(spec: EnvSpec) -> dict[str, str]:
-    anchor = find_anchor(
-        spec.torch, cuda=spec.cuda, torch_source=spec.torch_source, python_exe=None, offline=True, lookup=None
-    )
-    plan, extras = plan_for(spec, anchor)
-    return content_hashes(spec, plan, extras)
+def hashes(spec: EnvSpec, tables: Tables | None = None) -> dict[str, str]:
+    tables = tables or shipped_tables()
+    anchor = spec_anchor(spec, None, tables, None)  # offline, from envlock's own data
+    assert anchor is not None
+    return content_hashes(spec, plan_for(spec, anchor, tables))
 
 
 # --------------------------------------------------------------------------- content hash
@@ -63,14 +63,12 @@ def hashes(spec: EnvSpec) -> dict[str, str]:
 HASH_PROBE = """
 import json, sys
 from pathlib import Path
-from envlock.resolve import content_hashes, find_anchor, plan_for
-from envlock.spec import read_spec
+from envlock.formats.spec import read_spec
+from envlock.project import content_hashes
+from envlock.resolve import plan_for, shipped_tables, spec_anchor
 spec = read_spec(Path("environments") / (sys.argv[1] + ".yml"))
-anchor = find_anchor(
-    spec.torch, cuda=spec.cuda, torch_source=spec.torch_source, python_exe=None, offline=True, lookup=None
-)
-plan, extras = plan_for(spec, anchor)
-print(json.dumps(content_hashes(spec, plan, extras)))
+anchor = spec_anchor(spec, None, shipped_tables(), None)
+print(json.dumps(content_hashes(spec, plan_for(spec, anchor, shipped_tables()))))
 """
 
 
@@ -137,25 +135,20 @@ def test_every_input_changes_the_hash(project, change) -> None:
         assert after[platform] != before[platform], change
 
 
-def test_a_rules_change_changes_the_hash_only_where_it_changes_the_plan(project, monkeypatch) -> None:
-    from envlock import rules
-    from envlock.tables import cuda_tables
-
+def test_a_rules_change_changes_the_hash_only_where_it_changes_the_plan(project) -> None:
     spec = read_spec(spec_file(project))
     before = hashes(spec)
-    real = cuda_tables()
+    real = shipped_tables()
     gcc = dataclasses.replace(
-        real, minors={**real.minors, "12.1": dataclasses.replace(real.minors["12.1"], gcc_max=11)}
+        real.cuda, minors={**real.cuda.minors, "12.1": dataclasses.replace(real.cuda.minors["12.1"], gcc_max=11)}
     )
-    monkeypatch.setattr(rules, "cuda_tables", lambda: gcc)
-    after = hashes(spec)
+    after = hashes(spec, dataclasses.replace(real, cuda=gcc))
     assert after["linux-64"] != before["linux-64"]  # the gcc cap is in linux-64's plan
     assert after["win-64"] == before["win-64"]  # win-64 uses MSVC: same plan, same hash
     unrelated = dataclasses.replace(
-        real, rules_version="2099.1.1", never_released=(*real.never_released, "14.9")
+        real.cuda, rules_version="2099.1.1", never_released=(*real.cuda.never_released, "14.9")
     )
-    monkeypatch.setattr(rules, "cuda_tables", lambda: unrelated)
-    assert hashes(spec) == before
+    assert hashes(spec, dataclasses.replace(real, cuda=unrelated)) == before
 
 
 # --------------------------------------------------------------------------- lock

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from envlock.lockfile import read_lock
+from envlock.formats import read_lock
 from tests.channelbuilder import ChannelServer
 from tests.lockproject import snapshot
 from tests.test_create import assert_one_error, cli, lock_of, project, project_124  # noqa: F401 - fixtures

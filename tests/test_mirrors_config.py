@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from envlock.cli import run
-from envlock.lockfile import read_lock
+from envlock.formats import read_lock
 from envlock.mirrors import MirrorMap, channel_fetch_url, mirrored
 from tests.test_create import assert_one_error, cli, lock_of, project  # noqa: F401 - session fixture
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from envlock.lockfile import read_lock
+from envlock.formats import read_lock
 from tests.channelbuilder import ChannelServer
 from tests.test_conda import conda_venv  # noqa: F401 - session fixture (the real conda, built once)
 from tests.test_create import assert_one_error, cli, lock_of, project  # noqa: F401 - session fixture

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 from packaging.version import Version
 
-from envlock.anchor import load_torch_table
+from envlock.tables import torch_table
 from envlock.errors import AnchorError, ChannelError
 from envlock.pypi import (
     IndexSettings,
@@ -92,7 +92,7 @@ def test_unreadable_cuda_pins_are_errors_with_hints() -> None:
 
 def test_reads_230_from_the_index_without_downloading_the_wheel(pypi_index: FakeTorchIndex) -> None:
     meta = torch_cuda_from_index("2.3.0", FAST)
-    row = load_torch_table().row_for(Version("2.3.0"))
+    row = torch_table().row_for(Version("2.3.0"))
     assert row is not None and (meta.cuda, meta.cudnn) == (row.pypi_cuda, row.pypi_cudnn)
     assert meta.wheel == "torch-2.3.0-cp311-cp311-manylinux1_x86_64.whl"
     assert meta.index == pypi_index.url and not meta.cached

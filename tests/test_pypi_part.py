@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from envlock.cli import run
-from envlock.lockfile import read_lock
+from envlock.formats import read_lock
 from tests.channelbuilder import PackageSpec
 from tests.lockproject import snapshot
 from tests.wheelindex import WheelIndex

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from envlock.cli import run
-from envlock.lockfile import read_lock
+from envlock.formats import read_lock
 
 ENVLOCK = [sys.executable, "-m", "envlock"]
 

@@ -139,9 +139,10 @@ def test_the_spec_written_is_the_spec_solved_torch_2_11(tmp_path, capsys, mirror
     import rattler
     from conda_lock.conda_lock import handle_no_specified_source_files
 
-    from envlock.lockfile import read_lock
-    from envlock.resolve import PLAN_NAMES, _spec_name
-    from envlock.spec import read_spec
+    from envlock.formats import read_lock
+    from envlock.names import match_spec_name as _spec_name
+    from envlock.project import PLAN_NAMES
+    from envlock.formats.spec import read_spec
 
     code, doc = resolve_json(tmp_path, capsys, "--torch", "2.11.0", "--platform", "linux-64", "--mirror", mirror)
     assert code == 0, doc

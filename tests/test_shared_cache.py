@@ -13,7 +13,7 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
-from envlock.lockfile import read_lock
+from envlock.formats import read_lock
 from tests.channelbuilder import ChannelServer
 from tests.test_create import ENVLOCK, lock_of, project  # noqa: F401 - session fixture
 

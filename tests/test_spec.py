@@ -9,15 +9,20 @@ import yaml
 
 from envlock.errors import EnvlockError, LockfileError, SpecError
 from envlock.models import Anchor
-from envlock.resolve import content_hashes, plan_for
-from envlock.spec import EnvSpec, parse_spec, read_spec, render_spec
+from envlock.project import content_hashes
+from envlock.resolve import SolveSettings, plan_for, shipped_tables
+from envlock.formats.spec import EnvSpec, parse_spec, read_spec, render_spec
 
 SPEC = EnvSpec(name="torch2.8.0-cu128", torch="2.8.0", python="3.10", platforms=("linux-64", "win-64"))
 ANCHOR = Anchor(torch="2.8.0", cuda="12.8", cudnn="9.10.2.21", source="table", detail="t")
 
 
+def plan_of(spec: EnvSpec):  # type: ignore[no-untyped-def]
+    return plan_for(spec, ANCHOR, shipped_tables())
+
+
 def rendered(extras: tuple[str, ...] = ()) -> str:
-    plan, _ = plan_for(SPEC, ANCHOR)
+    plan = plan_of(SPEC)
     per = {pp.platform: pp.candidates[0].specs for pp in plan.platforms}
     return render_spec(SPEC, per, extras)
 
@@ -45,12 +50,12 @@ def test_conda_style_reader_sees_a_plain_environment_yml() -> None:
 
 def test_extras_are_kept_and_hashed() -> None:
     spec = parse_spec(rendered(("numpy >=1.26",)))
-    plan, extras = plan_for(spec, ANCHOR)
-    assert extras == ("numpy >=1.26",)
+    plan = plan_of(spec)
+    assert plan.options.extra_specs == ("numpy >=1.26",)
     assert all("numpy >=1.26" in c.specs for pp in plan.platforms for c in pp.candidates)
     plain = parse_spec(rendered())
-    base = content_hashes(plain, *plan_for(plain, ANCHOR))
-    with_extra = content_hashes(spec, plan, extras)
+    base = content_hashes(plain, plan_of(plain))
+    with_extra = content_hashes(spec, plan)
     assert base.keys() == with_extra.keys() and all(base[k] != with_extra[k] for k in base)
 
 
@@ -61,8 +66,8 @@ def test_layout_comments_and_order_do_not_change_the_hash() -> None:
     doc = yaml.safe_load(shuffled)
     doc["dependencies"] = list(reversed(doc["dependencies"]))
     b = parse_spec("# reordered by hand\n" + yaml.safe_dump(doc, sort_keys=True, default_flow_style=True))
-    ha = content_hashes(a, *plan_for(a, ANCHOR))
-    hb = content_hashes(b, *plan_for(b, ANCHOR))
+    ha = content_hashes(a, plan_of(a))
+    hb = content_hashes(b, plan_of(b))
     assert ha == hb
 
 
@@ -98,11 +103,11 @@ def test_the_projects_own_example_spec_reads(shared_dir: Path) -> None:
 
 
 def test_hand_edited_toolchain_lines_are_reported_not_silently_dropped(tmp_path: Path) -> None:
-    from envlock.resolve import lock_spec
+    from envlock.resolve.solve import solve
 
     text = rendered().replace("  - cuda-nvcc\n", "  - cuda-nvcc 12.8.61\n")
-    spec = parse_spec(text)
-    result = lock_spec(spec, ANCHOR, project_dir=tmp_path, dry_run=True)
+    kw = {"project_dir": tmp_path, "settings": SolveSettings(), "tables": shipped_tables(), "dry_run": True}
+    result = solve(parse_spec(text), ANCHOR, **kw)  # type: ignore[arg-type]
     assert any("'cuda-nvcc 12.8.61'" in w and "envlock:" in w for w in result.warnings)
-    clean = lock_spec(parse_spec(rendered()), ANCHOR, project_dir=tmp_path, dry_run=True)
+    clean = solve(parse_spec(rendered()), ANCHOR, **kw)  # type: ignore[arg-type]
     assert clean.warnings == ()

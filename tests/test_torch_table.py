@@ -13,9 +13,8 @@ import pytest
 import yaml
 from packaging.version import Version
 
-from envlock.anchor import TorchTable, load_torch_table, parse_torch_table
 from envlock.errors import AnchorError
-from envlock.pypi import parse_cuda_pins
+from envlock.tables import TorchTable, parse_cuda_pins, parse_torch_table, torch_table
 
 EXPECTED_MINORS = ["1.13"] + [f"2.{n}" for n in range(16)]
 
@@ -26,7 +25,7 @@ def _text() -> str:
 
 @pytest.fixture(scope="module")
 def table() -> TorchTable:
-    return load_torch_table()
+    return torch_table()
 
 
 def test_every_minor_from_1_13_to_2_15_is_present_in_order(table: TorchTable) -> None:
@@ -110,7 +109,7 @@ def test_table_version_is_bumped_on_content_change(table: TorchTable) -> None:
 
 
 def test_loader_is_cached() -> None:
-    assert load_torch_table() is load_torch_table()
+    assert torch_table() is torch_table()
 
 
 # --------------------------------------------------------------------------- the validator refuses defects
@@ -213,3 +212,42 @@ def test_python_ranges_are_the_wheels_and_hold_envlocks_default_python(table: To
             assert key(oldest) <= key(default_python(release)) <= key(newest), release
     assert table.row_for(Version("2.7.1")).python == ("3.9", "3.13")  # cp39 … cp313 on the index
     assert table.row_for(Version("2.9.0")).python == ("3.10", "3.14")
+
+
+def test_the_plain_pin_path_reads_every_line_as_packaging_does() -> None:
+    """parse_cuda_pins reads `name[extras]==version` lines without packaging's requirement parser (its import
+    is ~40 ms of every check and resolve): that shortcut must give packaging's own answer, line by line."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from packaging.requirements import Requirement
+
+    from envlock.tables import torch as torch_mod
+    from tests.fixtures.pypi import TORCH_230_NVIDIA
+
+    def slow(line: str) -> tuple[str, str | None, str]:
+        req = Requirement(line)
+        pin = next((s.version.removesuffix(".*") for s in req.specifier if s.operator in ("==", "===")), None)
+        return torch_mod._canon(req.name), pin, str(req).split(";")[0].strip()
+
+    fast_lines = [ln for ln in [*TORCH_230_NVIDIA, *(r.pypi_requires for r in torch_table().rows)] if torch_mod._PLAIN_PIN.match(ln)]
+    assert len(fast_lines) >= len(torch_table().rows)  # every pin of the table takes the shortcut
+    for line in fast_lines:
+        assert torch_mod._read(line, "3.11") == slow(line), line
+    name = st.from_regex(r"\A[A-Za-z0-9]([A-Za-z0-9._-]{0,12}[A-Za-z0-9])?\Z")
+    extras = st.lists(name, max_size=3, unique=True)
+    version = st.from_regex(r"\A[0-9]{1,3}(\.[0-9]{1,3}){0,3}(\.\*)?\Z")
+
+    @settings(max_examples=300, deadline=None)
+    @given(name, extras, version, st.sampled_from(["", " "]))
+    def plain(n: str, ex: list[str], v: str, sp: str) -> None:
+        line = f"{n}{sp}{'[' + ', '.join(ex) + ']' if ex else ''}{sp}=={sp}{v}"
+        assert torch_mod._PLAIN_PIN.match(line) and torch_mod._read(line, "3.11") == slow(line), line
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.text("ab-_.[], =0123456789*;<>", max_size=20))
+    def anything(line: str) -> None:
+        if torch_mod._PLAIN_PIN.match(line):  # whatever the shortcut takes, packaging reads alike
+            assert torch_mod._read(line, "3.11") == slow(line), line
+
+    plain()
+    anything()

@@ -117,11 +117,11 @@ def _runtime_pin(requires: str) -> tuple[str, str]:
 
 def torch_wheels(pythons: Iterable[str] = PYTHONS, releases: Iterable[str] | None = None) -> list[Wheel]:
     """torch for every release of envlock's table, plus the CUDA wheels its Linux x86_64 build pins."""
-    from envlock.anchor import load_torch_table
+    from envlock.tables import torch_table
 
     out: dict[str, Wheel] = {}
     wanted = set(releases) if releases is not None else None
-    for row in load_torch_table().rows:
+    for row in torch_table().rows:
         runtime, rt_version = _runtime_pin(row.pypi_requires)
         cu = "cu" + row.pypi_cuda.split(".")[0]
         cudnn = f"nvidia-cudnn-{cu}=={row.pypi_cudnn}" if row.pypi_cudnn else None

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from envlock.activation.model import HOOK_NAME, activate_environ, deactivate_environ, is_windows
 from envlock.models import CUDNN_NAMES
+from envlock.names import split_conda_filename
 
 ENVLOCK_RECORD = "envlock"  # conda-meta/envlock, written by `envlock create`
 _UNSET = "***unset***"  # conda's CONDA_ENV_VARS_UNSET_VAR
@@ -83,7 +84,7 @@ def prefix_activation(prefix: Path) -> tuple[str, str, bool]:
     if "has_cudnn" in act:  # type: ignore[operator]
         return platform, torch_source, bool(act["has_cudnn"])  # type: ignore[index]
     records = (prefix / "conda-meta").glob("*.json") if (prefix / "conda-meta").is_dir() else ()
-    has_cudnn = any(p.stem.rsplit("-", 2)[0] in CUDNN_NAMES for p in records)
+    has_cudnn = any((split_conda_filename(p.stem) or ("",))[0] in CUDNN_NAMES for p in records)
     return platform, torch_source, has_cudnn
 
 

@@ -41,7 +41,7 @@ def create_cmd(
     from envlock.commands.resolve import parse_mirrors
     from envlock.config import host_platform
     from envlock.create import CreateRequest, create_env, default_prefix, find_lock
-    from envlock.lockfile import read_lock
+    from envlock.formats import read_lock
 
     if lock is not None and name:
         raise UsageError("give either a lock NAME or --lock PATH, not both", hint="`envlock create NAME` reads locks/NAME/")

@@ -1,4 +1,4 @@
-"""`envlock lock`, `check`, `update`, `diff` (adapters: options → one call in envlock.lifecycle → render).
+"""`envlock lock`, `check`, `update`, `diff` (adapters: options → one call in envlock.resolve → render).
 
 `check` prints plain text (no rich): it runs in pre-commit hooks and CI, and must stay fast.
 """
@@ -15,8 +15,8 @@ import typer
 from envlock.errors import UsageError
 
 if TYPE_CHECKING:
-    from envlock.lifecycle import SolveSettings
     from envlock.lockdiff import LockDiff
+    from envlock.resolve import SolveSettings
 
 PROJECT_HELP = "Project directory holding environments/ and locks/ (default: cwd)."
 
@@ -31,7 +31,7 @@ def _dump(doc: Any) -> None:
 
 def _settings(mirror: list[str], offline: bool, allow_insecure: bool, project_dir: Path) -> SolveSettings:
     from envlock.commands.resolve import parse_mirrors
-    from envlock.lifecycle import SolveSettings
+    from envlock.resolve import SolveSettings
 
     return SolveSettings(mirrors=parse_mirrors(mirror, project_dir), offline=offline, allow_insecure=allow_insecure)
 
@@ -57,7 +57,7 @@ def check_cmd(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable report on stdout."),
 ) -> int:
     """Exit 0 if every lock matches its spec, else 1 naming what changed. No network, no solve."""
-    from envlock.lifecycle import check
+    from envlock.resolve import check
 
     # project_dir is a str, not a Path: typer >= 0.29 coerces Path parameters through pydantic (~0.1 s of
     # imports) and check runs in every commit's pre-commit hook.
@@ -105,8 +105,8 @@ def lock_cmd(
     ),
 ) -> int:
     """Re-lock stale environments from environments/*.yml; files whose bytes would not change are not touched."""
-    from envlock.lifecycle import lock
     from envlock.progress import reporting, wanted
+    from envlock.resolve import lock
 
     with reporting(wanted(as_json=as_json)):
         outcomes = lock(
@@ -171,8 +171,8 @@ def update_cmd(
     ),
 ) -> int:
     """Re-solve with every other package held at its locked version (per platform); show what moved."""
-    from envlock.lifecycle import update
     from envlock.progress import reporting, wanted
+    from envlock.resolve import update
 
     with reporting(wanted(as_json=as_json)):
         outcomes = update(
@@ -263,7 +263,7 @@ def diff_cmd(
 
 def freshness_check(project_dir: Path, lock_path: Path, *, locked: bool) -> Callable[[Any, str], None]:
     """The hook `envlock create` runs before it installs: refuse (--locked) or warn about a stale lock."""
-    from envlock.lifecycle import assert_fresh, stale_warning
+    from envlock.resolve import assert_fresh, stale_warning
 
     def check(lock: Any, platform: str) -> None:
         if locked:

@@ -35,10 +35,10 @@ def mirror_cmd(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
 ) -> int:
     """A local channel of exactly what the locks need (conda + PyPI), incremental, servable by any static HTTP server."""
-    from envlock.progress import CreateBars, wanted
     from envlock.commands.resolve import parse_mirrors
     from envlock.mirror import MirrorRequest
     from envlock.mirror import mirror as run_mirror
+    from envlock.progress import CreateBars, wanted
 
     *names, dest = args
     req = MirrorRequest(dest=Path(dest).expanduser().absolute(), locks=lock_paths(project_dir, names, lock),

@@ -26,12 +26,12 @@ def pack_cmd(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
 ) -> int:
     """One archive with every package of the lock (conda + PyPI), a channel index, the lock and the spec."""
-    from envlock.progress import CreateBars, wanted
     from envlock.commands.resolve import parse_mirrors
     from envlock.config import host_platform
     from envlock.create import find_lock
-    from envlock.lockfile import read_lock
+    from envlock.formats import read_lock
     from envlock.pack import PackRequest, pack
+    from envlock.progress import CreateBars, wanted
 
     if lock is not None and name:
         raise UsageError("give either a lock NAME or --lock PATH, not both", hint="`envlock pack NAME` reads locks/NAME/")
@@ -67,9 +67,9 @@ def unpack_cmd(
 ) -> int:
     """Create the archive's environment offline: every package checked against the lock, atomic like create."""
     from envlock.commands.create import _render_create
-    from envlock.progress import CreateBars, wanted
     from envlock.create import envs_dir
     from envlock.pack import UnpackRequest, unpack
+    from envlock.progress import CreateBars, wanted
 
     if bool(prefix) == bool(env_name):
         raise UsageError("give -p PREFIX or -n NAME (one of them)", hint="e.g. envlock unpack env.tar -p ~/envs/train")

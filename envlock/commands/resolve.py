@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-
 if TYPE_CHECKING:
     from envlock.mirrors import MirrorMap
     from envlock.resolve import ResolveResult
@@ -92,10 +91,10 @@ def resolve_cmd(
 
 
 def render_summary(result: ResolveResult, project_dir: Path) -> None:
-    """The terminal summary: anchor → per platform choice → why → files (envlock/resolve_summary.py)."""
+    """The terminal summary: anchor → per platform choice → why → files (envlock/commands/summary.py)."""
     from rich.console import Console
 
-    from envlock.resolve_summary import render, width
+    from envlock.commands.summary import render, width
 
     render(result, project_dir, Console(highlight=False, width=width(), no_color="NO_COLOR" in os.environ))
 

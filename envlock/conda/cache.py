@@ -25,6 +25,7 @@ from envlock.conda.fetch import expected, fetch_archive, mirrored
 from envlock.errors import EnvCreateError
 from envlock.fs import entry_lock, new_file_mode, write_json_atomic
 from envlock.models import LockedPackage
+from envlock.names import conda_stem
 from envlock.pkgcheck import check_extracted
 from envlock.progress import Progress
 
@@ -42,7 +43,7 @@ class Fetched:
 
 def dist(pkg: LockedPackage) -> str:
     """The package's file name without its archive suffix (the cache entry's name)."""
-    return pkg.filename.removesuffix(".conda").removesuffix(".tar.bz2")
+    return conda_stem(pkg.filename)
 
 
 def sidecar(cache: Path, pkg: LockedPackage) -> Path:

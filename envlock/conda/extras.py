@@ -15,18 +15,15 @@ import rattler
 from rattler import Version, VersionSpec
 
 from envlock.models import Candidate
+from envlock.names import match_spec_name
 from envlock.tables import minor_key
 
 _LOWER = re.compile(r">=\s*(\d+\.\d+)")
 
 
-def _name(spec: str) -> str:
-    return re.split(r"[\s=<>!~]", spec.strip(), maxsplit=1)[0]
-
-
 def _fits(record: rattler.RepoDataRecord, cuda: str) -> tuple[bool, set[str]]:
     """Whether the record's cuda-version pins admit `cuda` (no pin: yes), and the minors they name."""
-    pins = [d for d in record.depends if _name(d) == "cuda-version"]
+    pins = [d for d in record.depends if match_spec_name(d) == "cuda-version"]
     if not pins:
         return True, set()
     minors: set[str] = set()
@@ -49,7 +46,7 @@ async def missing_extras(
     for label, spec in cand.extras:
         res = await gateway.query(list(channels), [platform, "noarch"], [spec], recursive=False)
         records = [r for recs in res for r in recs]
-        name = _name(spec)
+        name = match_spec_name(spec)
         if not records:
             out.append(f"--with {label}: {name} is not on the channel for {platform}")
             continue

@@ -19,7 +19,7 @@ from rattler import BuildString, Channel, GenericVirtualPackage, PackageName, So
 from envlock.conda.channels import canonical_channel_url, check_channel_security, check_channel_url, fetch_url
 from envlock.conda.errors import mapped, translate
 from envlock.errors import ChannelError, SolveError, SpecError
-from envlock.lockfile import dependency_order
+from envlock.formats import dependency_order
 from envlock.models import Candidate, LockedPackage, Plan, PlatformPlan, PlatformResult
 from envlock.net import HttpSettings, scrub, settings
 

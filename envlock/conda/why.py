@@ -19,8 +19,9 @@ import rattler
 import rattler.exceptions
 
 from envlock.models import Candidate
-from envlock.solve_report import Attempt, Blocker, plain_reason
 from envlock.conda.extras import missing_extras
+from envlock.names import match_spec_name
+from envlock.solve_report import Attempt, Blocker, plain_reason
 
 _NO_CANDIDATES = re.compile(r"No candidates were found for (\S+)")
 _ROOT = re.compile(r"because of: (\S+)")
@@ -31,10 +32,6 @@ def channel_label(channels: Sequence[str]) -> str:
     from envlock.net import scrub
 
     return ", ".join(scrub(c).rstrip("/") for c in channels)
-
-
-def _name(spec: str) -> str:
-    return re.split(r"[\s=<>!~]", spec.strip(), maxsplit=1)[0]
 
 
 async def _absent(gateway: Any, chans: list[Any], platform: str, names: Sequence[str]) -> list[str]:
@@ -59,9 +56,9 @@ async def attempt_of(gateway: Any, chans: list[Any], platform: str, cand: Candid
 
 def independent_specs(cand: Candidate, extras: Sequence[str]) -> list[str]:
     """The candidate's requirements that no CUDA minor changes: python, the spec's extras, pytorch==X."""
-    out = [s for s in cand.specs if _name(s) == "python"]
+    out = [s for s in cand.specs if match_spec_name(s) == "python"]
     out += [s for s in extras if s not in out]
-    torch = next((s for s in cand.specs if _name(s) == "pytorch"), None)
+    torch = next((s for s in cand.specs if match_spec_name(s) == "pytorch"), None)
     if torch is not None:
         out.append(" ".join(torch.split()[:2]))  # the release, any build: its CUDA part is the candidate's
     return out
@@ -84,10 +81,10 @@ async def blocker(
         return None
     channel = channel_label(cand.channels)
     named = [m.group(1) for m in _NO_CANDIDATES.finditer(raw)] or [m.group(1) for m in _ROOT.finditer(raw)]
-    culprit = next((s for s in specs if _name(s) in named), specs[0])
+    culprit = next((s for s in specs if match_spec_name(s) in named), specs[0])
     absent = await _absent(gateway, chans, platform, sorted(set(named)))
     reason = plain_reason(raw, cuda=cand.cuda, channel=channel, platform=platform, absent=absent)
-    name = _name(culprit)
+    name = match_spec_name(culprit)
     if name == "python":
         have = await _pythons(gateway, chans, platform)
         newest = _newest_for(torch, have) or (have[-1] if have else "3.11")
@@ -98,7 +95,7 @@ async def blocker(
     if name == "pytorch":
         pythons = sorted({m.group(1) for m in re.finditer(r"python >=(\d+\.\d+)", raw)},
                          key=lambda v: tuple(int(p) for p in v.split(".")))
-        asked = next((s.split()[1].removesuffix(".*") for s in specs if _name(s) == "python"), None)
+        asked = next((s.split()[1].removesuffix(".*") for s in specs if match_spec_name(s) == "python"), None)
         release = culprit.split()[1].lstrip("=") if len(culprit.split()) > 1 else ""
         if pythons and asked:
             reason = (f"{channel}'s pytorch {release} is built for python {', '.join(pythons)} on {platform}, "
@@ -122,7 +119,7 @@ def _newest_for(torch: str | None, have: Sequence[str]) -> str | None:
     """The newest of the channel's pythons that the torch release has wheels for (envlock's torch table)."""
     if not torch:
         return None
-    from envlock.anchor import python_span
+    from envlock.tables import torch_table
     from envlock.torch_support import newest_python
 
-    return newest_python(python_span(torch), have)
+    return newest_python(torch_table().python_span(torch), have)

@@ -19,19 +19,16 @@ Docker's `${VAR:+word}` is POSIX sh's: a prepend renders as `new${VAR:+:${VAR}}`
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import shlex
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from importlib import resources
 
-import yaml
 
-from envlock import DISTRIBUTION, REINSTALL_HINT
+from envlock import DISTRIBUTION
 from envlock.activation.model import TARGETS, TARGETS_TOKEN, env_ops, join
-from envlock.errors import EnvlockError
+from envlock.tables import docker_table
 
 PREFIX = "/opt/env"
 USER = "envlock"
@@ -46,17 +43,6 @@ CHECK_ALWAYS = ("cuda_runtime.h", "cusparse.h")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]*$")
 _VAR = re.compile(r"\$\{(\w+)\}")
-
-
-@dataclass(frozen=True, slots=True)
-class DockerTables:
-    """envlock/data/docker.yaml, validated."""
-
-    build_base: str
-    runtime_base: str
-    triplets: dict[str, str]
-    compiler_exports: dict[str, dict[str, str]]  # package name pattern -> {VAR: the script's right-hand side}
-    requires: dict[str, str]  # VAR -> the variable its script needs set
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,40 +63,6 @@ class DockerfileSpec:
     regenerate: str  # the envlock command that writes this file again
     build_command: str  # how to build it
     envlock_version: str
-
-
-def split_ref(ref: str) -> tuple[str, str | None]:
-    """(name[:tag], sha256 digest or None) of an image reference; EnvlockError when malformed."""
-    name, at, digest = ref.partition("@")
-    if not _REF.match(name) or (at and not _DIGEST.match(digest)):
-        raise EnvlockError(
-            f"{ref!r} is not an image reference",
-            hint="give NAME[:TAG][@sha256:<64 hex digits>], e.g. debian:bookworm-slim@sha256:…",
-        )
-    return name, digest or None
-
-
-@functools.cache
-def docker_tables() -> DockerTables:
-    """Load and check envlock/data/docker.yaml once."""
-    text = resources.files("envlock").joinpath("data", "docker.yaml").read_text(encoding="utf-8")
-    doc = yaml.safe_load(text)
-    try:
-        bases = {k: f"{v['image']}@{v['digest']}" for k, v in doc["bases"].items()}
-        act = doc["compiler_activation"]
-        tables = DockerTables(
-            build_base=bases["build"],
-            runtime_base=bases["runtime"],
-            triplets={str(k): str(v) for k, v in act["triplets"].items()},
-            compiler_exports={str(k): {str(a): str(b) for a, b in v.items()} for k, v in act["packages"].items()},
-            requires={str(k): str(v) for k, v in (act.get("requires") or {}).items()},
-        )
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise EnvlockError(f"envlock's data/docker.yaml is malformed ({exc})", hint=REINSTALL_HINT) from None
-    for ref in (tables.build_base, tables.runtime_base):
-        if split_ref(ref)[1] is None:
-            raise EnvlockError(f"data/docker.yaml: {ref} has no digest", hint=REINSTALL_HINT)
-    return tables
 
 
 # --------------------------------------------------------------------------- environment
@@ -155,7 +107,7 @@ def env_values(platform: str, torch_source: str, has_cudnn: bool, prefix: str = 
 
 def compiler_values(platform: str, packages: Collection[str], prefix: str = PREFIX) -> dict[str, str]:
     """What the locked compiler packages' activation scripts export (data/docker.yaml), in script order."""
-    tables = docker_tables()
+    tables = docker_table()
     chost = tables.triplets.get(platform)
     if chost is None:
         return {}
@@ -174,7 +126,7 @@ def compiler_values(platform: str, packages: Collection[str], prefix: str = PREF
 
 def compiler_vars() -> tuple[str, ...]:
     """Every variable a compiler package's activation may export (the build checks all of them)."""
-    return tuple(dict.fromkeys(v for exports in docker_tables().compiler_exports.values() for v in exports))
+    return tuple(dict.fromkeys(v for exports in docker_table().compiler_exports.values() for v in exports))
 
 
 def check_headers(packages: Collection[str], has_cudnn: bool) -> list[str]:

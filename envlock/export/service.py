@@ -16,9 +16,10 @@ from pathlib import Path
 
 from envlock import __version__
 from envlock.errors import LockfileError, SpecError, UsageError
-from envlock.export.dockerfile import ARCHES, DockerfileSpec, devcontainer, docker_tables, render, split_ref
+from envlock.export.dockerfile import ARCHES, DockerfileSpec, devcontainer, render
+from envlock.formats import LockFile, read_lock
 from envlock.fs import write_atomic
-from envlock.lockfile import LockFile, read_lock
+from envlock.tables import docker_table, split_ref
 from envlock.models import CUDNN_NAMES
 
 STDOUT = Path("-")
@@ -73,7 +74,7 @@ def export_dockerfile(req: ExportRequest) -> ExportResult:
         _check_requirements(requirements_path, names)
     warnings = [f"{p.filename} has no sha256 in the lock: the build checks only its md5"
                 for p in packages if not p.sha256]
-    tables = docker_tables()
+    tables = docker_table()
     build_base, runtime_base = req.base or tables.build_base, req.runtime_base or tables.runtime_base
     for option, ref in (("--base", build_base), ("--runtime-base", runtime_base)):
         if split_ref(ref)[1] is None:

@@ -128,7 +128,7 @@ def test_create_under_fault_new_and_existing_prefix(faults, code: int, says: str
 
 def _assert_cache_holds_only_verified(cache: Path, lock: Path) -> None:
     """Every package-cache entry create kept has the sha256 the lock pins (a bad archive is never kept)."""
-    from envlock.lockfile import read_lock
+    from envlock.formats import read_lock
 
     want = {p.filename.removesuffix(".tar.bz2").removesuffix(".conda"): p.sha256 for p in read_lock(lock).packages}
     for side in cache.glob("*.envlock.json"):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from envlock.lockfile import read_lock
+from envlock.formats import read_lock
 from tests.paused_envlock import LAUNCHER
 from tests.paused_envlock import environ as paused_env
 from tests.reliability.conftest import ENV, LOCK, TORCH, snapshot

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from envlock.lockfile import read_lock
+from envlock.formats import read_lock
 from tests.channelbuilder import ChannelServer
 from tests.reliability.conftest import ENV, LOCK, TORCH
 

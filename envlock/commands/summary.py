@@ -25,8 +25,6 @@ def width() -> int:
 
 
 def rows(result: ResolveResult) -> list[tuple[str, ...]]:
-    from envlock.resolve import nvcc_version
-
     by_platform = {r.platform: r for r in result.results}
     out = []
     for pp in result.plan.platforms:
@@ -36,7 +34,7 @@ def rows(result: ResolveResult) -> list[tuple[str, ...]]:
         out.append((
             pp.platform,
             cand.cuda,
-            (nvcc_version(res) if res else None) or "-",
+            (res.nvcc if res else None) or "-",
             str(cand.gcc_max) if cand.gcc_max else "msvc",
             cudnn,
             str(len(res.packages)) if res else "-",

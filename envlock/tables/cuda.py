@@ -1,17 +1,15 @@
-"""envlock's rule tables (package data `data/cuda.yaml`, `data/extras.yaml`), validated when loaded."""
+"""The CUDA tables (data/cuda.yaml: what conda packages make each CUDA minor's toolchain) and the `--with`
+table (data/extras.yaml), validated into frozen values."""
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
-import yaml
-
 from envlock import REINSTALL_HINT
-from envlock.errors import EnvlockError
+from envlock.errors import EnvlockError, PlanError
+from envlock.names import match_spec_name
 
 _MINOR = re.compile(r"^\d+\.\d+$")
 TOOLCHAINS = ("cf-split", "nvidia-label", "cudatoolkit-dev")
@@ -25,7 +23,6 @@ class CudaMinor:
     toolchain: str
     gcc_max: int
     platforms: tuple[str, ...]
-    nvcc: tuple[str, ...] = ()
     package_version: str | None = None
     channel: str | None = None
     note: str | None = None
@@ -38,7 +35,6 @@ class CudaMinor:
 
 @dataclass(frozen=True, slots=True)
 class CudaTables:
-    schema_version: int
     rules_version: str
     minors: dict[str, CudaMinor]
     toolchain_specs: dict[str, tuple[str, ...]]
@@ -47,8 +43,6 @@ class CudaTables:
     cudnn: dict[int, tuple[str, ...]]
     deepspeed_ok: dict[int, tuple[str, ...]]
     virtual_packages: dict[str, dict[str, str]]
-    targets: dict[str, str]
-    sources: dict[str, str]
     never_released: tuple[str, ...] = ()
 
     def minor(self, cuda: str) -> CudaMinor | None:
@@ -65,25 +59,25 @@ def minor_key(cuda: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def _table_error(what: str) -> EnvlockError:
+def table_error(what: str) -> EnvlockError:
     return EnvlockError(f"envlock's package data is invalid: {what}", hint=REINSTALL_HINT)
 
 
-def _parse(raw: dict[str, Any]) -> CudaTables:
+def parse_cuda(raw: dict[str, Any]) -> CudaTables:
+    """data/cuda.yaml's document, validated."""
     if raw.get("schema_version") != 1:
-        raise _table_error("cuda.yaml schema_version is not 1")
+        raise table_error("cuda.yaml schema_version is not 1")
     minors: dict[str, CudaMinor] = {}
     for cuda, row in raw["cuda"].items():
         if not _MINOR.match(cuda):
-            raise _table_error(f"CUDA minor {cuda!r} is not X.Y")
+            raise table_error(f"CUDA minor {cuda!r} is not X.Y")
         if row["toolchain"] not in TOOLCHAINS:
-            raise _table_error(f"CUDA {cuda}: unknown toolchain {row['toolchain']!r}")
+            raise table_error(f"CUDA {cuda}: unknown toolchain {row['toolchain']!r}")
         minors[cuda] = CudaMinor(
             cuda=cuda,
             toolchain=row["toolchain"],
             gcc_max=int(row["gcc_max"]),
             platforms=tuple(row["platforms"]),
-            nvcc=tuple(row.get("nvcc", ())),
             package_version=row.get("package_version"),
             channel=row.get("channel"),
             note=row.get("note"),
@@ -91,9 +85,8 @@ def _parse(raw: dict[str, Any]) -> CudaTables:
         )
     keys = [minor_key(c) for c in minors]
     if keys != sorted(keys):
-        raise _table_error("CUDA minors are not sorted")
+        raise table_error("CUDA minors are not sorted")
     return CudaTables(
-        schema_version=1,
         rules_version=str(raw["rules_version"]),
         minors=minors,
         toolchain_specs={k: tuple(v["specs"]) for k, v in raw["toolchains"].items()},
@@ -102,20 +95,8 @@ def _parse(raw: dict[str, Any]) -> CudaTables:
         cudnn={int(k): tuple(v) for k, v in raw["cudnn"].items()},
         deepspeed_ok={int(k): tuple(v) for k, v in raw["skew_checks"]["deepspeed_minor_mismatch_ok"].items()},
         virtual_packages={k: {n: str(v) for n, v in vp.items()} for k, vp in raw["virtual_packages"].items()},
-        targets=dict(raw["targets"]),
-        sources=dict(raw["sources"]),
         never_released=tuple(raw.get("never_released", ())),
     )
-
-
-@functools.cache
-def cuda_tables() -> CudaTables:
-    """The validated CUDA tables shipped with envlock."""
-    text = resources.files("envlock").joinpath("data", "cuda.yaml").read_text(encoding="utf-8")
-    try:
-        return _parse(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))  # noqa: S506 - safe, C when built
-    except (KeyError, TypeError, ValueError) as exc:
-        raise _table_error(f"cuda.yaml: {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,45 +128,59 @@ class ExtrasTables:
         """Every name `--with` accepts: extras, then bundles."""
         return (*self.extras, *self.bundles)
 
+    def expand(self, names: tuple[str, ...]) -> list[tuple[str, str, bool]]:
+        """`--with` names -> (label, extra, partial) in the order asked, bundles expanded, each extra once."""
+        out: list[tuple[str, str, bool]] = []
+        for name in names:
+            if name in self.bundles:
+                bundle = self.bundles[name]
+                members = [(f"{name} ({e})", e, bundle.partial) for e in bundle.extras]
+            elif name in self.extras:
+                members = [(name, name, False)]
+            else:
+                raise PlanError(
+                    f"--with {name!r} is not an extra envlock knows",
+                    hint=f"use one of: {', '.join(self.names)} (envlock/data/extras.yaml)",
+                )
+            out += [m for m in members if m[1] not in {e for _, e, _ in out}]
+        return out
+
+    def package_names(self, names: tuple[str, ...]) -> frozenset[str]:
+        """The conda package names the `--with` extras `names` may add (any toolchain generation)."""
+        picked = self.expand(names)
+        return frozenset(match_spec_name(s) for _, e, _ in picked for specs in self.extras[e].packages.values()
+                         for s in specs)
+
 
 _EXTRA_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 _PLATFORMS = ("linux-64", "linux-aarch64", "win-64")
 
 
-def _parse_extras(raw: dict[str, Any]) -> ExtrasTables:
+def parse_extras(raw: dict[str, Any]) -> ExtrasTables:
+    """data/extras.yaml's document, validated."""
     if raw.get("schema_version") != 1:
-        raise _table_error("extras.yaml schema_version is not 1")
+        raise table_error("extras.yaml schema_version is not 1")
     extras: dict[str, Extra] = {}
     for name, row in raw["extras"].items():
         if not _EXTRA_NAME.match(name):
-            raise _table_error(f"extras.yaml: extra name {name!r} is not lower-case-with-dashes")
+            raise table_error(f"extras.yaml: extra name {name!r} is not lower-case-with-dashes")
         packages = {str(k): tuple(str(s) for s in v) for k, v in row["packages"].items()}
         if set(packages) - set(TOOLCHAINS):
-            raise _table_error(f"extras.yaml: {name}: unknown toolchain {sorted(set(packages) - set(TOOLCHAINS))}")
+            raise table_error(f"extras.yaml: {name}: unknown toolchain {sorted(set(packages) - set(TOOLCHAINS))}")
         platforms = row.get("platforms")
         if platforms is not None and set(platforms) - set(_PLATFORMS):
-            raise _table_error(f"extras.yaml: {name}: unknown platform in {platforms}")
+            raise table_error(f"extras.yaml: {name}: unknown platform in {platforms}")
         headers = tuple(str(h) for h in row["headers"])
         if not headers:
-            raise _table_error(f"extras.yaml: {name} names no header")
+            raise table_error(f"extras.yaml: {name} names no header")
         extras[name] = Extra(name, str(row["what"]), headers, packages, tuple(platforms) if platforms else None)
     bundles: dict[str, Bundle] = {}
     for name, row in raw["bundles"].items():
         if name in extras or not _EXTRA_NAME.match(name):
-            raise _table_error(f"extras.yaml: bundle name {name!r} is invalid or also an extra")
+            raise table_error(f"extras.yaml: bundle name {name!r} is invalid or also an extra")
         members = tuple(str(e) for e in row["extras"])
         unknown = [e for e in members if e not in extras]
         if unknown or not members:
-            raise _table_error(f"extras.yaml: bundle {name} names unknown extras {unknown}")
+            raise table_error(f"extras.yaml: bundle {name} names unknown extras {unknown}")
         bundles[name] = Bundle(name, str(row["what"]), members, bool(row.get("partial", False)))
     return ExtrasTables(extras, bundles)
-
-
-@functools.cache
-def extras_tables() -> ExtrasTables:
-    """The validated `--with` table shipped with envlock."""
-    text = resources.files("envlock").joinpath("data", "extras.yaml").read_text(encoding="utf-8")
-    try:
-        return _parse_extras(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))  # noqa: S506 - safe, C when built
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise _table_error(f"extras.yaml: {exc}") from exc

@@ -16,8 +16,9 @@ from typing import Any
 import yaml
 
 from envlock import UPGRADE_HINT
-from envlock.errors import LockfileError, SpecError
-from envlock.lockfile import read_text
+from envlock.errors import NewerFormatError, SpecError
+from envlock.models import TORCH_SOURCES, TorchSource
+from envlock.names import strip_credentials
 
 SPEC_VERSION = 1
 SELECTORS = {"linux-64": "linux64", "linux-aarch64": "aarch64", "win-64": "win64"}
@@ -39,11 +40,15 @@ class EnvSpec:
     cudnn: bool = True
     dependencies: tuple[str, ...] = ()  # as written (toolchain + extras)
     with_extras: tuple[str, ...] = ()  # `with:` / --with NAME: groups of CUDA headers (data/extras.yaml)
-    anchor: dict[str, Any] = field(default_factory=dict)  # recorded anchor (cuda, cudnn, source)
     selected: dict[str, tuple[str, ...]] = field(default_factory=dict)  # dependencies per platform (selectors)
     pip: tuple[str, ...] = ()  # the `- pip:` list as written (torch and ninja lines + the user's)
     toolchain_only: bool = False  # no python, no PyPI part: beside a torch installed elsewhere
     exclude_newer: str | None = None  # resolution cutoff (ISO UTC): nothing newer is locked
+
+    @property
+    def torch_label(self) -> str | None:
+        """The local label the spec's torch names ('cu118' of '2.3.0+cu118'): a PyTorch-index wheel."""
+        return self.torch.partition("+")[2] or None
 
     def inputs(self) -> dict[str, Any]:
         """The anchor inputs, normalised (what the content hash sees of the envlock block)."""
@@ -63,6 +68,19 @@ class EnvSpec:
         return out
 
 
+def check_torch_source(value: str, setting: str, error: type[SpecError] = SpecError) -> TorchSource:
+    """The torch source (pip or conda-forge), or `error` naming the setting it came from (--torch-source,
+    a spec's envlock.torch_source) with the nearest valid value."""
+    if value in TORCH_SOURCES:
+        return value  # type: ignore[return-value]
+    close = "conda-forge" if "conda" in value.lower() else "pip"
+    raise error(
+        f"{setting} {value!r} is not a torch source (pip or conda-forge)",
+        hint=f"did you mean {setting.rsplit(': ', 1)[-1]} {close}? pip: torch from the package index; "
+        "conda-forge: conda-forge's pytorch builds",
+    )
+
+
 def validate_name(name: str) -> str:
     if not _NAME.match(name) or len(name) > 100:
         raise SpecError(
@@ -70,12 +88,6 @@ def validate_name(name: str) -> str:
             hint="use letters, digits, '.', '_', '+' and '-' (e.g. torch2.3.0-cu121)",
         )
     return name
-
-
-def _strip_credentials(url: str) -> str:
-    from envlock.lockfile import strip_credentials
-
-    return strip_credentials(url)
 
 
 def _q(value: str) -> str:
@@ -107,7 +119,7 @@ def render_spec(
         "channels:",
         # A spec is committed: credentials of a channel URL are used for this run, never written
         # (re-locking reads them from rattler's auth storage, as `envlock lock` documents).
-        *[f"  - {_q(_strip_credentials(c))}" for c in spec.channels],
+        *[f"  - {_q(strip_credentials(c))}" for c in spec.channels],
         "dependencies:",
         *[f"  # {line}" for note in notes for line in _wrap(note)],
     ]
@@ -177,6 +189,8 @@ def dependencies_by_platform(text: str, dependencies: Sequence[str], platforms: 
 def read_spec(path: Path) -> EnvSpec:
     """Parse and validate a spec file; SpecError/LockfileError with hints otherwise."""
     hint = "run `envlock resolve --torch VERSION` to make one"
+    from envlock.formats import read_text
+
     text = read_text(path, missing="no spec", missing_hint=hint, error=SpecError)
     spec = parse_spec(text, path)
     return _with_selected(spec, text)
@@ -203,7 +217,7 @@ def parse_spec(text: str, path: Path | None = None) -> EnvSpec:
         raise SpecError(f"{where} has no `envlock:` block", hint="re-create it with `envlock resolve --torch VERSION`")
     version = block.get("spec_version", 1)
     if not isinstance(version, int) or version > SPEC_VERSION:
-        raise LockfileError(
+        raise NewerFormatError(
             f"{where} has spec_version {version!r}, newer than this envlock reads ({SPEC_VERSION})",
             hint=UPGRADE_HINT,
         )
@@ -237,9 +251,7 @@ def parse_spec(text: str, path: Path | None = None) -> EnvSpec:
     torch = opt("torch")
     if not torch:
         raise SpecError(f"{where}: envlock.torch is missing", hint="set envlock.torch to a version, e.g. '2.3.0'")
-    source = opt("torch_source") or "pip"
-    if source not in ("pip", "conda-forge"):
-        raise SpecError(f"{where}: envlock.torch_source is {source!r}", hint="use pip or conda-forge")
+    source = check_torch_source(opt("torch_source") or "pip", f"{where}: envlock.torch_source")
     with_extras = block.get("with") or []
     if not isinstance(with_extras, list) or not all(isinstance(w, str) and w.strip() for w in with_extras):
         raise SpecError(f"{where}: envlock.with must be a list of names", hint="e.g. `with: [deepspeed]`")
@@ -257,12 +269,12 @@ def parse_spec(text: str, path: Path | None = None) -> EnvSpec:
         dependencies=strs("dependencies", ()),
         pip=pip,
         toolchain_only=bool(block.get("toolchain_only", False)),
-        exclude_newer=_cutoff(block.get("exclude_newer"), where),
+        exclude_newer=read_cutoff(block.get("exclude_newer"), where),
         with_extras=normalise_with(with_extras),
     )
 
 
-def _cutoff(value: Any, where: str) -> str | None:
+def read_cutoff(value: Any, where: str) -> str | None:
     """envlock.exclude_newer as the canonical `YYYY-MM-DDTHH:MM:SSZ` (YAML may hand back a datetime)."""
     import datetime
 
@@ -291,3 +303,42 @@ def format_cutoff(stamp: Any) -> str:
 def normalise_with(names: Sequence[str]) -> tuple[str, ...]:
     """`--with`/`with:` names stripped, lower-cased and each kept once, in the order given."""
     return tuple(dict.fromkeys(n.strip().lower() for n in names if n.strip()))
+
+
+# --------------------------------------------------------------------------- the `- pip:` list
+
+
+def pip_requirements(pip: Sequence[str], torch: str, torch_source: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """(what uv locks, the user's own lines, lines envlock replaces) of a spec's `- pip:` list.
+
+    envlock writes `torch==<release>` (torch from pip) and `ninja` itself; every other line is the user's.
+    A user's ninja line stands instead of envlock's; a torch line other than envlock's is replaced
+    (the anchor lives in the `envlock:` block).
+    """
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    generated = [f"torch=={torch}"] if torch_source == "pip" else []
+    users: list[str] = []
+    ignored: list[str] = []
+    for line in pip:
+        text = line.strip()
+        if text.startswith("-"):
+            raise SpecError(f"`- pip:` line {text!r} is a pip option; envlock takes indexes from pip's configuration",
+                            hint="remove it (set PIP_INDEX_URL / pip.conf, or a +cuXYZ torch for the PyTorch index)")
+        try:
+            name = canonicalize_name(Requirement(text).name)
+        except InvalidRequirement as exc:
+            raise SpecError(f"`- pip:` requirement {text!r} is not valid: {exc}",
+                            hint="write PEP 508 requirements, e.g. einops>=0.7") from None
+        if name == "torch":
+            if text not in generated:
+                ignored.append(text)
+            continue
+        if name == "ninja" and text == "ninja":
+            continue  # envlock's own line
+        if text not in users:
+            users.append(text)
+    has_ninja = any(canonicalize_name(Requirement(u).name) == "ninja" for u in users)
+    always = [] if has_ninja else ["ninja"]
+    return tuple(generated + always + users), tuple(users), tuple(ignored)

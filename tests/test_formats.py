@@ -1,4 +1,5 @@
-"""Rendering and reading conda-lock v1 / @EXPLICIT files, golden files, credentials, atomic writes."""
+"""The lock formats: rendering and reading conda-lock v1 / @EXPLICIT files (conda-lock's own parser and
+CLI read ours), golden files, credentials, the one lock reader, the name parsers."""
 
 from __future__ import annotations
 
@@ -7,18 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from envlock.errors import LockfileError
-from envlock.lockfile import (
-    content_hash,
-    dependency_order,
-    parse_conda_lock,
-    read_lock,
-    render_conda_lock,
-    render_explicit,
-    strip_credentials,
-)
-from envlock.fs import write_all_atomic, write_atomic
+from envlock.errors import LockfileError, NewerFormatError
+from envlock.formats import dependency_order, parse_lock, read_lock, render_conda_lock, render_explicit
+from envlock.formats.condalock import _dump, package_entries, render_package_section
 from envlock.models import LockedPackage
+from envlock.names import conda_build, match_spec_name, split_conda_filename, split_match_spec, strip_credentials
+from envlock.project import content_hash
 
 GOLDEN = Path(__file__).parent / "data" / "golden" / "lock"
 BASE = "https://conda.anaconda.org/conda-forge"
@@ -63,10 +58,13 @@ def render(**kw: object) -> str:
 
 
 def check_golden(name: str, text: str) -> None:
+    """Byte-for-byte against the golden file. ENVLOCK_UPDATE_GOLDEN=1 rewrites a differing golden and fails
+    (the run that changes a golden never passes: review the diff, then run again without it)."""
     path = GOLDEN / name
-    if os.environ.get("ENVLOCK_UPDATE_GOLDEN"):
+    if os.environ.get("ENVLOCK_UPDATE_GOLDEN") and (not path.exists() or path.read_text() != text):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+        pytest.fail(f"{name} rewritten (ENVLOCK_UPDATE_GOLDEN): review `git diff`, then rerun without it")
     assert text == path.read_text(), f"{name} changed; rerun with ENVLOCK_UPDATE_GOLDEN=1 if intended"
 
 
@@ -107,7 +105,8 @@ def test_roundtrip_read(tmp_path: Path) -> None:
 
 
 def test_conda_lock_itself_parses_the_golden(tmp_path: Path) -> None:
-    conda_lock = pytest.importorskip("conda_lock.lockfile")
+    import conda_lock.lockfile as conda_lock  # the test extra: conda-lock's own parser checks our format
+
     path = tmp_path / "conda-lock.yml"
     path.write_text(render())
     lf = conda_lock.parse_conda_lock_file(path)
@@ -160,14 +159,14 @@ def test_credentials_never_reach_a_rendered_lock() -> None:
 )
 def test_corrupt_locks_are_lockfile_errors_with_hints(text: str, needle: str) -> None:
     with pytest.raises(LockfileError) as err:
-        parse_conda_lock(text, Path("x.yml"))
+        parse_lock(text, Path("x.yml"))
     assert needle in err.value.message and err.value.hint
 
 
 def test_lock_from_a_newer_envlock_is_refused() -> None:
     text = render().replace("envlock.lock_format: '1'", "envlock.lock_format: '7'")
     with pytest.raises(LockfileError) as err:
-        parse_conda_lock(text)
+        parse_lock(text)
     assert "newer envlock" in err.value.message and "upgrade envlock" in err.value.hint
 
 
@@ -182,41 +181,6 @@ def test_real_public_locks_parse(shared_dir: Path) -> None:
         assert lock.platforms and lock.packages, path
         assert all(p.md5 and p.url for p in lock.packages)
         assert lock.envlock_meta() == {}
-
-
-def test_write_atomic_skips_identical_content(tmp_path: Path) -> None:
-    path = tmp_path / "f.txt"
-    assert write_atomic(path, "a\n") is True
-    mtime = path.stat().st_mtime_ns
-    assert write_atomic(path, "a\n") is False
-    assert path.stat().st_mtime_ns == mtime
-    assert write_atomic(path, "b\n") is True and path.read_text() == "b\n"
-    assert [p.name for p in tmp_path.iterdir()] == ["f.txt"]  # no temp files left behind
-
-
-def test_write_all_atomic_leaves_no_temp_files_on_failure(tmp_path: Path) -> None:
-    class Boom(str):
-        def encode(self, *a: object, **k: object) -> bytes:  # type: ignore[override]
-            raise OSError("disk full")
-
-    (tmp_path / "a").write_text("old")
-    with pytest.raises(OSError):
-        write_all_atomic([(tmp_path / "a", "new"), (tmp_path / "b", Boom("x"))])
-    assert (tmp_path / "a").read_text() == "old"  # nothing renamed before every file was staged
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a"]
-
-
-def test_written_files_get_normal_permissions_not_mkstemps_0600(tmp_path: Path) -> None:
-    old = os.umask(0o022)
-    try:
-        write_all_atomic([(tmp_path / "new.yml", "x\n")])
-        assert (tmp_path / "new.yml").stat().st_mode & 0o777 == 0o644
-        (tmp_path / "kept.yml").write_text("a")
-        (tmp_path / "kept.yml").chmod(0o640)
-        write_atomic(tmp_path / "kept.yml", "b")
-        assert (tmp_path / "kept.yml").stat().st_mode & 0o777 == 0o640
-    finally:
-        os.umask(old)
 
 
 def test_conda_lock_render_explicit_renders_our_lock(tmp_path: Path) -> None:
@@ -244,14 +208,10 @@ def test_conda_lock_render_explicit_renders_our_lock(tmp_path: Path) -> None:
 
 def _pyyaml_section(packages: list[LockedPackage], platforms: list[str]) -> str:
     """What PyYAML (the dumper envlock used before its own emitter) writes for the section."""
-    from envlock.lockfile import _dump, package_entries
-
     return _dump({"package": package_entries(packages, platforms)})
 
 
 def test_package_section_emitter_equals_pyyaml_on_real_locks(shared_dir: Path) -> None:
-    from envlock.lockfile import render_package_section
-
     checked = 0
     for path in sorted((shared_dir / "real-locks").glob("*.conda-lock.yml")):
         lock = read_lock(path)
@@ -265,8 +225,6 @@ def test_package_section_emitter_equals_pyyaml_on_odd_strings() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from envlock.lockfile import render_package_section
-
     text = st.text(min_size=1, max_size=20)
 
     @settings(max_examples=1000, deadline=None)
@@ -277,3 +235,97 @@ def test_package_section_emitter_equals_pyyaml_on_odd_strings() -> None:
 
     check()
     assert render_package_section([], ["linux-64"]) == _pyyaml_section([], ["linux-64"])
+
+
+# --------------------------------------------------------------------------- one reader for every format
+
+
+def test_one_reader_tells_the_formats_apart(tmp_path: Path, shared_dir: Path) -> None:
+    yml = tmp_path / "conda-lock.yml"
+    yml.write_text(render())
+    explicit = tmp_path / "conda-linux-64.lock"
+    explicit.write_text(render_explicit(packages=PACKAGES[:-1], platform="linux-64", content_hash_value="abc", env_name="x"))
+    assert (read_lock(yml).kind, read_lock(yml).version) == ("conda-lock", 1)
+    assert read_lock(explicit).kind == "explicit"
+    # YAML that mentions the marker in a comment is still conda-lock YAML, not an @EXPLICIT file.
+    assert parse_lock("# @EXPLICIT in a comment\n" + render()).kind == "conda-lock"
+    pixi = shared_dir / "real-locks" / "matthewfeickert-pytorch-gpu-pixi-example.pixi.lock"
+    lock = read_lock(pixi, compare=True)
+    assert lock.kind == "pixi" and lock.version == 6 and "linux-64" in lock.platforms
+    assert {p.name for p in lock.packages_for("linux-64")} >= {"cuda-version", "python"}
+    with pytest.raises(LockfileError, match="format version 6; envlock reads version 1"):
+        read_lock(pixi)  # create/check: only conda-lock v1 and @EXPLICIT files
+
+
+def test_compare_mode_reads_conda_lock_v2_and_entries_without_hashes() -> None:
+    v2 = "version: 2\nmetadata: {platforms: [linux-64]}\npackage:\n- {name: a, version: '1', platform: linux-64}\n"
+    lock = parse_lock(v2, Path("v2.yml"), compare=True)
+    assert lock.version == 2 and [(p.name, p.version, p.md5) for p in lock.packages] == [("a", "1", "")]
+    with pytest.raises(LockfileError, match="format version 2"):
+        parse_lock(v2, Path("v2.yml"))  # installing needs v1 with md5 and sha256
+
+
+def test_the_header_alone_shares_the_full_readers_checks(tmp_path: Path) -> None:
+    from envlock.formats import read_head
+
+    path = tmp_path / "conda-lock.yml"
+    path.write_text("version: 1\nmetadata:\n  platforms: [linux-64]\n  custom_metadata: [a, b]\npackage: []\n")
+    with pytest.raises(LockfileError) as err:
+        read_head(path)
+    assert "custom_metadata" in err.value.message and err.value.hint
+    path.write_text(render().replace("envlock.lock_format: '1'", "envlock.lock_format: '7'"))
+    with pytest.raises(NewerFormatError):
+        read_head(path)
+    path.write_text(render())
+    head = read_head(path)
+    assert head.platforms == ("linux-64", "win-64") and head.meta_json("anchor") == {"cuda": "12.6"}
+    assert head.full().packages == read_lock(path).packages
+
+
+# --------------------------------------------------------------------------- the name parsers
+
+
+@pytest.mark.parametrize(
+    ("spec", "name", "rest"),
+    [
+        ("python 3.11.*", "python", "3.11.*"),
+        ("cuda-version=12.6", "cuda-version", "=12.6"),
+        ("gcc_linux-64 <14", "gcc_linux-64", "<14"),
+        ("libcudnn[build=*cuda12*]", "libcudnn", "[build=*cuda12*]"),
+        ("x>=1,<2", "x", ">=1,<2"),
+        ("  ninja  ", "ninja", ""),
+        ("", "", ""),
+        # Where the two parsers envlock had disagreed: a channel prefix is not part of the name, and `~=`
+        # (compatible release) ends it. The old plan-side parser said `python`/`pkg`; the lock writer's said
+        # `conda-forge::python`/`pkg~`, which dependency_order and the lock's dependency map then used.
+        ("conda-forge::python >=3.10", "python", ">=3.10"),
+        ("nvidia/label/cuda-11.8.0::cuda-nvcc 11.8.*", "cuda-nvcc", "11.8.*"),
+        ("pkg~=1.0", "pkg", "~=1.0"),
+    ],
+)
+def test_one_match_spec_parser(spec: str, name: str, rest: str) -> None:
+    assert split_match_spec(spec) == (name, rest)
+    assert match_spec_name(spec) == name
+
+
+def test_a_channel_prefixed_dependency_orders_and_renders_by_its_name() -> None:
+    py = pkg("python", "3.11.9", "h1_0")
+    user = pkg("tool", "1.0", "h2_0", ("conda-forge::python >=3.10", "pkg~=1.0"))
+    assert [p.name for p in dependency_order([user, py])] == ["python", "tool"]
+    entry = package_entries([user], ["linux-64"])[0]
+    assert entry["dependencies"] == {"pkg": "~=1.0", "python": ">=3.10"}
+
+
+@pytest.mark.parametrize(
+    ("filename", "parts"),
+    [
+        ("cuda-nvcc-12.6.85-hcdd1206_0.conda", ("cuda-nvcc", "12.6.85", "hcdd1206_0")),
+        ("https://h/c/noarch/cuda-version-12.6-h7480c83_3.tar.bz2#0123", ("cuda-version", "12.6", "h7480c83_3")),
+        ("gcc_linux-64-13.3.0-h6f18a23_11", ("gcc_linux-64", "13.3.0", "h6f18a23_11")),
+        ("nodashes.conda", None),
+    ],
+)
+def test_one_conda_filename_parser(filename: str, parts: tuple[str, str, str] | None) -> None:
+    assert split_conda_filename(filename) == parts
+    if parts:
+        assert conda_build(filename, parts[0], parts[1]) == parts[2]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from envlock.resolve_summary import HEADERS, table
+from envlock.commands.summary import HEADERS, table
 
 ENVLOCK = [sys.executable, "-m", "envlock"]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

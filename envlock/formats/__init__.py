@@ -1,0 +1,81 @@
+"""One reader and one writer per lock format, and ONE lock reader for every consumer (check, diff, create).
+
+    model.py         LockFile (what every reader returns), envlock's custom-metadata keys
+    condalock.py     conda-lock v1 conda-lock.yml: render; read v1 (v2 too for diff); the header alone
+    explicit.py      @EXPLICIT conda-<platform>.lock: render, read
+    requirements.py  requirements-<platform>.txt (pip --require-hashes): render
+    pixi.py          pixi.lock v4-v6: read (diff)
+    spec.py          environments/<name>.yml: the spec (a conda environment.yml + an `envlock:` block)
+
+`read_lock` tells the formats apart in one place. Pure apart from reading the file it is given.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from envlock.errors import EnvlockError, LockfileError
+from envlock.formats.condalock import (
+    LockHead,
+    dependency_order,
+    load_yaml,
+    parse_head,
+    render_conda_lock,
+    render_package_section,
+)
+from envlock.formats.condalock import parse as _parse_conda_lock
+from envlock.formats.explicit import header_value, is_explicit, parse_explicit, render_explicit
+from envlock.formats.model import LOCK_FORMAT, META_PREFIX, LockFile, custom_value
+from envlock.formats.requirements import render_requirements
+
+__all__ = [
+    "LOCK_FORMAT", "META_PREFIX", "LockFile", "LockHead", "custom_value", "dependency_order", "header_value",
+    "parse_lock", "read_head", "read_lock", "read_text", "render_conda_lock", "render_explicit",
+    "render_package_section", "render_requirements",
+]  # fmt: skip
+
+LOCK_NAME = "conda-lock.yml"
+MAKE_HINT = "run `envlock resolve --torch VERSION` to make one"
+
+
+def read_text(path: Path, *, missing: str, missing_hint: str, error: type[EnvlockError] = LockfileError) -> str:
+    """A text file's content, or one EnvlockError (missing: LockfileError; unreadable: `error`)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise LockfileError(f"{missing} at {path}", hint=missing_hint) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"cannot read {path}: {exc}", hint="check the path and its permissions") from None
+
+
+def parse_lock(text: str, path: Path | None = None, *, compare: bool = False) -> LockFile:
+    """Lock text in whichever format it is: @EXPLICIT, else conda-lock (pixi.lock too with `compare`).
+
+    Without `compare` (create, check, export, pack): a conda-lock v1 or @EXPLICIT file whose every entry
+    can be installed. With it (diff): conda-lock v1/v2, @EXPLICIT or pixi.lock v4-v6; entries need a name.
+    """
+    if is_explicit(text):
+        return parse_explicit(text, path)
+    doc = load_yaml(text, path, compare=compare)
+    if compare:
+        from envlock.formats.pixi import is_pixi, parse_pixi
+
+        if is_pixi(doc):
+            return parse_pixi(doc, path)
+    return _parse_conda_lock(doc, path, compare=compare)
+
+
+def read_lock(path: str | os.PathLike[str], *, compare: bool = False) -> LockFile:
+    """Read a lock file (see parse_lock); a directory means its conda-lock.yml."""
+    p = Path(path)
+    if compare and p.is_dir():
+        p = p / LOCK_NAME
+    make = "pass two lock files (conda-lock.yml, .lock or pixi.lock)" if compare else MAKE_HINT
+    text = read_text(p, missing="no lock", missing_hint=make)
+    return parse_lock(text, p, compare=compare)
+
+
+def read_head(path: Path) -> LockHead:
+    """The metadata part of a conda-lock.yml, for `envlock check` (the packages are not parsed)."""
+    return parse_head(read_text(path, missing="no lock", missing_hint="run `envlock lock` to make it"), path)

@@ -1,0 +1,403 @@
+"""conda-lock v1 `conda-lock.yml`: render (pure, deterministic), parse (v1, and v2 for `diff`), the header alone.
+
+Rendering sorts explicitly and writes no timestamp unless asked. Reading never imports conda_lock
+(1 s of import time): conda-lock's own parser reads our files in the tests instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from envlock import UPGRADE_HINT, __version__
+from envlock.errors import LockfileError, NewerFormatError
+from envlock.formats.model import (
+    LOCK_FORMAT,
+    META_PREFIX,
+    ForeignEntry,
+    LockFile,
+    custom_value,
+)
+from envlock.models import LockedPackage, PypiPackage
+from envlock.names import conda_build, match_spec_name, split_match_spec, strip_credentials
+
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when PyYAML has it: ~8x faster
+RESTORE_HINT = "restore it from git (`git checkout -- <file>`) or re-create it with `envlock lock`"
+COMPARE_HINT = "pass a conda-lock.yml, an @EXPLICIT .lock or a pixi.lock"
+COMPARE_READS = "envlock diff reads conda-lock v1/v2, @EXPLICIT and pixi.lock v4-v6 files"
+
+
+# --------------------------------------------------------------------------- dependency order
+
+
+def dependency_order(packages: Sequence[LockedPackage]) -> list[LockedPackage]:
+    """Packages sorted so that every dependency comes before its dependents (ties by name)."""
+    by_name = {p.name: p for p in packages}
+    deps = {p.name: sorted({match_spec_name(d) for d in p.depends} & by_name.keys() - {p.name}) for p in packages}
+    done: set[str] = set()
+    out: list[LockedPackage] = []
+    visiting: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in done or name in visiting:
+            return  # a cycle (rare, e.g. python <-> pip) is broken by name order
+        visiting.add(name)
+        for dep in deps[name]:
+            visit(dep)
+        visiting.discard(name)
+        done.add(name)
+        out.append(by_name[name])
+
+    for name in sorted(by_name):
+        visit(name)
+    return out
+
+
+# --------------------------------------------------------------------------- render
+
+
+def _dump(doc: Mapping[str, Any]) -> str:
+    # libyaml's emitter when PyYAML has it: byte-identical output for this document shape (checked on
+    # real locks) and ~6x faster; the pure-Python dumper was a third of a warm 3-platform resolve
+    # (benchmarks/README.md). Same options either way.
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return yaml.dump(doc, Dumper=dumper, sort_keys=False, default_flow_style=False, width=4096, allow_unicode=True)
+
+
+def _dependency(spec: str) -> tuple[str, str]:
+    name, rest = split_match_spec(spec)
+    return name, rest or "*"
+
+
+def package_entries(
+    packages: Sequence[LockedPackage], platforms: Sequence[str], pypi: Sequence[PypiPackage] = ()
+) -> list[dict[str, Any]]:
+    """The conda-lock v1 `package:` entries, platform by platform, each in dependency order (pip after conda)."""
+    entries = []
+    for platform in platforms:
+        for p in (q for q in packages if q.platform == platform):
+            entries.append(
+                {
+                    "name": p.name,
+                    "version": p.version,
+                    "manager": "conda",
+                    "platform": p.platform,
+                    "dependencies": dict(sorted(_dependency(d) for d in p.depends)),
+                    "url": strip_credentials(p.url),
+                    "hash": {"md5": p.md5, **({"sha256": p.sha256} if p.sha256 else {})},
+                    "category": "main",
+                    "optional": False,
+                }
+            )
+        for w in (q for q in pypi if q.platform == platform):
+            entries.append(
+                {
+                    "name": w.name,
+                    "version": w.version,
+                    "manager": "pip",
+                    "platform": w.platform,
+                    "dependencies": {d: "*" for d in sorted(w.dependencies)},
+                    "url": strip_credentials(w.url),
+                    "hash": {"sha256": w.sha256},
+                    "category": "main",
+                    "optional": False,
+                }
+            )
+    return entries
+
+
+_PLAIN = re.compile(r"(?:[A-Za-z0-9_][A-Za-z0-9_.+\-]*|https?://[A-Za-z0-9_.+\-/~%]+)\Z")
+_RESOLVER = yaml.resolver.Resolver()
+_STR_TAG = "tag:yaml.org,2002:str"
+
+
+class _MultiLine(Exception):
+    """A scalar PyYAML writes over several lines (never seen in real repodata)."""
+
+
+@functools.lru_cache(maxsize=16384)
+def _scalar(value: str, key: bool = False) -> str:
+    """How PyYAML's SafeDumper writes a string as a block mapping key or value.
+
+    Plain when it is plainly safe (a conservative pattern, and YAML would read it back as a string);
+    anything else is asked of PyYAML itself, so the bytes always equal a PyYAML dump.
+    """
+    if _PLAIN.match(value) and _RESOLVER.resolve(yaml.ScalarNode, value, (True, False)) == _STR_TAG:
+        return value
+    if key:
+        text = _dump({value: 0})
+        out = text[: text.rindex(": 0\n")]
+    else:
+        out = _dump({"k": value})[len("k: ") : -1]
+    if "\n" in out:
+        raise _MultiLine  # its continuation lines depend on the nesting depth: let PyYAML do it all
+    return out
+
+
+def render_package_section(
+    packages: Sequence[LockedPackage], platforms: Sequence[str], pypi: Sequence[PypiPackage] = ()
+) -> str:
+    """The `package:` section of a conda-lock v1 file (it does not depend on the metadata).
+
+    Byte-identical to `yaml.safe_dump({"package": package_entries(...)})` (tests/test_formats.py
+    compares them on every real lock at hand) without PyYAML's representer, which cost ~40 ms a
+    3-platform lock: the shape is fixed, only the scalars need YAML's quoting rules.
+    """
+    entries = package_entries(packages, platforms, pypi)
+    try:
+        return _emit_entries(entries)
+    except _MultiLine:
+        return _dump({"package": entries})
+
+
+def _emit_entries(entries: list[dict[str, Any]]) -> str:
+    if not entries:
+        return "package: []\n"
+    out = ["package:\n"]
+    for e in entries:
+        out.append(f"- name: {_scalar(e['name'])}\n  version: {_scalar(e['version'])}\n")
+        out.append(f"  manager: {e['manager']}\n  platform: {_scalar(e['platform'])}\n")
+        deps = e["dependencies"]
+        if deps:
+            out.append("  dependencies:\n")
+            out.extend(f"    {_scalar(k, True)}: {_scalar(v)}\n" for k, v in deps.items())
+        else:
+            out.append("  dependencies: {}\n")
+        out.append(f"  url: {_scalar(e['url'])}\n  hash:\n")
+        out.extend(f"    {k}: {_scalar(v)}\n" for k, v in e["hash"].items())
+        out.append("  category: main\n  optional: false\n")
+    return "".join(out)
+
+
+def package_section_digest(text: str) -> str | None:
+    """sha256 of the top-level `package:` section of conda-lock text, or None when there is none.
+
+    Line endings, trailing blanks, blank lines and comment lines are ignored, so a CRLF checkout or an
+    end-of-file fixer leaves it unchanged; `envlock check` compares it without parsing the packages.
+    """
+    idx = -1 if text.startswith("package:") else text.find("\npackage:")
+    if idx < 0 and not text.startswith("package:"):
+        return None
+    lines = [ln.rstrip() for ln in text[idx + 1 :].splitlines()]
+    kept = [ln for ln in lines if ln and not ln.lstrip().startswith("#")]
+    return hashlib.sha256("\n".join(kept).encode()).hexdigest()
+
+
+def render_conda_lock(
+    *,
+    packages: Sequence[LockedPackage],
+    platforms: Sequence[str],
+    channels: Sequence[str],
+    content_hashes: Mapping[str, str],
+    sources: Sequence[str],
+    custom_metadata: Mapping[str, str],
+    timestamp: str | None = None,
+    package_section: str | None = None,
+) -> str:
+    """conda-lock v1 YAML text; byte-identical for identical inputs.
+
+    `package_section` is `render_package_section(packages, platforms)` when the caller has it already.
+    """
+    metadata: dict[str, Any] = {
+        "content_hash": {p: content_hashes[p] for p in platforms},
+        "channels": [{"url": strip_credentials(c), "used_env_vars": []} for c in channels],
+        "platforms": list(platforms),
+        "sources": list(sources),
+    }
+    if timestamp:
+        metadata["time_metadata"] = {"created_at": timestamp}
+    metadata["custom_metadata"] = {k: custom_metadata[k] for k in sorted(custom_metadata)}
+    header = (
+        f"# Generated by envlock {__version__}: do not edit by hand.\n"
+        "# Re-lock with `envlock lock`; check freshness with `envlock check`.\n"
+    )
+    # Top-level block mappings concatenate: dumping the two halves gives the bytes of dumping the whole.
+    body = _dump({"version": 1, "metadata": metadata})
+    return header + body + (package_section or render_package_section(packages, platforms))
+
+
+# --------------------------------------------------------------------------- read
+
+
+def _bad(p: Path | None, what: str) -> LockfileError:
+    return LockfileError(f"{p or 'lock'} is not a valid conda-lock v1 file: {what}", hint=RESTORE_HINT)
+
+
+def load_yaml(text: str, p: Path | None, *, compare: bool = False) -> dict[str, Any]:
+    """A lock's YAML document (a mapping), or one LockfileError worded for the reader's purpose."""
+    try:
+        doc = yaml.load(text, Loader=_LOADER)  # a safe loader (C or pure)
+    except yaml.YAMLError as exc:
+        if compare:
+            raise LockfileError(f"{p} is not valid YAML", hint=COMPARE_HINT) from None
+        mark = getattr(exc, "problem_mark", None)
+        raise _bad(p, f"YAML error{f' (line {mark.line + 1})' if mark is not None else ''}") from None
+    if not isinstance(doc, dict):
+        if compare:
+            raise LockfileError(f"{p} is not a lock file", hint=COMPARE_HINT)
+        raise _bad(p, "top level is not a mapping")
+    return doc
+
+
+def check_header(doc: dict[str, Any], p: Path | None, *, compare: bool = False) -> tuple[dict[str, Any], dict[str, str]]:
+    """Validate a lock's version, metadata and envlock lock format; return (metadata, custom_metadata).
+
+    `compare` (diff) also accepts conda-lock v2 and a lock without metadata.
+    """
+    version = doc.get("version")
+    if compare:
+        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        _check_format(_custom(meta, p), p)
+        if version not in (1, 2) or not isinstance(doc.get("package"), list):
+            raise LockfileError(f"{p} is not a conda-lock v1/v2 file (version {version!r})", hint=COMPARE_READS)
+        return meta, _custom(meta, p)
+    if version != 1:
+        if isinstance(version, int) and version > 1:
+            raise LockfileError(
+                f"{p} is conda-lock format version {version}; envlock reads version 1",
+                hint="render it as v1 with conda-lock, or re-create it with `envlock lock`",
+            )
+        raise _bad(p, "missing `version: 1`")
+    meta = doc.get("metadata")
+    if not isinstance(meta, dict):
+        raise _bad(p, "missing `metadata`")
+    custom = _custom(meta, p)
+    _check_format(custom, p)
+    return meta, custom
+
+
+def _custom(meta: dict[str, Any], p: Path | None) -> dict[str, str]:
+    raw = meta.get("custom_metadata") or {}
+    if not isinstance(raw, dict):  # found by tests/reliability/test_fuzz.py
+        raise _bad(p, "`custom_metadata` is not a mapping")
+    return {str(k): str(v) for k, v in raw.items()}
+
+
+def _check_format(custom: Mapping[str, str], p: Path | None) -> None:
+    fmt = custom.get(f"{META_PREFIX}lock_format")
+    if fmt is not None and (not fmt.isdigit() or int(fmt) > LOCK_FORMAT):
+        raise NewerFormatError(
+            f"{p} was written by a newer envlock ({custom.get(META_PREFIX + 'version', '?')}, lock format {fmt})",
+            hint=f"{UPGRADE_HINT} to read it",
+        )
+
+
+def parse(doc: dict[str, Any], p: Path | None, *, compare: bool = False) -> LockFile:
+    """A conda-lock document as a LockFile; `compare` (diff) needs only a name per entry, else every entry
+    must be installable (an md5 for conda, a sha256 for pip)."""
+    meta, custom = check_header(doc, p, compare=compare)
+    try:
+        platforms = tuple(str(x) for x in ((meta.get("platforms") or ()) if compare else meta["platforms"]))
+        channels = tuple(str(c["url"] if isinstance(c, dict) else c) for c in meta.get("channels") or ())
+        hashes = {str(k): str(v) for k, v in (meta.get("content_hash") or {}).items()}
+        sources = tuple(str(x) for x in meta.get("sources") or ())
+        packages: list[LockedPackage] = []
+        pypi: list[PypiPackage] = []
+        foreign: list[ForeignEntry] = []
+        for entry in doc.get("package") or ():
+            if compare and (not isinstance(entry, dict) or "name" not in entry):
+                raise LockfileError(f"{p}: a package entry has no name", hint="restore the file from git")
+            manager = str(entry.get("manager", "conda"))
+            if manager == "pip":
+                pypi.append(_pypi_from_entry(entry, compare))
+            elif manager != "conda":
+                foreign.append(ForeignEntry(str(entry.get("platform", "")), manager, str(entry["name"]),
+                                            str(entry.get("version", ""))))
+            else:
+                packages.append(_package_from_entry(entry, compare))
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise _bad(p, f"unexpected structure ({type(exc).__name__}: {exc})") from None
+    return LockFile(
+        path=p,
+        platforms=platforms,
+        channels=channels,
+        content_hash=hashes,
+        sources=sources,
+        custom_metadata=custom,
+        packages=tuple(packages),
+        pypi=tuple(pypi),
+        foreign=tuple(foreign),
+        version=int(doc.get("version") or 1),
+    )
+
+
+def _pypi_from_entry(entry: Mapping[str, Any], compare: bool) -> PypiPackage:
+    sha = (entry.get("hash") or {}).get("sha256")
+    if not sha and not compare:
+        raise ValueError(f"pip package {entry.get('name')} has no sha256")
+    return PypiPackage(
+        name=str(entry["name"]),
+        version=str(entry["version"] if not compare else entry.get("version", "")),
+        platform=str(entry["platform"] if not compare else entry.get("platform", "")),
+        url=str(entry["url"] if not compare else entry.get("url", "")),
+        sha256=str(sha or ""),
+        dependencies=tuple(str(k) for k in (entry.get("dependencies") or {})),
+    )
+
+
+def _package_from_entry(entry: Mapping[str, Any], compare: bool) -> LockedPackage:
+    url = str(entry["url"] if not compare else entry.get("url", ""))
+    hashes = entry.get("hash") or {}
+    md5 = hashes.get("md5")
+    if not md5 and not compare:
+        raise ValueError(f"package {entry.get('name')} has no md5")
+    name = str(entry["name"])
+    version = str(entry["version"] if not compare else entry.get("version", ""))
+    build = entry.get("build") or conda_build(url, name, version)
+    deps = entry.get("dependencies") or {}
+    return LockedPackage(
+        name=name,
+        version=version,
+        build=str(build),
+        platform=str(entry["platform"] if not compare else entry.get("platform", "")),
+        url=url,
+        md5=str(md5 or ""),
+        sha256=str(hashes["sha256"]) if hashes.get("sha256") else None,
+        depends=tuple(f"{k} {v}".strip() if v not in ("", "*") else str(k) for k, v in deps.items()),
+        subdir=url.rsplit("/", 2)[-2] if url.count("/") >= 2 else "",
+    )
+
+
+# --------------------------------------------------------------------------- the header alone
+
+
+@dataclass(frozen=True)
+class LockHead:
+    """The metadata part of a conda-lock.yml (read without parsing its packages)."""
+
+    path: Path
+    platforms: tuple[str, ...]
+    content_hash: dict[str, str]
+    custom_metadata: dict[str, str]
+    package_digest: str | None  # digest of the package section as it is on disk
+    text: str = field(repr=False, default="")
+
+    def meta(self, key: str) -> str | None:
+        return self.custom_metadata.get(META_PREFIX + key)
+
+    def meta_json(self, key: str) -> Any:
+        return custom_value(self.custom_metadata, key, default=None)
+
+    def full(self) -> LockFile:
+        """The whole lock (its packages parsed)."""
+        return parse(load_yaml(self.text, self.path), self.path)
+
+
+def parse_head(text: str, path: Path) -> LockHead:
+    """Only the part of a conda-lock.yml before `package:`; LockfileError when unreadable or too new."""
+    cut = text.find("\npackage:")
+    doc = load_yaml(text if cut < 0 else text[: cut + 1], path)
+    meta, custom = check_header(doc, path)
+    try:
+        platforms = tuple(str(p) for p in meta.get("platforms") or ())
+        hashes = {str(k): str(v) for k, v in (meta.get("content_hash") or {}).items()}
+    except (TypeError, AttributeError):
+        raise _bad(path, "unexpected structure") from None
+    return LockHead(path, platforms, hashes, custom, package_section_digest(text), text)

@@ -1,0 +1,77 @@
+"""What every lock reader returns (LockFile), and what envlock records in a lock's custom metadata."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envlock.models import LockedPackage, PypiPackage
+
+#: Version of what envlock writes into `custom_metadata` (refuse newer ones on read).
+LOCK_FORMAT = 1
+META_PREFIX = "envlock."
+
+
+def custom_value(custom: dict[str, str], key: str, default: Any = None) -> Any:
+    """envlock's JSON value `envlock.<key>` of a lock's custom metadata (default when absent or unreadable)."""
+    raw = custom.get(META_PREFIX + key)
+    if not raw:
+        return default
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return default
+
+
+@dataclass(frozen=True, slots=True)
+class ForeignEntry:
+    """A lock entry of a manager envlock does not install (diff still compares it)."""
+
+    platform: str
+    manager: str
+    name: str
+    version: str
+
+
+@dataclass(frozen=True)
+class LockFile:
+    """A parsed lock: conda-lock v1/v2, @EXPLICIT or pixi.lock, with its conda and PyPI packages."""
+
+    path: Path | None
+    platforms: tuple[str, ...]
+    channels: tuple[str, ...]
+    content_hash: dict[str, str]
+    sources: tuple[str, ...]
+    custom_metadata: dict[str, str]
+    packages: tuple[LockedPackage, ...]
+    pypi: tuple[PypiPackage, ...] = ()  # `manager: pip` entries (the PyPI part of a full environment)
+    foreign: tuple[ForeignEntry, ...] = ()  # entries of other managers, which envlock does not install
+    kind: str = "conda-lock"  # conda-lock | explicit | pixi
+    version: int = 1  # the file format's version (conda-lock 1/2, pixi 4-6)
+
+    def packages_for(self, platform: str) -> tuple[LockedPackage, ...]:
+        """Conda packages of one platform, in dependency order."""
+        return tuple(p for p in self.packages if p.platform == platform)
+
+    def pypi_for(self, platform: str) -> tuple[PypiPackage, ...]:
+        """PyPI wheels of one platform, in dependency order."""
+        return tuple(p for p in self.pypi if p.platform == platform)
+
+    def envlock_meta(self, platform: str | None = None) -> dict[str, Any]:
+        """envlock's own metadata (anchor, plan of `platform`), or {} for a lock envlock did not write."""
+        meta = self.custom_metadata
+        if f"{META_PREFIX}version" not in meta:
+            return {}
+        out: dict[str, Any] = {
+            "envlock_version": meta.get(f"{META_PREFIX}version"),
+            "lock_format": int(meta.get(f"{META_PREFIX}lock_format", "1")),
+            "rules_version": meta.get(f"{META_PREFIX}rules_version"),
+            "env_name": meta.get(f"{META_PREFIX}env_name"),
+            "spec": meta.get(f"{META_PREFIX}spec"),
+            "anchor": custom_value(meta, "anchor", {}),
+        }
+        if platform is not None:
+            out["plan"] = custom_value(meta, f"plan.{platform}", {})
+        return out

@@ -1,0 +1,61 @@
+"""A project: its layout (environments/<name>.yml, locks/<name>/…) and the lock document.
+
+    layout.py     paths, discovery of the environments, writing one environment's files under its file lock
+    document.py   the hash inputs and content hash, envlock's custom metadata, every file a solve writes
+    freshness.py  a lock against what its spec gives today (`check`), and the lock's own integrity
+
+Names are loaded from their module on first use (`check` needs freshness, `resolve` does not).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from envlock.project.document import (
+        PLAN_NAMES,
+        anchor_json,
+        content_hash,
+        content_hashes,
+        hash_inputs,
+        ignored_toolchain_lines,
+        plan_names,
+        plan_options,
+        render_files,
+    )
+    from envlock.project.freshness import BLOCKING, RELOCK_HINT, Change, CheckReport, Current, EnvStatus, compare
+    from envlock.project.layout import (
+        LOCK_NAME,
+        discover,
+        locate,
+        lock_dir,
+        lock_path,
+        rel,
+        spec_path,
+        writable_project,
+        write_files,
+    )
+
+_WHERE = {
+    "document": ("PLAN_NAMES", "anchor_json", "content_hash", "content_hashes", "hash_inputs",
+                 "ignored_toolchain_lines", "plan_names", "plan_options", "render_files"),
+    "freshness": ("BLOCKING", "RELOCK_HINT", "Change", "CheckReport", "Current", "EnvStatus", "compare"),
+    "layout": ("LOCK_NAME", "discover", "locate", "lock_dir", "lock_path", "rel", "spec_path", "writable_project",
+               "write_files"),
+}
+_MODULE = {name: module for module, names in _WHERE.items() for name in names}
+__all__ = sorted(_MODULE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'envlock.project' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"envlock.project.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

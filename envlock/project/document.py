@@ -1,0 +1,298 @@
+"""The lock document: what a content hash covers, what envlock records beside it, and every file a solve
+writes (conda-lock.yml, conda-<platform>.lock, requirements-<platform>.txt, activation scripts, the spec).
+
+Pure: values in, (path, text) pairs out; writing is envlock.project.layout's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from envlock import __version__
+from envlock.errors import EnvlockError
+from envlock.formats import (
+    LOCK_FORMAT,
+    META_PREFIX,
+    render_conda_lock,
+    render_explicit,
+    render_package_section,
+    render_requirements,
+)
+from envlock.formats.condalock import package_section_digest
+from envlock.formats.spec import EnvSpec, pip_requirements, render_spec
+from envlock.models import Anchor, Candidate, LockedPackage, Plan, PlanOptions, PlatformResult, PypiPackage
+from envlock.names import match_spec_name, strip_credentials
+from envlock.project.layout import LOCK_NAME, lock_dir, spec_path
+from envlock.tables import ExtrasTables
+
+HASH_VERSION = 1
+#: Packages the plan itself asks for; any other dependency in a spec is the user's extra.
+PLAN_NAMES = frozenset(
+    {
+        "cuda-version", "cuda-nvcc", "cuda-cudart-dev", "cuda-cccl", "libcusparse-dev", "libcublas-dev",
+        "libcusolver-dev", "libcurand-dev", "cudatoolkit-dev", "cudnn", "python", "pytorch", "gcc_linux-64", "gxx_linux-64",
+        "gcc_linux-aarch64", "gxx_linux-aarch64", "vs2019_win-64", "vs2022_win-64",
+    }
+)  # fmt: skip
+
+
+# --------------------------------------------------------------------------- what the plan is asked
+
+
+def plan_names(spec: EnvSpec, extras: ExtrasTables) -> frozenset[str]:
+    """Package names the plan makes for this spec: the toolchain's and those of its `with:` extras."""
+    if not spec.with_extras:
+        return PLAN_NAMES
+    try:
+        return PLAN_NAMES | extras.package_names(spec.with_extras)
+    except EnvlockError:
+        return PLAN_NAMES  # make_plan reports the unknown name
+
+
+def plan_options(spec: EnvSpec, extras: ExtrasTables) -> tuple[PlanOptions, tuple[str, ...]]:
+    """What the rules plan for a spec, and the user's extra dependencies (those the plan does not make)."""
+    names = plan_names(spec, extras)
+    user = tuple(d for d in spec.dependencies if match_spec_name(d) not in names)
+    options = PlanOptions(
+        platforms=spec.platforms,
+        python=None if spec.toolchain_only else spec.python,
+        channels=spec.channels,
+        glibc=spec.glibc,
+        with_cudnn=spec.cudnn,
+        extra_specs=user,
+        with_extras=spec.with_extras,
+    )
+    return options, user
+
+
+def ignored_toolchain_lines(spec: EnvSpec, plan: Plan, extras: ExtrasTables) -> tuple[str, ...]:
+    """Spec dependencies on toolchain names that the plan replaces (hand edits envlock overrides)."""
+    generated = {s.strip() for pp in plan.platforms for c in pp.candidates for s in c.specs}
+    names = plan_names(spec, extras)
+    return tuple(d for d in spec.dependencies if match_spec_name(d) in names and d.strip() not in generated)
+
+
+def pip_lines(spec: EnvSpec) -> tuple[str, ...]:
+    """The `- pip:` list a full environment locks (toolchain-only: none)."""
+    return () if spec.toolchain_only else pip_requirements(spec.pip, spec.torch, spec.torch_source)[0]
+
+
+# --------------------------------------------------------------------------- hashing
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no whitespace: the normal form that gets hashed."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def content_hash(inputs: Mapping[str, Any]) -> str:
+    """sha256 of the normalised inputs of one platform."""
+    return hashlib.sha256(canonical_json({"hash_version": HASH_VERSION, **inputs}).encode()).hexdigest()
+
+
+def packages_fingerprint(packages: Iterable[LockedPackage]) -> str:
+    """sha256 of what installs (name, version, url, md5, sha256) of one platform's packages, order-free.
+
+    Recorded per platform so `envlock check` can tell a hand-edited package list from a reformatted one.
+    """
+    rows = sorted([p.name, p.version, strip_credentials(p.url), p.md5, p.sha256 or ""] for p in packages)
+    return hashlib.sha256(canonical_json(rows).encode()).hexdigest()
+
+
+def pypi_fingerprint(packages: Iterable[PypiPackage]) -> str:
+    """sha256 of what installs (name, version, url, sha256) of one platform's PyPI part, order-free."""
+    rows = sorted([p.name, p.version, strip_credentials(p.url), p.sha256] for p in packages)
+    return hashlib.sha256(canonical_json(rows).encode()).hexdigest()
+
+
+def candidate_json(c: Candidate) -> dict[str, Any]:
+    return {
+        "cuda": c.cuda,
+        "skew": c.skew,
+        # Sorted: a solve does not depend on the order of its specs, so neither does the hash
+        # (reordering the spec's extra dependencies must not make a lock stale).
+        "specs": sorted(c.specs),
+        "channels": [strip_credentials(x) for x in c.channels],
+        "virtual_packages": [str(v) for v in c.virtual_packages],
+    }
+
+
+def hash_inputs(spec: EnvSpec, plan: Plan, platform: str) -> dict[str, Any]:
+    """Normalised inputs of one platform: what a lock's content_hash covers.
+
+    The plan's candidates stand for the rule tables: a rules change that changes a plan changes the
+    hash, one that does not, does not. Paths, the machine, mirrors and YAML layout never enter. The
+    torch value is in twice, as the spec asks for it (`inputs`) and as the anchor read it (`anchor`):
+    hash version 1 covers both, so every existing lock keeps its hash.
+    """
+    pp = next(p for p in plan.platforms if p.platform == platform)
+    return {
+        "pip": sorted(pip_lines(spec)),
+        "platform": platform,
+        "inputs": spec.inputs(),
+        "channels": [strip_credentials(c) for c in spec.channels],
+        "platforms": sorted(spec.platforms),
+        "extras": sorted(plan.options.extra_specs),
+        "anchor": {"torch": plan.anchor.torch, "cuda": plan.anchor.cuda, "cudnn": plan.anchor.cudnn},
+        "candidates": [candidate_json(c) for c in pp.candidates],
+    }
+
+
+def content_hashes(spec: EnvSpec, plan: Plan) -> dict[str, str]:
+    return {p: content_hash(hash_inputs(spec, plan, p)) for p in spec.platforms}
+
+
+# --------------------------------------------------------------------------- custom metadata
+
+
+def anchor_json(anchor: Anchor) -> dict[str, Any]:
+    """The anchor as a lock records it and --json reports it (the table's facts are not part of it)."""
+    return {
+        "torch": anchor.torch,
+        "cuda": anchor.cuda,
+        "cudnn": anchor.cudnn,
+        "source": anchor.source,
+        "detail": anchor.detail,
+        "torch_source": anchor.torch_source,
+        "local_label": anchor.local_label,
+    }
+
+
+def custom_metadata(
+    spec: EnvSpec, plan: Plan, results: Sequence[PlatformResult], pypi: Mapping[str, Sequence[PypiPackage]]
+) -> dict[str, str]:
+    meta = {
+        f"{META_PREFIX}version": __version__,
+        f"{META_PREFIX}lock_format": str(LOCK_FORMAT),
+        f"{META_PREFIX}rules_version": plan.rules_version,
+        f"{META_PREFIX}env_name": spec.name,
+        f"{META_PREFIX}spec": f"environments/{spec.name}.yml",
+        f"{META_PREFIX}anchor": json.dumps(anchor_json(plan.anchor), sort_keys=True),
+    }
+    for res in results:
+        c = res.chosen
+        meta[f"{META_PREFIX}plan.{res.platform}"] = json.dumps(
+            {
+                "cuda": c.cuda,
+                "skew": c.skew,
+                "nvcc": res.nvcc,
+                "gcc_max": c.gcc_max,
+                "cudnn": res.version_of("cudnn"),
+                "specs": list(c.specs),
+                "virtual_packages": [str(v) for v in c.virtual_packages],
+                "channels": [strip_credentials(x) for x in c.channels],
+                "attempts": [{"cuda": a, "error": e} for a, e in res.attempts],
+                "notes": list(c.notes),
+                "complaints": list(c.complaints),
+                **({"extras": [[label, spec] for label, spec in c.extras]} if c.extras else {}),
+                "packages": len(res.packages),
+            },
+            sort_keys=True,
+        )
+        # What the content hash covered and what was installed: `envlock check` names what changed
+        # from these and spots a hand-edited package list (envlock.project.freshness).
+        meta[f"{META_PREFIX}inputs.{res.platform}"] = canonical_json(hash_inputs(spec, plan, res.platform))
+        meta[f"{META_PREFIX}packages.{res.platform}"] = packages_fingerprint(res.packages)
+        if res.platform in pypi:
+            meta[f"{META_PREFIX}pypi.{res.platform}"] = pypi_fingerprint(pypi[res.platform])
+    return meta
+
+
+# --------------------------------------------------------------------------- the files
+
+
+def render_files(
+    project_dir: Path,
+    spec: EnvSpec,
+    plan: Plan,
+    results: Sequence[PlatformResult],
+    *,
+    timestamp: str | None = None,
+    pypi: Mapping[str, Sequence[PypiPackage]] | None = None,
+    extra_indexes: Sequence[str] = (),
+) -> list[tuple[Path, str]]:
+    """Every file a solve writes, as (path, text): the authoritative conda-lock.yml, then the spec, last."""
+    pypi = pypi or {}
+    extras = plan.options.extra_specs
+    hashes = content_hashes(spec, plan)
+    packages: list[LockedPackage] = [p for r in results for p in r.packages]
+    ldir = lock_dir(project_dir, spec.name)
+    files: list[tuple[Path, str]] = [
+        (ldir / f"conda-{r.platform}.lock",
+         render_explicit(packages=packages, platform=r.platform, content_hash_value=hashes[r.platform], env_name=spec.name))
+        for r in results
+    ]  # fmt: skip
+    if pypi:
+        files += [
+            (ldir / f"requirements-{r.platform}.txt",
+             render_requirements(pypi.get(r.platform, ()), platform=r.platform, content_hash_value=hashes[r.platform],
+                                 env_name=spec.name, extra_indexes=extra_indexes))
+            for r in results
+        ]  # fmt: skip
+    files.extend(_activation_files(ldir, spec, results))
+    meta = custom_metadata(spec, plan, results, pypi)
+    # The package section does not depend on the metadata: render it once, digest it, record the digest.
+    wheels = [w for r in results for w in pypi.get(r.platform, ())]
+    section = render_package_section(packages, spec.platforms, wheels)
+    meta[f"{META_PREFIX}packages_digest"] = package_section_digest(section) or ""
+    lock_text = render_conda_lock(
+        packages=packages,
+        platforms=spec.platforms,
+        channels=_lock_channels(results, spec),
+        content_hashes=hashes,
+        # Relative to the lock file's folder, as conda-lock writes it (its install finds the spec from there).
+        sources=[f"../../environments/{spec.name}.yml"],
+        custom_metadata=meta,
+        timestamp=timestamp,
+        package_section=section,
+    )
+    files.append((ldir / LOCK_NAME, lock_text))
+    # The spec written is the spec solved: each platform's chosen candidate (a widened or dropped cuDNN,
+    # a moved CUDA minor), so conda and conda-lock reading it ask for what the lock holds.
+    toolchain = {r.platform: [s for s in r.chosen.specs if s not in extras] for r in results}
+    files.append((spec_path(project_dir, spec.name),
+                  render_spec(spec, toolchain, extras, solved_notes(plan, results), pip_lines(spec))))
+    return files
+
+
+def solved_notes(plan: Plan, results: Sequence[PlatformResult]) -> list[str]:
+    """Why a platform's spec lines differ from the plan's first choice (comments in the spec)."""
+    first = {pp.platform: pp.candidates[0] for pp in plan.platforms}
+    out = []
+    for res in results:
+        planned, chosen = first[res.platform], res.chosen
+        if chosen.specs == planned.specs:
+            continue
+        why = [n for n in chosen.notes if n not in planned.notes]
+        if chosen.cuda != planned.cuda:
+            why.insert(0, f"CUDA {planned.cuda} did not solve: {chosen.cuda} ({chosen.skew}) was")
+        out.append(f"{res.platform}: written as solved, not as first planned: " + "; ".join(why or ["see the lock"]))
+    return out
+
+
+def _lock_channels(results: Sequence[PlatformResult], spec: EnvSpec) -> list[str]:
+    out: list[str] = []
+    for res in results:
+        for c in res.chosen.channels:
+            if c not in out:
+                out.append(c)
+    return out or list(spec.channels)
+
+
+def _activation_files(ldir: Path, spec: EnvSpec, results: Sequence[PlatformResult]) -> list[tuple[Path, str]]:
+    """locks/<name>/activate.sh etc. (+ .ps1/.bat when win-64 is locked), rendered by envlock.activation."""
+    from envlock.activation import ActivationSpec, render_scripts
+
+    has_cudnn = any(r.version_of("cudnn") or r.version_of("libcudnn-dev") for r in results)
+    scripts = render_scripts(
+        ActivationSpec(
+            platforms=tuple(r.platform for r in results),
+            torch_source=spec.torch_source,  # type: ignore[arg-type]
+            has_cudnn=has_cudnn,
+        )
+    )
+    return [(ldir / name, text) for name, text in sorted(scripts.items())]

@@ -1,0 +1,344 @@
+"""Is a lock fresh? Its recorded hash inputs against what its spec gives today, and its own integrity.
+
+Pure comparison: the caller (envlock.resolve.check) reads the spec and the lock's header and works out
+what the spec gives today (`Current`: the anchor, the plan, the hash inputs), offline.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envlock import UPGRADE_HINT
+from envlock.errors import LockfileError
+from envlock.formats import LockHead, header_value
+from envlock.formats.spec import EnvSpec
+from envlock.names import match_spec_name
+from envlock.project.document import content_hash, packages_fingerprint, pypi_fingerprint
+from envlock.project.layout import LOCK_NAME, rel
+
+RELOCK_HINT = "run `envlock lock` and commit environments/ and locks/"
+#: Change kinds `lock` and `update` refuse to write over (a corrupt or edited lock they may replace).
+BLOCKING = frozenset({"missing-spec", "newer-envlock", "invalid-spec"})
+
+
+@dataclass(frozen=True)
+class Change:
+    """One reason a lock is not fresh."""
+
+    # spec | rules | anchor | missing-lock | missing-spec | hand-edited | newer-envlock
+    # | invalid-spec | invalid-lock
+    kind: str
+    message: str
+    platform: str | None = None
+    hint: str | None = None  # what to do, for the kinds `lock`/`update` refuse
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "platform": self.platform, "message": self.message}
+
+
+@dataclass(frozen=True)
+class EnvStatus:
+    """Freshness of one environment (spec + lock)."""
+
+    name: str
+    spec_path: Path | None
+    lock_path: Path | None
+    platforms: tuple[str, ...] = ()
+    changes: tuple[Change, ...] = ()
+
+    @property
+    def fresh(self) -> bool:
+        return not self.changes
+
+    @property
+    def relockable(self) -> bool:
+        """Whether `envlock lock` may rewrite it: a spec that reads, and no lock of a newer envlock."""
+        return self.spec_path is not None and not any(c.kind in BLOCKING for c in self.changes)
+
+    def for_platform(self, platform: str | None) -> list[Change]:
+        """The changes that concern one platform (and those of the whole environment)."""
+        return [c for c in self.changes if platform is None or c.platform in (None, platform)]
+
+    def to_json(self, project_dir: Path) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "spec": rel(self.spec_path, project_dir) if self.spec_path else None,
+            "lock": rel(self.lock_path, project_dir) if self.lock_path else None,
+            "platforms": list(self.platforms),
+            "fresh": self.fresh,
+            "changes": [c.to_json() for c in self.changes],
+        }
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    project_dir: Path
+    envs: tuple[EnvStatus, ...]
+
+    @property
+    def fresh(self) -> bool:
+        return all(e.fresh for e in self.envs)
+
+    @property
+    def stale(self) -> tuple[EnvStatus, ...]:
+        return tuple(e for e in self.envs if not e.fresh)
+
+    def error(self) -> LockfileError | None:
+        """The one error that summarises the stale environments (None when all are fresh)."""
+        stale = self.stale
+        if not stale:
+            return None
+        kinds = {c.kind for e in stale for c in e.changes}
+        names = ", ".join(e.name for e in stale)
+        what = f"{len(stale)} of {len(self.envs)} environment(s) not fresh: {names}"
+        if "newer-envlock" in kinds:
+            return LockfileError(what, hint=f"{UPGRADE_HINT} to read these locks")
+        if "invalid-spec" in kinds:
+            return LockfileError(
+                what, hint="fix the spec named above (or restore it from git), then `envlock lock`"
+            )
+        if "missing-spec" in kinds:  # `envlock lock` refuses an orphaned lock: say what to do first
+            return LockfileError(
+                what,
+                hint="restore the missing spec from git (or delete its locks/<name>/ dir), then `envlock lock`",
+            )
+        return LockfileError(what, hint=RELOCK_HINT)
+
+    def to_json(self) -> dict[str, Any]:
+        err = self.error()
+        return {
+            "envlock_result_version": 1,
+            "fresh": self.fresh,
+            "environments": [e.to_json(self.project_dir) for e in self.envs],
+            "error": err.message if err else None,
+            "hint": err.hint if err else None,
+        }
+
+
+@dataclass(frozen=True)
+class Current:
+    """What a spec gives today, worked out offline by the caller; or why it cannot be.
+
+    `inputs` None and no error: only the network (or a python) could anchor the spec, whose torch inputs
+    changed since the lock: stale by the inputs alone.
+    """
+
+    inputs: Mapping[str, dict[str, Any]] | None = None  # platform -> hash inputs
+    rules_version: str = "?"
+    anchor_error: str | None = None
+    plan_error: str | None = None
+    plan_names: frozenset[str] = field(default_factory=frozenset)  # the toolchain's package names
+
+
+# --------------------------------------------------------------------------- naming the changes
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return "null" if value is None else str(value)
+
+
+def _moved(before: Any, after: Any) -> str:
+    a, b = set(before or ()), set(after or ())
+    return ", ".join([f"+{d}" for d in sorted(b - a)] + [f"-{d}" for d in sorted(a - b)])
+
+
+def describe_changes(
+    old: Mapping[str, Any], new: Mapping[str, Any], platform: str, rules: tuple[str, str]
+) -> list[Change]:
+    """Name what differs between the recorded and the current hash inputs of one platform."""
+    out: list[Change] = []
+    old_in, new_in = old.get("inputs") or {}, new.get("inputs") or {}
+    for key in sorted(set(old_in) | set(new_in)):
+        if old_in.get(key) != new_in.get(key):
+            out.append(
+                Change(
+                    "spec", f"spec envlock.{key}: {_fmt(old_in.get(key))} → {_fmt(new_in.get(key))}", platform
+                )
+            )
+    for key in ("channels", "platforms"):
+        if old.get(key) != new.get(key):
+            out.append(Change("spec", f"spec {key}: {_fmt(old.get(key))} → {_fmt(new.get(key))}", platform))
+    if old.get("extras") != new.get("extras"):
+        out.append(Change("spec", "spec dependencies: " + _moved(old.get("extras"), new.get("extras")), platform))
+    if old.get("pip") != new.get("pip"):
+        out.append(Change("spec", "spec `- pip:` requirements: " + _moved(old.get("pip"), new.get("pip")), platform))
+    if old.get("anchor") != new.get("anchor"):
+        a, b = old.get("anchor") or {}, new.get("anchor") or {}
+        why = "" if any(c.kind == "spec" for c in out) else " (envlock's torch table changed)"
+        out.append(
+            Change(
+                "anchor",
+                f"anchor: torch {a.get('torch')} CUDA {a.get('cuda')} cuDNN {a.get('cudnn')} → "
+                f"torch {b.get('torch')} CUDA {b.get('cuda')} cuDNN {b.get('cudnn')}{why}",
+                platform,
+            )
+        )
+    if not out and old.get("candidates") != new.get("candidates"):
+        out.append(
+            Change("rules", _rules_change(old.get("candidates") or [], new.get("candidates") or [], rules), platform)
+        )
+    if not out and old != new:
+        out.append(
+            Change("rules", "envlock's hash inputs changed (lock made by another envlock version)", platform)
+        )
+    return out
+
+
+def _rules_change(old: list[dict[str, Any]], new: list[dict[str, Any]], rules: tuple[str, str]) -> str:
+    """One sentence on how envlock's rules changed the plan (the candidates)."""
+    version = f" (rules {rules[0]} → {rules[1]})" if rules[0] != rules[1] else ""
+    old_minors = [c.get("cuda") for c in old]
+    new_minors = [c.get("cuda") for c in new]
+    if old_minors != new_minors:
+        before, after = " → ".join(map(str, old_minors)), " → ".join(map(str, new_minors))
+        return f"envlock rules{version}: CUDA candidates {before} became {after}"
+    for a, b in zip(old, new, strict=False):
+        for key in ("specs", "virtual_packages", "channels", "skew"):
+            if a.get(key) == b.get(key):
+                continue
+            if isinstance(a.get(key), list):
+                sa, sb = set(a.get(key) or ()), set(b.get(key) or ())
+                if sa == sb and key != "channels":  # only the order, which the hash no longer sees
+                    continue
+                detail = _moved(sa, sb) or "channel order changed"
+            else:
+                detail = f"{a.get(key)} → {b.get(key)}"
+            return f"envlock rules{version}: CUDA {a.get('cuda')} {key}: {detail}"
+    return "the lock was made by an envlock that hashed its inputs differently; re-lock it once"
+
+
+# --------------------------------------------------------------------------- the lock's own integrity
+
+
+def integrity_changes(lock: LockHead) -> list[Change]:
+    """A hand-edited lock: hashes that no longer match what envlock recorded next to them."""
+    out: list[Change] = []
+    for platform in lock.platforms:
+        recorded = lock.meta(f"inputs.{platform}")
+        have = lock.content_hash.get(platform)
+        if recorded is not None:
+            try:
+                expect = content_hash(json.loads(recorded))
+            except ValueError:
+                expect = None
+            if expect != have:
+                out.append(
+                    Change("hand-edited", "content_hash or envlock metadata was edited by hand", platform)
+                )
+    digest = lock.meta("packages_digest")
+    if digest and digest != lock.package_digest:
+        out.extend(_package_edits(lock))
+    return out
+
+
+def _package_edits(lock: LockHead) -> list[Change]:
+    """The text of the package list changed: parse it and compare what installs (reformatting is fine)."""
+    try:
+        full = lock.full()
+    except LockfileError as exc:
+        return [Change("hand-edited", f"the package list no longer parses ({exc.message})")]
+    out: list[Change] = []
+    for platform in lock.platforms:
+        want = lock.meta(f"packages.{platform}")
+        if want is None:
+            out.append(Change("hand-edited", "the package list differs from what envlock wrote", platform))
+        elif packages_fingerprint(full.packages_for(platform)) != want:
+            out.append(
+                Change("hand-edited", "packages were edited by hand (versions, URLs or hashes)", platform)
+            )
+        elif pypi_fingerprint(full.pypi_for(platform)) != (lock.meta(f"pypi.{platform}") or pypi_fingerprint(())):
+            out.append(
+                Change("hand-edited", "PyPI packages were edited by hand (versions, URLs or hashes)", platform)
+            )
+    return out
+
+
+def _companion_changes(lock: LockHead) -> list[Change]:
+    """Each conda-<platform>.lock (and requirements-<platform>.txt of a full env) must carry the content
+    hash of its platform (first lines only)."""
+    out: list[Change] = []
+    names = [(p, f"conda-{p}.lock") for p in lock.platforms]
+    names += [(p, f"requirements-{p}.txt") for p in lock.platforms if lock.meta(f"pypi.{p}") is not None]
+    for platform, name in names:
+        path = lock.path.parent / name
+        try:
+            found = header_value(path, "content_hash")
+        except FileNotFoundError:
+            out.append(Change("missing-lock", f"{path.name} is missing", platform))
+            continue
+        except OSError as exc:
+            out.append(Change("invalid-lock", f"cannot read {path.name}: {exc}", platform))
+            continue
+        if found != lock.content_hash.get(platform):
+            out.append(Change("hand-edited", f"{path.name} is out of step with {LOCK_NAME}", platform))
+    return out
+
+
+# --------------------------------------------------------------------------- spec against lock
+
+
+def compare(spec: EnvSpec, lock: LockHead, current: Current) -> list[Change]:
+    """Every reason the lock does not match the spec (empty when fresh)."""
+    if not lock.meta("version"):
+        return [Change("invalid-lock", f"{lock.path} was not written by envlock (no envlock.* metadata)")]
+    changes = integrity_changes(lock) + _companion_changes(lock)
+    for p in spec.platforms:
+        if p not in lock.platforms:
+            changes.append(Change("spec", f"platform {p} is in the spec but not in the lock", p))
+    for p in lock.platforms:
+        if p not in spec.platforms:
+            changes.append(Change("spec", f"the lock has platform {p}, which the spec no longer lists", p))
+    if current.anchor_error is not None:
+        return changes + [Change("spec", f"the spec's anchor cannot be derived: {current.anchor_error}")]
+    if current.plan_error is not None:
+        # Almost always an edit (a --cuda minor with no toolchain …); the message says what to change.
+        return changes + [Change("spec", f"the spec cannot be planned: {current.plan_error}")]
+    if current.inputs is None:
+        # The torch inputs changed to something only the network can anchor: stale by the inputs alone.
+        old = lock.meta_json(f"inputs.{lock.platforms[0]}") if lock.platforms else None
+        new_inputs = spec.inputs()
+        old_inputs = (old or {}).get("inputs") or {}
+        diffs = [k for k in sorted(new_inputs) if old_inputs.get(k) != new_inputs.get(k)]
+        what = ", ".join(f"envlock.{k}: {_fmt(old_inputs.get(k))} → {_fmt(new_inputs.get(k))}" for k in diffs)
+        both = [p for p in spec.platforms if p in lock.platforms]
+        return changes + [Change("spec", f"spec {what or 'torch inputs changed'}", p) for p in both]
+    rules = (lock.meta("rules_version") or "?", current.rules_version)
+    for platform in spec.platforms:
+        if platform not in lock.platforms:
+            continue
+        new = current.inputs[platform]
+        if content_hash(new) == lock.content_hash.get(platform):
+            continue
+        old = lock.meta_json(f"inputs.{platform}")
+        if not isinstance(old, dict):
+            changes.append(
+                Change("spec", "content hash differs (the lock does not record its inputs)", platform)
+            )
+            continue
+        changes.extend(
+            describe_changes(old, new, platform, rules) or [Change("rules", "content hash differs", platform)]
+        )
+    return changes + solved_spec_changes(spec, lock, current.plan_names)
+
+
+def solved_spec_changes(spec: EnvSpec, lock: LockHead, names: frozenset[str]) -> list[Change]:
+    """The spec's toolchain lines against what the lock solved (a spec must ask for what its lock holds)."""
+    out = []
+    for platform in spec.platforms:
+        plan = lock.meta_json(f"plan.{platform}")
+        if platform not in spec.selected or not isinstance(plan, dict) or not isinstance(plan.get("specs"), list):
+            continue
+        wrote = sorted(d for d in spec.selected[platform] if match_spec_name(d) in names)
+        solved = sorted(str(d) for d in plan["specs"] if match_spec_name(str(d)) in names)
+        if wrote != solved:
+            extra, missing = sorted(set(wrote) - set(solved)), sorted(set(solved) - set(wrote))
+            what = "; ".join(x for x in (f"the spec asks for {', '.join(extra)}" if extra else "",
+                                         f"the lock solved {', '.join(missing)}" if missing else "") if x)
+            out.append(Change("spec", f"the spec's toolchain lines are not what the lock solved: {what}", platform))
+    return out

@@ -1,0 +1,125 @@
+"""Where a project keeps its files (environments/<name>.yml, locks/<name>/…) and how they are written."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from envlock.errors import SpecError
+from envlock.fs import FileLock, remove_stale_temps, write_all_atomic
+
+LOCK_NAME = "conda-lock.yml"
+CANNOT_WRITE_HINT = "check that environments/ and locks/ are writable directories, or pass --project-dir DIR"
+
+
+def spec_path(project_dir: Path, name: str) -> Path:
+    return project_dir / "environments" / f"{name}.yml"
+
+
+def lock_dir(project_dir: Path, name: str) -> Path:
+    return project_dir / "locks" / name
+
+
+def lock_path(project_dir: Path, name: str) -> Path:
+    return lock_dir(project_dir, name) / LOCK_NAME
+
+
+def rel(path: Path, base: Path) -> str:
+    """`path` relative to `base` in POSIX form (itself when it is elsewhere)."""
+    try:
+        return path.resolve().relative_to(base.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def discover(project_dir: Path) -> dict[str, tuple[Path | None, Path]]:
+    """name -> (spec path or None, lock path) for every spec in environments/ and every lock in locks/."""
+    if not project_dir.is_dir():
+        raise SpecError(f"project dir {project_dir} does not exist", hint="pass --project-dir DIR")
+    found: dict[str, tuple[Path | None, Path | None]] = {}
+    env_dir = project_dir / "environments"
+    lock_root = project_dir / "locks"
+    # Only *.yml: that is what envlock writes (a *.yaml spec would get a .yml twin on `envlock lock`).
+    for spec in sorted(env_dir.glob("*.yml")) if env_dir.is_dir() else []:
+        found.setdefault(spec.stem, (spec, None))
+    if lock_root.is_dir():
+        for lock in sorted(lock_root.glob(f"*/{LOCK_NAME}")):
+            found[lock.parent.name] = (found.get(lock.parent.name, (None, None))[0], lock)
+    if not found:
+        raise SpecError(
+            f"no environments in {project_dir} (looked for environments/*.yml and locks/*/{LOCK_NAME})",
+            hint="run `envlock resolve --torch VERSION` there, or pass --project-dir DIR",
+        )
+    return {n: (s, lk or lock_path(project_dir, n)) for n, (s, lk) in sorted(found.items())}
+
+
+def locate(project_dir: Path, name_or_lock_path: str | Path) -> tuple[Path, str]:
+    """(project dir, environment name) of a name, a lock dir or a lock file (conda-lock.yml or .lock).
+
+    A lock path carries its project: locks/<name>/conda-lock.yml belongs to the project two levels up.
+    """
+    target = Path(name_or_lock_path)
+    folder: Path | None = None
+    if target.is_file() or target.suffix in (".yml", ".yaml", ".lock"):
+        folder = target.parent
+    elif target.is_dir() and (target / LOCK_NAME).is_file():
+        folder = target
+    if folder is None:
+        return project_dir, str(name_or_lock_path)
+    return (folder.parent.parent if folder.parent.name == "locks" else project_dir), folder.name
+
+
+def writable_project(project_dir: Path) -> Path:
+    """The project dir, created when it does not exist yet; SpecError when environments/ or locks/ cannot
+    be written there."""
+    if not project_dir.exists():
+        try:
+            project_dir.mkdir(parents=True)  # a new project: environments/ and locks/ go there
+        except OSError as exc:
+            raise SpecError(f"cannot create the project dir {project_dir}: {exc.strerror or exc}",
+                            hint="pass --project-dir with a directory you can write") from None
+    if not project_dir.is_dir():
+        raise SpecError(f"project dir {project_dir} is not a directory", hint="pass --project-dir DIR")
+    for sub in ("environments", "locks"):
+        d = project_dir / sub
+        target = d if d.exists() else project_dir
+        if not os.access(target, os.W_OK | os.X_OK):
+            raise SpecError(f"cannot write to {target}", hint="check its permissions, or pass --project-dir DIR")
+    return project_dir
+
+
+class ProjectLock:
+    """An advisory file lock per environment: two writers of the same lock are serialised.
+
+    The second waits, and after a second names the holder (envlock.fs). The lock file lives in
+    `locks_dir` (envlock's cache), not in locks/: nothing envlock does should dirty the user's repo.
+    """
+
+    def __init__(self, project_dir: Path, name: str, locks_dir: Path) -> None:
+        key = hashlib.sha256(str(lock_dir(project_dir, name).resolve()).encode()).hexdigest()[:24]
+        self.path = locks_dir / f"{name}-{key}.lock"
+        self._lock = FileLock(self.path, f"the lock of {name} ({lock_dir(project_dir, name)})")
+        # write_all_atomic's temp names: .<file>.<random>.tmp
+        self._dirs = [(lock_dir(project_dir, name), ".*.tmp"), (project_dir / "environments", f".{name}.yml.*.tmp")]
+
+    def __enter__(self) -> ProjectLock:
+        self._lock.__enter__()
+        # Temp files of a run killed mid-write (SIGKILL skips its cleanup); nobody else writes here now.
+        remove_stale_temps(self._dirs)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.__exit__(*exc)
+
+
+def write_files(project_dir: Path, name: str, files: Sequence[tuple[Path, str]], locks_dir: Path) -> list[Path]:
+    """Write one environment's files atomically under its file lock (the conda-lock.yml last); the paths
+    whose bytes changed. SpecError when they cannot be written."""
+    try:
+        with ProjectLock(project_dir, name, locks_dir):
+            return write_all_atomic(files)
+    except OSError as exc:
+        raise SpecError(f"cannot write {exc.filename or project_dir}: {exc.strerror or exc}",
+                        hint=CANNOT_WRITE_HINT) from None

@@ -1,0 +1,243 @@
+"""The one solve: spec + anchor -> plan -> solve (conda part, and the PyPI part of a full env) -> files.
+
+`resolve` runs it for a request, `lock` for every stale spec, `update` with every other package held at
+its locked version; nothing is written here (envlock.project.write_files does, under the project lock).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from envlock import anchor as anchors
+from envlock.formats import LockFile
+from envlock.formats.spec import EnvSpec, format_cutoff
+from envlock.models import Anchor, Plan, PlatformResult, PypiPackage
+from envlock.project import ignored_toolchain_lines, plan_options, render_files, writable_project
+from envlock.rules import make_plan
+from envlock.tables import CudaTables, ExtrasTables, TorchTable, cuda_tables, extras_tables, torch_table
+from envlock.torch_support import check_python
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The tables the pure core is handed (a test may hand it others)."""
+
+    torch: TorchTable
+    cuda: CudaTables
+    extras: ExtrasTables
+
+
+def shipped_tables() -> Tables:
+    """envlock's own tables (envlock/data), loaded once per process."""
+    return Tables(torch_table(), cuda_tables(), extras_tables())
+
+
+@dataclass(frozen=True)
+class SolveSettings:
+    """How a solve reaches channels and indexes (`resolve`, `lock` and `update` take the same options)."""
+
+    mirrors: Mapping[str, str] = field(default_factory=dict)
+    offline: bool = False
+    allow_insecure: bool = False
+
+
+@dataclass(frozen=True)
+class Solved:
+    """What one solve produced, before anything is written (a dry run: the plan only)."""
+
+    spec: EnvSpec
+    anchor: Anchor
+    plan: Plan
+    results: tuple[PlatformResult, ...] = ()
+    pypi: dict[str, tuple[PypiPackage, ...]] = field(default_factory=dict)
+    files: tuple[tuple[Path, str], ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+# --------------------------------------------------------------------------- the anchor's sources
+
+
+def sources(ask: anchors.TorchAsk, torch_source: str, channels: Sequence[str], settings: SolveSettings, *,
+            python_exe: str | None = None, index_offline: bool | None = None, channel: bool = True) -> anchors.Sources:
+    """The anchor's outside sources for this request, each only where it can answer (imported lazily:
+    the index client and the solver are loaded only when the anchor asks them). `channel` False: no
+    lookup of conda-forge's builds (a dry run asks no channel)."""
+    installed = None
+    if ask.installed:
+        from envlock.torch_probe import probe
+
+        installed = probe(python_exe)
+    conda_forge = None
+    if torch_source == "conda-forge" and channel:
+        first = (tuple(channels) or ("conda-forge",))[0]
+
+        def conda_forge(version: str) -> list[tuple[str, str]]:
+            from envlock.conda.solve import conda_forge_pytorch_lookup
+
+            return conda_forge_pytorch_lookup(solve_options(settings), first)(version)  # type: ignore[no-any-return]
+
+    offline = settings.offline if index_offline is None else index_offline
+
+    def index(version: str) -> Any:
+        from envlock.pypi import torch_cuda_from_index
+
+        return torch_cuda_from_index(version, offline=offline)
+
+    return anchors.Sources(installed=installed, conda_forge=conda_forge, index=index)
+
+
+def spec_anchor(spec: EnvSpec, lock_anchor: Any, tables: Tables, found: anchors.Sources | None) -> Anchor | None:
+    """The anchor of a spec: the lock's recorded one where it stands for the spec and came from outside
+    (a python, conda-forge, the index), else derived. With `found` None (offline: `check`), None when
+    only an outside source could say (the spec's torch inputs changed)."""
+    cuda = anchors.parse_cuda(spec.cuda) if spec.cuda is not None else None
+    ask = anchors.read_torch(spec.torch)
+    recorded = anchors.recorded(lock_anchor, tables.torch)
+    if anchors.reusable(ask, cuda, spec.torch_source, recorded):
+        return recorded
+    if found is None and anchors.source_of(ask, cuda, spec.torch_source, tables.torch) in anchors.EXTERNAL_SOURCES:  # type: ignore[arg-type]
+        return None
+    return anchors.derive(ask, cuda=cuda, torch_source=spec.torch_source, table=tables.torch,  # type: ignore[arg-type]
+                          sources=found or anchors.Sources())
+
+
+#: resolve's options that set a key of the spec's `envlock:` block (what `lock` and `update` read instead).
+_SPEC_KEYS = (("--cuda X.Y", "cuda: X.Y"), ("--torch-source pip", "torch_source: pip"),
+              ("--torch-source conda-forge", "torch_source: conda-forge"))
+
+
+def in_spec_terms(hint: str, name: str) -> str:
+    """A hint that names resolve's --cuda/--torch-source, worded for a spec: `cuda: X.Y` in its envlock block."""
+    out = hint.replace("pass --cuda X.Y", "set --cuda X.Y")
+    for option, key in _SPEC_KEYS:
+        out = out.replace(option, f"`{key}` in environments/{name}.yml's envlock block")
+    return out
+
+
+# --------------------------------------------------------------------------- plan and solve
+
+
+def plan_for(spec: EnvSpec, anchor: Anchor, tables: Tables) -> Plan:
+    """The plan the rules make for a spec (its extra dependencies are `plan.options.extra_specs`)."""
+    return make_plan(anchor, plan_options(spec, tables.extras)[0], tables.cuda, tables.extras)
+
+
+def default_python(torch: str) -> str:
+    """A python every torch release of that line supports (1.13 predates 3.11 wheels)."""
+    return "3.10" if torch.startswith("1.") else "3.11"
+
+
+def now_cutoff() -> str:
+    """The resolution cutoff of a first resolve, `update` and `lock --refresh`: now (UTC, whole seconds)."""
+    return format_cutoff(datetime.datetime.now(datetime.timezone.utc))
+
+
+def solve_options(settings: SolveSettings, exclude_newer: str | None = None) -> Any:
+    from envlock.conda.solve import SolveOptions
+    from envlock.config import cache_dir as default_cache_dir
+
+    return SolveOptions(cache_dir=default_cache_dir() / "repodata", mirrors=dict(settings.mirrors),
+                        offline=settings.offline, allow_insecure=settings.allow_insecure, exclude_newer=exclude_newer)
+
+
+def cache_dir() -> Path:
+    """envlock's cache dir, usable (SpecError naming it before anything slow starts)."""
+    from envlock.config import cache_location, ensure_writable
+
+    return ensure_writable(cache_location().path)
+
+
+def check_mirrors(mirrors: Mapping[str, str], channels: Sequence[str], *, label: str | None, torch_source: str,
+                  toolchain_only: bool, tables: Tables | None = None) -> None:
+    """Refuse a `--mirror` that no channel in play uses (with `tables`, before a plan: any channel the CUDA
+    table may add). `label`: the torch's local label (a +cuXYZ wheel comes from the PyTorch index)."""
+    from envlock.mirrors import check_in_play
+
+    if tables is not None:
+        channels = [*channels, *(r.channel for r in tables.cuda.minors.values() if r.channel)]
+    index = []
+    if not toolchain_only and label and torch_source == "pip":
+        from envlock.pypi.part import variant_index_url
+
+        index.append(variant_index_url(label))
+    check_in_play(mirrors, channels, index, pypi=not toolchain_only)
+
+
+def anchor_warnings(spec: EnvSpec, anchor: Anchor) -> tuple[str, ...]:
+    """Warnings about the torch side of the plan that the rules (pure, torch-agnostic) cannot give."""
+    if spec.torch_source == "pip" and "linux-aarch64" in spec.platforms and anchor.aarch64_cuda_wheels is False:
+        return (
+            f"torch {anchor.torch}'s aarch64 wheels on PyPI are CPU-only (CUDA from 2.11): on linux-aarch64 "
+            "install a CUDA torch from the PyTorch wheel index or use --torch-source conda-forge",
+        )
+    return ()
+
+
+def solve(
+    spec: EnvSpec,
+    anchor: Anchor,
+    *,
+    project_dir: Path,
+    settings: SolveSettings,
+    tables: Tables,
+    dry_run: bool = False,
+    timestamp: bool = False,
+    hold: LockFile | None = None,
+    move: frozenset[str] = frozenset(),
+    make_project: bool = True,
+) -> Solved:
+    """Plan, solve and render one spec. `hold`: a lock whose packages stay at their versions except those
+    named in `move` (`envlock update`). `make_project`: create the project dir (and check it can be
+    written) once the plan stands, before the solve."""
+    if spec.exclude_newer is None and not dry_run:
+        spec = replace(spec, exclude_newer=now_cutoff())  # the first resolve of a spec fixes its cutoff
+    if not spec.toolchain_only and not spec.python:
+        spec = replace(spec, python=default_python(anchor.torch))  # the PyPI part installs into that python
+    if not spec.toolchain_only and spec.torch_source == "pip" and spec.python:
+        check_python(anchor.torch, spec.python, anchor.python_span)  # torch's wheels for that python
+    plan = plan_for(spec, anchor, tables)
+    check_mirrors(settings.mirrors, sorted({c for pp in plan.platforms for cand in pp.candidates for c in cand.channels}),
+                  label=spec.torch_label, torch_source=spec.torch_source, toolchain_only=spec.toolchain_only)
+    warnings = anchor_warnings(spec, anchor) + tuple(
+        f"spec line {line!r} is replaced by the plan: toolchain packages follow the `envlock:` block "
+        "(torch, cuda, python, cudnn), so edit that instead"
+        for line in ignored_toolchain_lines(spec, plan, tables.extras)
+    )
+    if dry_run:
+        return Solved(spec, anchor, plan, warnings=warnings)
+    if make_project:
+        writable_project(project_dir)
+    cache_dir()  # before the solve, not blamed on the project after it
+    from envlock.conda.solve import RattlerSolver
+
+    solver = RattlerSolver(solve_options(settings, spec.exclude_newer))
+    locked = {p: [q for q in hold.packages_for(p) if q.name not in move] for p in spec.platforms} if hold else None
+    pypi: dict[str, tuple[PypiPackage, ...]] = {}
+    extra_indexes: tuple[str, ...] = ()
+    if spec.toolchain_only:
+        results = solver.solve(plan, locked=locked, optional=("ninja",))
+    else:
+        from envlock.pypi_lock import lock_pypi_part
+
+        held = {p: [w for w in hold.pypi_for(p) if w.name not in move] for p in spec.platforms} if hold else None
+        upgrade = sorted(move & {w.name for w in hold.pypi}) if hold else []
+        results, part = lock_pypi_part(spec, anchor, solver, plan, mirrors=settings.mirrors, offline=settings.offline,
+                                       locked=locked, pypi_locked=held, upgrade=upgrade)
+        pypi, extra_indexes = part.packages, part.extra_indexes
+        warnings += part.warnings
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if timestamp else None
+    files = render_files(project_dir, spec, plan, results, timestamp=stamp, pypi=pypi, extra_indexes=extra_indexes)
+    return Solved(spec, anchor, plan, tuple(results), dict(pypi), tuple(files), warnings)
+
+
+def write(project_dir: Path, solved: Solved) -> list[Path]:
+    """Write a solve's files under the environment's file lock; the paths whose bytes changed."""
+    from envlock.config import cache_location
+    from envlock.project import write_files
+
+    return write_files(project_dir, solved.spec.name, solved.files, cache_location().path / "file-locks")
+

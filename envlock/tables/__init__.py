@@ -1,0 +1,126 @@
+"""Every table envlock ships (package data envlock/data/*.yaml), loaded once per process and validated.
+
+The pure core never loads a table itself: a caller loads what it needs here and passes it in
+(`rules.make_plan(anchor, options, cuda_tables(), extras_tables())`, `anchor.derive(..., torch_table())`).
+
+    torch.py   data/torch.yaml    torch release -> CUDA/cuDNN of its builds; the Requires-Dist pin parser
+    cuda.py    data/cuda.yaml     CUDA minor -> toolchain packages, gcc cap, cuDNN, virtual packages
+               data/extras.yaml   `--with NAME` groups of CUDA headers
+    other.py   data/driver.yaml, gpu_arch.yaml, deepspeed_ops.yaml (doctor), pypi.yaml (the PyPI part),
+               docker.yaml (export dockerfile)
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from envlock.tables.cuda import (
+    TOOLCHAINS,
+    Bundle,
+    CudaMinor,
+    CudaTables,
+    Extra,
+    ExtrasTables,
+    minor_key,
+    parse_cuda,
+    parse_extras,
+)
+from envlock.tables.other import (
+    DockerTables,
+    parse_deepspeed_ops,
+    parse_docker,
+    parse_driver,
+    parse_gpu_arch,
+    parse_pypi,
+    split_ref,
+)
+from envlock.tables.torch import (
+    CudaPins,
+    TorchRow,
+    TorchTable,
+    TorchVariant,
+    cuda_of_tag,
+    parse_cuda_pins,
+    parse_torch_table,
+)
+
+__all__ = [
+    "TOOLCHAINS", "Bundle", "CudaMinor", "CudaPins", "CudaTables", "DockerTables", "Extra", "ExtrasTables",
+    "TorchRow", "TorchTable", "TorchVariant", "cuda_of_tag", "cuda_tables", "deepspeed_ops_table",
+    "docker_table", "driver_table", "extras_tables", "gpu_arch_table", "minor_key", "parse_cuda",
+    "parse_cuda_pins", "parse_extras", "parse_torch_table", "pypi_table", "split_ref", "torch_table",
+]  # fmt: skip
+
+
+DATA = Path(__file__).resolve().parent.parent / "data"  # package data beside the code (envlock is never zipped)
+
+
+def text_of(name: str) -> str:
+    """The text of envlock/data/<name> (not via importlib.resources: its import is ~8 ms of every start-up)."""
+    return (DATA / name).read_text(encoding="utf-8")
+
+
+def _yaml(name: str) -> Any:
+    import yaml
+
+    # libyaml's parser when PyYAML has it (~10x faster than the pure one; the same document).
+    return yaml.load(text_of(name), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe
+
+
+def _structured(name: str, parse: Any) -> Any:
+    from envlock.tables.cuda import table_error
+
+    try:
+        return parse(_yaml(name))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise table_error(f"{name}: {exc}") from exc
+
+
+@functools.cache
+def torch_table() -> TorchTable:
+    """data/torch.yaml (duplicate keys refused: PyYAML would keep the last one silently)."""
+    return parse_torch_table(text_of("torch.yaml"))
+
+
+@functools.cache
+def cuda_tables() -> CudaTables:
+    """data/cuda.yaml."""
+    return _structured("cuda.yaml", parse_cuda)  # type: ignore[no-any-return]
+
+
+@functools.cache
+def extras_tables() -> ExtrasTables:
+    """data/extras.yaml."""
+    return _structured("extras.yaml", parse_extras)  # type: ignore[no-any-return]
+
+
+@functools.cache
+def driver_table() -> dict[str, Any]:
+    """data/driver.yaml."""
+    return parse_driver(_yaml("driver.yaml"))
+
+
+@functools.cache
+def gpu_arch_table() -> dict[str, dict[str, Any]]:
+    """data/gpu_arch.yaml."""
+    return parse_gpu_arch(_yaml("gpu_arch.yaml"))
+
+
+@functools.cache
+def deepspeed_ops_table() -> dict[str, Any]:
+    """data/deepspeed_ops.yaml."""
+    return parse_deepspeed_ops(_yaml("deepspeed_ops.yaml"))
+
+
+@functools.cache
+def pypi_table() -> dict[str, Any]:
+    """data/pypi.yaml."""
+    return parse_pypi(_yaml("pypi.yaml"))
+
+
+@functools.cache
+def docker_table() -> DockerTables:
+    """data/docker.yaml."""
+    return parse_docker(_yaml("docker.yaml"))
