@@ -242,27 +242,6 @@ def store_wheels(root: Path, wheels: Sequence[PypiPackage], upload_bound: Mappin
     return added
 
 
-def canonical_wheel_urls(pypi_index: str) -> dict[str, str]:
-    """file name -> canonical URL, from the wheels.json beside a `pypi=` mirror's simple index (re-locking)."""
-    from envlock.net import file_path, get_text
-    from envlock.pypi.part import index_root
-
-    url = index_root(pypi_index) + "wheels.json"
-    why = ("locking through a pypi= mirror needs the canonical URL of each wheel, which `envlock mirror` writes there")
-    hint = "mirror the lock with `envlock mirror`, or lock against the index itself (PIP_INDEX_URL)"
-    try:
-        if url.startswith("file:"):
-            text = file_path(url).read_text(encoding="utf-8")
-        else:
-            text = get_text(url, what=scrub(url), hint=hint)
-        doc = json.loads(text)
-        return {fn: str(rec["url"]) for fn, rec in doc.items()}
-    except ChannelError as exc:
-        raise ChannelError(f"{exc.message}: {why}", hint=hint) from None
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:  # unreadable, or not wheels.json
-        raise ChannelError(f"cannot read {scrub(url)} ({type(exc).__name__}): {why}", hint=hint) from None
-
-
 def _read_wheels_json(root: Path) -> dict[str, dict[str, str]]:
     try:
         data = json.loads((root / WHEELS_JSON).read_text(encoding="utf-8"))

@@ -1,4 +1,4 @@
-"""Settings and where they come from: the mirrors in force, envlock's directories (cache, config, envs), the host.
+"""Settings and where they come from: the mirrors in force (envlock's directories: envlock.dirs).
 
 Mirrors, highest first: `--mirror NAME=URL` on the command line > `ENVLOCK_MIRRORS` (`name=url,…`; commas
 or whitespace separate entries) > the project's `envlock.toml` (in `--project-dir`, default the current
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from envlock.dirs import Location, cache_location, envs_location, user_config_dir
 from envlock.errors import SpecError
 from envlock.mirrors import MirrorMap, parse_entry
 
@@ -41,14 +42,6 @@ class Entry:
     url: str
     origin: str
     shadows: tuple[tuple[str, str], ...] = ()  # (url, origin)
-
-
-@dataclass(frozen=True)
-class Location:
-    """A directory setting (cache, envs) and where it comes from."""
-
-    path: Path
-    origin: str
 
 
 @dataclass(frozen=True)
@@ -71,111 +64,6 @@ class Config:
             "cache_dir": {"path": str(self.cache_dir.path), "from": self.cache_dir.origin},
             "envs_dir": {"path": str(self.envs_dir.path), "from": self.envs_dir.origin},
         }
-
-
-# --------------------------------------------------------------------------- directories
-
-_DIRS = {  # kind -> (environment variable, platformdirs function, subpath)
-    "cache": ("ENVLOCK_CACHE_DIR", "user_cache_dir", ""),
-    "config": ("ENVLOCK_CONFIG_DIR", "user_config_dir", ""),
-    "envs": ("ENVLOCK_ENVS_DIR", "user_data_dir", "envs"),
-}
-
-
-def location(kind: str) -> Location:
-    """The one resolver of envlock's directories: $ENVLOCK_<KIND>_DIR, else the platform's user dir.
-
-    cache: repodata, index metadata, the package and wheel caches, uv's cache, file locks; config: the
-    user's envlock.toml; envs: where `-n NAME` environments live (<user data dir>/envlock/envs).
-    """
-    var, func, sub = _DIRS[kind]
-    env = os.environ.get(var)
-    if env:
-        return Location(Path(env).expanduser() if kind != "cache" else Path(env), var)
-    import platformdirs
-
-    base = Path(getattr(platformdirs, func)("envlock"))
-    return Location(base / sub if sub else base, "default")
-
-
-def user_config_dir() -> Path:
-    """$ENVLOCK_CONFIG_DIR, else the platform's user config dir for envlock."""
-    return location("config").path
-
-
-def cache_location() -> Location:
-    """envlock's cache dir: $ENVLOCK_CACHE_DIR, else the platform's user cache dir."""
-    return location("cache")
-
-
-def cache_dir() -> Path:
-    """envlock's cache dir (see cache_location)."""
-    return location("cache").path
-
-
-def package_cache_dir() -> Path:
-    """<cache dir>/pkgs: the conda package cache (safe to share between processes and nodes)."""
-    return cache_dir() / "pkgs"
-
-
-def envs_location() -> Location:
-    """Where `-n NAME` envs live: $ENVLOCK_ENVS_DIR, else <user data dir>/envlock/envs."""
-    return location("envs")
-
-
-def envs_dir() -> Path:
-    """Where `-n NAME` envs live (see envs_location)."""
-    return location("envs").path
-
-
-def ensure_writable(path: Path) -> Path:
-    """`path`, created if needed; SpecError naming it and ENVLOCK_CACHE_DIR when it cannot be used.
-
-    envlock's cache dir must be usable before anything slow starts (repodata, uv, packages, file locks): one
-    that could not be written failed late and was blamed on the project or on the PyPI requirements.
-    """
-    import tempfile
-
-    value = os.environ.get("ENVLOCK_CACHE_DIR")
-    where = f"it is {value}" if value else "unset, so it is the user cache dir"
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
-            pass
-    except OSError as exc:
-        raise SpecError(
-            f"envlock's cache dir {path} cannot be used: {exc.strerror or exc}",
-            hint=f"set ENVLOCK_CACHE_DIR to a directory you can write ({where}); the project is not the problem",
-        ) from None
-    return path
-
-
-# --------------------------------------------------------------------------- the host
-
-#: The platforms envlock locks (a CUDA toolchain exists for them).
-CUDA_PLATFORMS = ("linux-64", "linux-aarch64", "win-64")
-
-
-def host_platform() -> str:
-    """This machine's conda subdir (linux-64, linux-aarch64, win-64, osx-arm64 …), without importing rattler."""
-    import platform as _platform
-    import sys
-
-    machine = _platform.machine().lower()
-    if sys.platform.startswith("linux"):
-        return {"x86_64": "linux-64", "amd64": "linux-64", "aarch64": "linux-aarch64", "arm64": "linux-aarch64",
-                "ppc64le": "linux-ppc64le"}.get(machine, f"linux-{machine}")
-    if sys.platform == "win32":
-        return "win-64"
-    if sys.platform == "darwin":
-        return "osx-arm64" if machine == "arm64" else "osx-64"
-    return f"{sys.platform}-{machine}"
-
-
-def default_platform() -> str:
-    """The platform a lock is for when none is given (README: the host's if it has CUDA, else linux-64)."""
-    host = host_platform()
-    return host if host in CUDA_PLATFORMS else "linux-64"
 
 
 # --------------------------------------------------------------------------- mirrors

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from envlock import __version__
-from envlock.config import envs_dir, package_cache_dir
+from envlock.dirs import envs_dir, package_cache_dir
 from envlock.errors import EnvCreateError, Interrupted, LockfileError, SpecError
 from envlock.formats import LockFile, read_lock
 from envlock.models import CUDNN_NAMES, LockedPackage
@@ -159,7 +159,7 @@ def _env_meta(lock: LockFile, req: CreateRequest, digest: str, state: str, has_c
 
 def create_env(req: CreateRequest, progress: Progress | None = None) -> CreateResult:
     """Install the lock's `req.platform` packages into `req.prefix` (see the module docstring)."""
-    from envlock.config import ensure_writable
+    from envlock.dirs import ensure_writable
     from envlock.mirrors import channel_of, check_in_play
     from envlock.prefix import prefix_lock
 

@@ -89,7 +89,7 @@ def selected(lock_paths: Sequence[Path], platforms: Sequence[str]) -> list[tuple
 def mirror(req: MirrorRequest, progress: Any = None) -> MirrorResult:
     """Fill (or bring up to date) `req.dest` with every package of the locks' platforms, then index it."""
     from envlock.channeldir import content_of, index_channels, store_packages, store_wheels
-    from envlock.config import cache_location
+    from envlock.dirs import cache_location
     from envlock.fs import FileLock
     from envlock.mirrors import channel_of, check_in_play
 

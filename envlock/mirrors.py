@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from envlock.errors import SpecError
-from envlock.net import scrub
+from envlock.names import strip_credentials
 
 PYPI = "pypi"
 CANONICAL_BASE = "https://conda.anaconda.org/"
@@ -71,7 +71,7 @@ def key_prefix(key: str) -> str:
     if key == PYPI:
         return PYPI
     if "://" in key:
-        return scrub(key).rstrip("/") + "/"
+        return strip_credentials(key).rstrip("/") + "/"
     return CANONICAL_BASE + key.strip("/") + "/"
 
 
@@ -101,7 +101,7 @@ def display(url: str) -> str:
     """A channel URL as users name it (`conda-forge`, `nvidia/label/cuda-11.8.0`, `pypi`, or the URL)."""
     if url.startswith(CANONICAL_BASE):
         return url[len(CANONICAL_BASE):].strip("/")
-    return scrub(url).rstrip("/")
+    return strip_credentials(url).rstrip("/")
 
 
 def check_in_play(mirrors: Mapping[str, str], channels: Iterable[str], wheel_urls: Iterable[str] = (),

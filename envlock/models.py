@@ -194,3 +194,31 @@ class Finding:
     message: str
     hint: str | None = None
     details: dict[str, object] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- the host
+
+#: The platforms envlock locks (a CUDA toolchain exists for them).
+CUDA_PLATFORMS = ("linux-64", "linux-aarch64", "win-64")
+
+
+def host_platform() -> str:
+    """This machine's conda subdir (linux-64, linux-aarch64, win-64, osx-arm64 …), without importing rattler."""
+    import platform as _platform
+    import sys
+
+    machine = _platform.machine().lower()
+    if sys.platform.startswith("linux"):
+        return {"x86_64": "linux-64", "amd64": "linux-64", "aarch64": "linux-aarch64", "arm64": "linux-aarch64",
+                "ppc64le": "linux-ppc64le"}.get(machine, f"linux-{machine}")
+    if sys.platform == "win32":
+        return "win-64"
+    if sys.platform == "darwin":
+        return "osx-arm64" if machine == "arm64" else "osx-64"
+    return f"{sys.platform}-{machine}"
+
+
+def default_platform() -> str:
+    """The platform a lock is for when none is given (README: the host's if it has CUDA, else linux-64)."""
+    host = host_platform()
+    return host if host in CUDA_PLATFORMS else "linux-64"

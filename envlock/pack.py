@@ -113,7 +113,7 @@ def pack(req: PackRequest, progress: Any = None) -> PackResult:
 def _stage(staging: Path, lock: Any, req: PackRequest, content: Any, name: str, progress: Any) -> dict[str, Any]:
     """Fill the staging dir; return the manifest (without member hashes)."""
     from envlock.channeldir import channels_of, index_channels, store_packages, store_wheels
-    from envlock.config import cache_location
+    from envlock.dirs import cache_location
 
     store_packages(staging / "channels", content.packages, mirrors=req.mirrors, jobs=req.jobs, progress=progress)
     index_channels(staging / "channels", content.packages, zst_and_shards=False)
@@ -201,7 +201,7 @@ def _sha256(path: Path) -> str:
 
 def unpack(req: UnpackRequest, progress: Any = None) -> Any:
     """Create the archive's env at `req.prefix` offline; returns create's CreateResult."""
-    from envlock.config import cache_location
+    from envlock.dirs import cache_location
     from envlock.create import CreateRequest, create_env
     from envlock.prefix import check_writable, prefix_state
 

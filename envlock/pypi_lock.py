@@ -43,9 +43,7 @@ def compile_request(
     index, extras = pypi_part.spec_indexes(spec.torch, spec.torch_source, mirrors)
     mirror_root, mirror_files = "", {}
     if PYPI in mirrors:  # fetched from a mirror: the lock records each wheel's canonical URL from its wheels.json
-        from envlock.channeldir import canonical_wheel_urls
-
-        mirror_root, mirror_files = pypi_part.index_root(mirrors[PYPI]), canonical_wheel_urls(mirrors[PYPI])
+        mirror_root, mirror_files = pypi_part.index_root(mirrors[PYPI]), pypi_part.canonical_wheel_urls(mirrors[PYPI])
     request = pypi_compile.CompileRequest(
         requirements=requirements,
         python=spec.python or "3.11",  # lock_spec sets a full environment's python before it gets here

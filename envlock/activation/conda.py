@@ -77,7 +77,7 @@ def prefix_activation(prefix: Path) -> tuple[str, str, bool]:
     meta = read_record(prefix)
     act = meta.get("activation") if isinstance(meta.get("activation"), dict) else {}
     anchor = meta.get("anchor") if isinstance(meta.get("anchor"), dict) else {}
-    from envlock.config import host_platform
+    from envlock.models import host_platform
 
     platform = str(meta.get("platform") or host_platform())
     torch_source = str(act.get("torch_source") or anchor.get("torch_source") or "pip")  # type: ignore[union-attr]

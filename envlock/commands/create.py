@@ -39,7 +39,7 @@ def create_cmd(
 ) -> int:
     """Create (or update) an environment from a lock, verifying every package's sha256."""
     from envlock.commands.resolve import parse_mirrors
-    from envlock.config import host_platform
+    from envlock.models import host_platform
     from envlock.create import CreateRequest, create_env, default_prefix, find_lock
     from envlock.formats import read_lock
 
@@ -120,7 +120,7 @@ def run_cmd(
 ) -> int:
     """Run a command in the environment as `conda activate` sets it up (no conda needed): run -p P -- CMD…"""
     from envlock.activation.conda import activated_environ, prefix_activation
-    from envlock.config import host_platform
+    from envlock.models import host_platform
 
     command = list(ctx.args)
     if command and command[0].startswith("-") and command[0] != "--":  # an option of run's that it lacks

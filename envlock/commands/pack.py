@@ -27,7 +27,7 @@ def pack_cmd(
 ) -> int:
     """One archive with every package of the lock (conda + PyPI), a channel index, the lock and the spec."""
     from envlock.commands.resolve import parse_mirrors
-    from envlock.config import host_platform
+    from envlock.models import host_platform
     from envlock.create import find_lock
     from envlock.formats import read_lock
     from envlock.pack import PackRequest, pack

@@ -156,7 +156,7 @@ def _platform(lock: LockFile, path: Path, wanted: str | None) -> str:
                             hint="re-lock with `envlock resolve --platform linux-64 ...`")
     if len(linux) == 1:
         return linux[0]
-    from envlock.config import host_platform
+    from envlock.models import host_platform
 
     if host_platform() in linux:
         return host_platform()

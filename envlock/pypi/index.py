@@ -70,7 +70,7 @@ def cache_root(settings: IndexSettings) -> Path:
     """Where index answers are cached."""
     if settings.cache_dir is not None:
         return settings.cache_dir / "pypi"
-    from envlock.config import cache_dir  # noqa: PLC0415
+    from envlock.dirs import cache_dir  # noqa: PLC0415
 
     return cache_dir() / "pypi"
 

@@ -107,3 +107,27 @@ def spec_indexes(torch: str, torch_source: str, mirrors: Mapping[str, str]) -> t
         fetch = next((v for k, v in mirrors.items() if k.rstrip("/") == canon.rstrip("/")), mirror or canon)
         extras.insert(0, Index(fetch, canon))
     return Index(mirror or default_url, default_url), tuple(extras)
+
+
+def canonical_wheel_urls(pypi_index: str) -> dict[str, str]:
+    """file name -> canonical URL, from the wheels.json beside a `pypi=` mirror's simple index (re-locking;
+    `envlock mirror` writes it: envlock/channeldir.py)."""
+    import json
+
+    from envlock.errors import ChannelError
+    from envlock.net import file_path, get_text
+
+    url = index_root(pypi_index) + "wheels.json"
+    why = ("locking through a pypi= mirror needs the canonical URL of each wheel, which `envlock mirror` writes there")
+    hint = "mirror the lock with `envlock mirror`, or lock against the index itself (PIP_INDEX_URL)"
+    try:
+        if url.startswith("file:"):
+            text = file_path(url).read_text(encoding="utf-8")
+        else:
+            text = get_text(url, what=scrub(url), hint=hint)
+        doc = json.loads(text)
+        return {fn: str(rec["url"]) for fn, rec in doc.items()}
+    except ChannelError as exc:
+        raise ChannelError(f"{exc.message}: {why}", hint=hint) from None
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:  # unreadable, or not wheels.json
+        raise ChannelError(f"cannot read {scrub(url)} ({type(exc).__name__}): {why}", hint=hint) from None

@@ -37,7 +37,7 @@ def cache_dir(override: Path | None = None) -> Path:
     """envlock's cache dir (uv's own cache lives in its uv/)."""
     if override is not None:
         return override
-    from envlock.config import cache_dir as _cache_dir  # noqa: PLC0415
+    from envlock.dirs import cache_dir as _cache_dir  # noqa: PLC0415
 
     return _cache_dir()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from envlock import anchor as anchors
-from envlock.config import default_platform
+from envlock.models import default_platform
 from envlock.errors import AnchorError, EnvlockError, SpecError, UsageError
 from envlock.formats.spec import (
     EnvSpec,

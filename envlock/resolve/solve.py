@@ -138,7 +138,7 @@ def now_cutoff() -> str:
 
 def solve_options(settings: SolveSettings, exclude_newer: str | None = None) -> Any:
     from envlock.conda.solve import SolveOptions
-    from envlock.config import cache_dir as default_cache_dir
+    from envlock.dirs import cache_dir as default_cache_dir
 
     return SolveOptions(cache_dir=default_cache_dir() / "repodata", mirrors=dict(settings.mirrors),
                         offline=settings.offline, allow_insecure=settings.allow_insecure, exclude_newer=exclude_newer)
@@ -146,7 +146,7 @@ def solve_options(settings: SolveSettings, exclude_newer: str | None = None) -> 
 
 def cache_dir() -> Path:
     """envlock's cache dir, usable (SpecError naming it before anything slow starts)."""
-    from envlock.config import cache_location, ensure_writable
+    from envlock.dirs import cache_location, ensure_writable
 
     return ensure_writable(cache_location().path)
 
@@ -236,7 +236,7 @@ def solve(
 
 def write(project_dir: Path, solved: Solved) -> list[Path]:
     """Write a solve's files under the environment's file lock; the paths whose bytes changed."""
-    from envlock.config import cache_location
+    from envlock.dirs import cache_location
     from envlock.project import write_files
 
     return write_files(project_dir, solved.spec.name, solved.files, cache_location().path / "file-locks")
