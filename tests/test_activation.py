@@ -303,13 +303,18 @@ GOLDEN_CASES = {
 def test_golden(case: str) -> None:
     """Byte-for-byte goldens; regenerate with ENVLOCK_UPDATE_GOLDEN=1 after reviewing the diff."""
     rendered = render_scripts(GOLDEN_CASES[case], ("sh", "fish", "powershell", "cmd"))
+    rewritten = []
     for name, text in rendered.items():
         path = GOLDEN / case / name
         data = text.encode()
-        if os.environ.get("ENVLOCK_UPDATE_GOLDEN"):
+        if os.environ.get("ENVLOCK_UPDATE_GOLDEN") and (not path.exists() or path.read_bytes() != data):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
+            rewritten.append(name)
+            continue
         assert path.read_bytes() == data, f"{path} differs from the renderer"
+    if rewritten:  # a rewritten golden proves nothing: fail, so the diff is reviewed and the test rerun
+        pytest.fail(f"{case}: {', '.join(rewritten)} rewritten (ENVLOCK_UPDATE_GOLDEN): review `git diff`, rerun")
 
 
 def test_golden_windows_escaping() -> None:

@@ -40,11 +40,10 @@ from envlock.activation.model import (
 )
 
 __all__ = [
-    "ACTIVE", "CHANGED", "CREATED", "OLD", "SHELLS", "TARGETS", "ActivationSpec", "EnvOp", "activate_environ",
+    "ACTIVE", "CHANGED", "CREATED", "OLD", "TARGETS", "ActivationSpec", "EnvOp", "activate_environ",
     "changed_vars", "deactivate_environ", "env_ops", "hook_files", "is_windows", "render_scripts", "shell_hook",
 ]  # fmt: skip
 
-SHELLS: tuple[str, ...] = ("bash", "zsh", "sh", "fish", "powershell", "cmd")
 _RENDERERS = {
     "sh": ("sh", sh.render_activate, sh.render_deactivate),
     "fish": ("fish", fish.render_activate, fish.render_deactivate),

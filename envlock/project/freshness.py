@@ -1,6 +1,6 @@
 """Is a lock fresh? Its recorded hash inputs against what its spec gives today, and its own integrity.
 
-Pure comparison: the caller (envlock.resolve.check) reads the spec and the lock's header and works out
+Pure comparison: the caller (envlock.resolve.status) reads the spec and the lock's header and works out
 what the spec gives today (`Current`: the anchor, the plan, the hash inputs), offline.
 """
 

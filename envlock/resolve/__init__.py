@@ -3,11 +3,13 @@
     solve.py    the one solve: spec + anchor -> plan -> solve -> files (nothing written); the anchor's sources
     request.py  `envlock resolve`: the command's options -> anchor -> spec -> solve -> write
     relock.py   `envlock lock` (stale specs) and `envlock update PKG…` (every other package held)
-    check.py    `envlock check`: every lock against its spec, offline; `create --locked` asks it too
+    status.py   `envlock check`: every lock against its spec, offline; `create --locked` asks it too
 
 The value of `--torch` is read once (envlock.anchor.read_torch), anchored once (envlock.anchor.derive, with
 the sources that need the network or a process made here), and the Anchor carries what later steps need.
-Names are loaded from their module on first use: a command pays only for the use case it runs.
+Names are loaded from their module on first use: a command pays only for the use case it runs. No
+submodule is named like a name it exports (importing envlock.resolve.X sets the package's attribute X to
+the module, which would hide a lazily loaded function X).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from envlock.resolve.check import assert_fresh, check, current, stale_warning, status_of
+    from envlock.resolve.status import assert_fresh, check, current, stale_warning, status_of
     from envlock.resolve.relock import LockOutcome, UpdateOutcome, lock, update
     from envlock.resolve.request import ResolveRequest, ResolveResult, check_platforms, resolve
     from envlock.resolve.solve import (
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
     )
 
 _WHERE = {
-    "check": ("assert_fresh", "check", "current", "stale_warning", "status_of"),
+    "status": ("assert_fresh", "check", "current", "stale_warning", "status_of"),
     "relock": ("LockOutcome", "UpdateOutcome", "lock", "update"),
     "request": ("ResolveRequest", "ResolveResult", "check_platforms", "resolve"),
     "solve": ("SolveSettings", "Tables", "default_python", "now_cutoff", "plan_for", "shipped_tables", "spec_anchor"),

@@ -1,7 +1,7 @@
 """`envlock lock` (re-lock stale specs) and `envlock update PKG…` (move only those): the one solve, run for
 specs already in the project.
 
-Every selected environment is checked first (envlock.resolve.check), so a bad spec or a too-new lock
+Every selected environment is checked first (envlock.resolve.status), so a bad spec or a too-new lock
 stops the run before anything is written; `update` solves every environment before its first write.
 """
 
@@ -20,7 +20,7 @@ from envlock.formats.spec import EnvSpec, read_spec
 from envlock.lockdiff import Entries, LockDiff, PkgRef, conda_ref, diff_entries
 from envlock.models import Anchor, LockedPackage
 from envlock.project import BLOCKING, Change, EnvStatus, rel
-from envlock.resolve.check import check
+from envlock.resolve.status import check
 from envlock.resolve.solve import (
     SolveSettings,
     Tables,
