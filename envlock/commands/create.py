@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
+from envlock.commands import with_bars
 from envlock.errors import EnvlockError, SpecError, UsageError
 
 if TYPE_CHECKING:
@@ -54,17 +54,9 @@ def create_cmd(
     req = CreateRequest(lock_path=lock_path, prefix=target, platform=platform or host_platform(),
                         offline=offline, mirrors=parse_mirrors(mirror, project_dir),
                         freshness_check=None if frozen else freshness_check(project_dir, lock_path, locked=locked))
-    from envlock.progress import CreateBars, wanted
 
-    progress = CreateBars() if wanted(as_json=as_json, quiet=quiet) else None  # a terminal only
-    try:
-        result = create_env(req, progress)
-    finally:
-        if progress is not None:
-            progress.close()
-    if as_json:
-        sys.stdout.write(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
-    elif not quiet:
+    result = with_bars(lambda p: create_env(req, p), as_json=as_json, quiet=quiet)
+    if not as_json and not quiet:
         _render_create(result)
     return 0
 

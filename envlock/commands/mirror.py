@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from envlock.commands import with_bars
 from envlock.errors import UsageError
 
 
@@ -38,20 +38,12 @@ def mirror_cmd(
     from envlock.commands.resolve import parse_mirrors
     from envlock.mirror import MirrorRequest
     from envlock.mirror import mirror as run_mirror
-    from envlock.progress import CreateBars, wanted
 
     *names, dest = args
     req = MirrorRequest(dest=Path(dest).expanduser().absolute(), locks=lock_paths(project_dir, names, lock),
                         platforms=tuple(platform), mirrors=parse_mirrors(mirror, project_dir))
-    progress = CreateBars() if wanted(as_json=as_json, quiet=quiet) else None  # a terminal only
-    try:
-        result = run_mirror(req, progress)
-    finally:
-        if progress is not None:
-            progress.close()
-    if as_json:
-        sys.stdout.write(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
-    elif not quiet:
+    result = with_bars(lambda p: run_mirror(req, p), as_json=as_json, quiet=quiet)
+    if not as_json and not quiet:
         err = sys.stderr.write
         err(f"mirrored {', '.join(result.locks)} into {result.dest}: {result.packages} conda packages "
             f"({result.fetched} fetched now), {result.wheels} wheels ({result.wheels_added} new); every hash verified\n")

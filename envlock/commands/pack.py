@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from envlock.commands import with_bars
 from envlock.errors import SpecError, UsageError
 
 
@@ -31,7 +31,6 @@ def pack_cmd(
     from envlock.create import find_lock
     from envlock.formats import read_lock
     from envlock.pack import PackRequest, pack
-    from envlock.progress import CreateBars, wanted
 
     if lock is not None and name:
         raise UsageError("give either a lock NAME or --lock PATH, not both", hint="`envlock pack NAME` reads locks/NAME/")
@@ -41,15 +40,8 @@ def pack_cmd(
         platform = platforms[0] if len(platforms) == 1 else host_platform()
     req = PackRequest(lock_path=lock_path, platform=platform, output=output, force=force,
                       mirrors=parse_mirrors(mirror, project_dir))
-    progress = CreateBars() if wanted(as_json=as_json, quiet=quiet) else None  # a terminal only
-    try:
-        result = pack(req, progress)
-    finally:
-        if progress is not None:
-            progress.close()
-    if as_json:
-        sys.stdout.write(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
-    elif not quiet:
+    result = with_bars(lambda p: pack(req, p), as_json=as_json, quiet=quiet)
+    if not as_json and not quiet:
         sys.stderr.write(
             f"packed {result.name} ({result.platform}) into {result.output}: {result.packages} conda packages"
             f"{f' + {result.wheels} wheels' if result.wheels else ''}, {result.size / 1e6:.1f} MB, every hash verified\n"
@@ -69,22 +61,14 @@ def unpack_cmd(
     from envlock.commands.create import _render_create
     from envlock.create import envs_dir
     from envlock.pack import UnpackRequest, unpack
-    from envlock.progress import CreateBars, wanted
 
     if bool(prefix) == bool(env_name):
         raise UsageError("give -p PREFIX or -n NAME (one of them)", hint="e.g. envlock unpack env.tar -p ~/envs/train")
     if env_name and ("/" in env_name or env_name in (".", "..")):
         raise SpecError(f"-n takes a name, not a path: {env_name!r}", hint="use -p PREFIX for a path")
     target = Path(prefix).expanduser().absolute() if prefix else (envs_dir() / str(env_name)).absolute()
-    progress = CreateBars() if wanted(as_json=as_json, quiet=quiet) else None  # a terminal only
-    try:
-        result = unpack(UnpackRequest(archive=archive, prefix=target), progress)
-    finally:
-        if progress is not None:
-            progress.close()
-    if as_json:
-        sys.stdout.write(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
-    elif not quiet:
+    result = with_bars(lambda p: unpack(UnpackRequest(archive=archive, prefix=target), p), as_json=as_json, quiet=quiet)
+    if not as_json and not quiet:
         _render_create(result)
     return 0
 
