@@ -32,7 +32,9 @@ def test_version_and_help() -> None:
 
 
 def test_help_imports_no_solver_or_network_stack() -> None:
-    code = "import sys; from envlock.cli import run; run(['--help']); print(sorted(m for m in ('rattler','conda_lock','requests') if m in sys.modules))"
+    """On a pipe `--help` is click's plain help: no rattler, conda-lock, requests, nor rich (README "How it is built")."""
+    code = ("import sys; from envlock.cli import run; run(['--help']); "
+            "print(sorted(m for m in ('rattler','conda_lock','requests','rich') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip().splitlines()[-1] == "[]"
 
