@@ -9,6 +9,25 @@ try:
     import _signal  # the C module: `signal` builds enums first (~2 ms more of a window)
     import sys as _sys
 
+    # First, so that the `except` below can use them (a Ctrl-C before this point re-raises: microseconds).
+    def _interrupted_at_startup(signum: int, frame: object) -> None:
+        if "--json" in _sys.argv[1:]:
+            _os.write(1, b'{"error": "interrupted", "hint": "nothing was started; run the command again", '
+                         b'"exit_code": 130}\n')
+        else:
+            _os.write(2, b"error: interrupted\nhint: nothing was started; run the command again\n")
+        _os._exit(130)
+
+
+    def _is_the_program() -> bool:
+        """Whether this process is the `envlock` console script or `python -m envlock` (not an importer)."""
+        main = _sys.modules.get("__main__")
+        spec = getattr(main, "__spec__", None)
+        if spec is not None:
+            return bool(spec.name == "envlock.__main__")
+        return _os.path.basename(getattr(main, "__file__", "") or "").lower() in ("envlock", "envlock.exe")
+
+
     __version__ = "0.1.0"
     #: The name on the package index (`envlock` there is an unrelated project); the command stays `envlock`.
     DISTRIBUTION = "envlock-cuda"
@@ -32,24 +51,6 @@ try:
     # and exits 130 instead (nothing has started). envlock.cli.main gives Ctrl-C back to Python first thing.
 
     _startup_previous: object = None
-
-
-    def _interrupted_at_startup(signum: int, frame: object) -> None:
-        if "--json" in _sys.argv[1:]:
-            _os.write(1, b'{"error": "interrupted", "hint": "nothing was started; run the command again", '
-                         b'"exit_code": 130}\n')
-        else:
-            _os.write(2, b"error: interrupted\nhint: nothing was started; run the command again\n")
-        _os._exit(130)
-
-
-    def _is_the_program() -> bool:
-        """Whether this process is the `envlock` console script or `python -m envlock` (not an importer)."""
-        main = _sys.modules.get("__main__")
-        spec = getattr(main, "__spec__", None)
-        if spec is not None:
-            return bool(spec.name == "envlock.__main__")
-        return _os.path.basename(getattr(main, "__file__", "") or "").lower() in ("envlock", "envlock.exe")
 
 
     def _take_startup_sigint() -> None:
@@ -76,17 +77,6 @@ try:
 
     _take_startup_sigint()
 except KeyboardInterrupt:
-    import os as _os
-    import sys as _sys
-
-    _main = _sys.modules.get("__main__")
-    _spec = getattr(_main, "__spec__", None)
-    if not (_spec.name == "envlock.__main__" if _spec is not None else
-            _os.path.basename(getattr(_main, "__file__", "") or "").lower() in ("envlock", "envlock.exe")):
+    if "_is_the_program" not in globals() or not _is_the_program():
         raise  # a program importing envlock keeps its own Ctrl-C
-    if "--json" in _sys.argv[1:]:
-        _os.write(1, b'{"error": "interrupted", "hint": "nothing was started; run the command again", '
-                     b'"exit_code": 130}\n')
-    else:
-        _os.write(2, b"error: interrupted\nhint: nothing was started; run the command again\n")
-    _os._exit(130)
+    _interrupted_at_startup(2, None)
