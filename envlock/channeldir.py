@@ -35,7 +35,7 @@ from urllib.parse import quote, urlsplit
 from envlock.errors import ChannelError, EnvlockError
 from envlock.formats import LockFile
 from envlock.fs import copy_atomic, write_atomic
-from envlock.net import scrub
+from envlock.names import strip_credentials
 from envlock.mirrors import CANONICAL_BASE, channel_of
 from envlock.models import LockedPackage, PypiPackage
 
@@ -91,7 +91,7 @@ def cutoff_of(lock: LockFile, platform: str) -> str | None:
 
 def channel_dir(channel_url: str) -> str:
     """Where a channel lives under the root: `conda-forge`, `nvidia/label/cuda-11.8.0`, `<host>/<path>`."""
-    url = scrub(channel_url).rstrip("/")
+    url = strip_credentials(channel_url).rstrip("/")
     if url.startswith(CANONICAL_BASE):
         return url[len(CANONICAL_BASE):]
     parts = urlsplit(url)
@@ -234,7 +234,7 @@ def store_wheels(root: Path, wheels: Sequence[PypiPackage], upload_bound: Mappin
             write_atomic(meta, _core_metadata(dest), mode=_FILE_MODE, skip_unchanged=False)
         old = record.get(w.filename, {})
         times = [t for t in (old.get("upload_time"), upload_bound.get(w.sha256)) if t]
-        record[w.filename] = {"name": w.name, "sha256": w.sha256, "url": scrub(w.url),
+        record[w.filename] = {"name": w.name, "sha256": w.sha256, "url": strip_credentials(w.url),
                               "metadata_sha256": hashlib.sha256(meta.read_bytes()).hexdigest(),
                               **({"upload_time": min(times)} if times else {})}
     _write_simple_index(root, record)

@@ -122,3 +122,23 @@ def test_one_scrubber_for_urls_and_messages(text: str, marked: bool, want: str) 
 def test_scrub_blanks_the_secrets_of_a_url_wherever_they_appear() -> None:
     said = "ConnectionError: host='idx' user alice rejected (s3cret)"
     assert net.scrub(said, secrets=["https://alice:s3cret@idx/simple/"]) == "ConnectionError: host='idx' user *** rejected (***)"
+
+
+@pytest.mark.parametrize(
+    "channel,want",
+    [
+        # A channel value is one URL, spaces and all (the slow fuzz tier found a token kept past a space).
+        ("http://ex ample.org/t/tk-SECRET5/conda-forge", "http://ex ample.org/conda-forge/"),
+        ("https://u:SECRET@host/t/SECRET/conda-forge/", "https://host/conda-forge/"),
+        ("conda-forge", "https://conda.anaconda.org/conda-forge/"),
+    ],
+)
+def test_a_channel_url_keeps_no_credential_even_with_a_space_in_it(channel: str, want: str) -> None:
+    from envlock.conda.channels import canonical_channel_url, check_channel_security
+    from envlock.errors import SpecError
+
+    assert canonical_channel_url(channel) == want
+    if channel.startswith("http://"):
+        with pytest.raises(SpecError) as refused:
+            check_channel_security(channel, allow_insecure=False)
+        assert "SECRET" not in str(refused.value)

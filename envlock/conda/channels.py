@@ -9,13 +9,13 @@ from collections.abc import Mapping
 
 from envlock.errors import SpecError
 from envlock.mirrors import CANONICAL_BASE
-from envlock.net import scrub
+from envlock.names import strip_credentials
 
 
 def canonical_channel_url(channel: str) -> str:
     """The URL a channel name stands for (what the lock records), credentials removed."""
     if "://" in channel:
-        return scrub(channel).rstrip("/") + "/"
+        return strip_credentials(channel).rstrip("/") + "/"  # one URL (it may hold a space: not scrub's text rule)
     return CANONICAL_BASE + channel.strip("/") + "/"
 
 
@@ -33,7 +33,7 @@ def check_channel_security(url: str, *, allow_insecure: bool) -> None:
     host = url.split("://", 1)[1].split("/", 1)[0].rsplit("@", 1)[-1].split(":")[0]
     if host not in ("127.0.0.1", "localhost", "[::1]", "::1"):
         raise SpecError(
-            f"channel {scrub(url)} uses plain http",
+            f"channel {strip_credentials(url)} uses plain http",
             hint="use https, or pass --allow-insecure if you trust the network path",
         )
 
@@ -55,6 +55,6 @@ def check_channel_url(url: str) -> None:
     if scheme == "file" or (scheme in ("http", "https") and host):
         return
     raise SpecError(
-        f"channel URL {scrub(url)!r} is not an http(s):// URL with a host or a file:// URL",
+        f"channel URL {strip_credentials(url)!r} is not an http(s):// URL with a host or a file:// URL",
         hint="pass a channel name (conda-forge) or a URL like https://host/conda-forge",
     )

@@ -21,7 +21,8 @@ from envlock.conda.errors import mapped, translate
 from envlock.errors import ChannelError, SolveError, SpecError
 from envlock.formats import dependency_order
 from envlock.models import Candidate, LockedPackage, Plan, PlatformPlan, PlatformResult
-from envlock.net import HttpSettings, scrub, settings
+from envlock.names import strip_credentials
+from envlock.net import HttpSettings, settings
 
 
 @dataclass(frozen=True)
@@ -292,7 +293,7 @@ def _locked(record: rattler.RepoDataRecord, platform: str, rewrite: Sequence[tup
         constrains=tuple(record.constrains),
         subdir=str(record.subdir),
         size=record.size,
-        channel=scrub(channel),
+        channel=strip_credentials(channel),
     )
 
 

@@ -20,7 +20,7 @@ import rattler.exceptions
 
 from envlock.models import Candidate
 from envlock.conda.extras import missing_extras
-from envlock.names import match_spec_name
+from envlock.names import match_spec_name, strip_credentials
 from envlock.solve_report import Attempt, Blocker, plain_reason
 
 _NO_CANDIDATES = re.compile(r"No candidates were found for (\S+)")
@@ -29,9 +29,7 @@ _ROOT = re.compile(r"because of: (\S+)")
 
 def channel_label(channels: Sequence[str]) -> str:
     """conda-forge / `conda-forge, nvidia/label/cuda-11.8.0` / a URL without credentials."""
-    from envlock.net import scrub
-
-    return ", ".join(scrub(c).rstrip("/") for c in channels)
+    return ", ".join(strip_credentials(c).rstrip("/") for c in channels)
 
 
 async def _absent(gateway: Any, chans: list[Any], platform: str, names: Sequence[str]) -> list[str]:
