@@ -114,6 +114,23 @@ def test_toolchain_only_has_no_python_and_no_pypi_part(tmp_path: Path, test_chan
     assert "toolchain_only: true" in spec and "pip:" not in spec and "python" not in spec.split("envlock:")[0]
 
 
+def test_relocking_a_full_env_toolchain_only_removes_its_requirements_file(full_project: Path, test_channel_url: str,
+                                                                           tmp_path: Path) -> None:
+    """The old requirements-<platform>.txt would go on being packed, exported and pip-installed."""
+    import shutil
+
+    project = shutil.copytree(full_project, tmp_path / "p")
+    ldir = project / "locks" / NAME
+    assert (ldir / "requirements-linux-64.txt").is_file()
+    done = _cli(project, test_channel_url, "--torch", "2.7.1", "--platform", "linux-64", "--toolchain-only")
+    assert done.returncode == 0, done.stderr
+    assert not (ldir / "requirements-linux-64.txt").exists()
+    assert f"removed locks/{NAME}/requirements-linux-64.txt (not in the new lock)" in " ".join(done.stdout.split())
+    assert {p.name for p in ldir.iterdir()} == {"conda-lock.yml", "conda-linux-64.lock", "activate.sh", "deactivate.sh"}
+    check = subprocess.run([*ENVLOCK, "check", "--project-dir", str(project)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
 def test_toolchain_only_takes_ninja_where_the_channel_has_it_before_the_cutoff(make_channel, tmp_path: Path) -> None:
     """ninja 1.13 is newer than the cutoff: rattler's exclude_newer (indexed timestamp) keeps 1.11."""
     newer = 4_070_908_800_000  # 2099-01-01

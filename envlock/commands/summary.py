@@ -117,9 +117,11 @@ def render(result: ResolveResult, project_dir: Path, console: Any) -> None:
     mode = "toolchain only (no python, no PyPI part)" if result.spec.toolchain_only else "full environment"
     say(f"{mode}; resolution cutoff {result.spec.exclude_newer} (envlock.exclude_newer)")
     changed = set(result.written)
-    for f in result.files:
+    removed = [f for f in result.written if f not in result.files]  # files of the earlier lock this one lacks
+    for f in (*result.files, *removed):
         try:
             shown = f.resolve().relative_to(project_dir.resolve())
         except ValueError:
             shown = f
-        say(f"{'wrote' if f in changed else 'unchanged'} {shown}")
+        state = "removed" if f in removed else "wrote" if f in changed else "unchanged"
+        say(f"{state} {shown}" + (" (not in the new lock)" if f in removed else ""))

@@ -116,10 +116,25 @@ class ProjectLock:
 
 def write_files(project_dir: Path, name: str, files: Sequence[tuple[Path, str]], locks_dir: Path) -> list[Path]:
     """Write one environment's files atomically under its file lock (the conda-lock.yml last); the paths
-    whose bytes changed. SpecError when they cannot be written."""
+    whose bytes changed, then the files of an earlier lock that this one no longer has (removed: a platform
+    dropped, a full env re-locked toolchain-only). SpecError when they cannot be written."""
     try:
         with ProjectLock(project_dir, name, locks_dir):
-            return write_all_atomic(files)
+            written = write_all_atomic(files)
+            return written + _remove_stale(lock_dir(project_dir, name), {p for p, _ in files})
     except OSError as exc:
         raise SpecError(f"cannot write {exc.filename or project_dir}: {exc.strerror or exc}",
                         hint=CANNOT_WRITE_HINT) from None
+
+
+#: The lock folder's files that a solve writes (render_files): one that the new render lacks is stale.
+_OWN = ("conda-*.lock", "requirements-*.txt", "activate.*", "deactivate.*")
+
+
+def _remove_stale(ldir: Path, keep: set[Path]) -> list[Path]:
+    """Remove the lock folder's own-kind files that are not in `keep` (after the new conda-lock.yml is in
+    place): pack, export and a user's pip would otherwise read a requirements file the lock no longer has."""
+    stale = sorted({p for pattern in _OWN for p in ldir.glob(pattern) if p.is_file() and p not in keep})
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
