@@ -1,4 +1,4 @@
-"""envlock.fs: the one atomic writer and the cross-platform file lock (the `filelock` package), with real processes."""
+"""envlock.fs: the one atomic writer and the cross-platform file lock (flock / msvcrt), with real processes."""
 
 from __future__ import annotations
 
@@ -66,3 +66,42 @@ def test_the_writer_keeps_an_existing_mode_and_gives_a_new_file_the_umasks(tmp_p
     finally:
         os.umask(old)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["copy", "kept", "new.json"]  # no temp files left
+
+
+def test_another_users_lock_file_in_a_shared_cache_still_locks(tmp_path: Path) -> None:
+    """A cluster's shared cache: user A's lock file is 0644, user B cannot open it for writing but must
+    still take (and wait for) the lock. Runs B as uid 65534 through setpriv where this test runs as root."""
+    import shutil
+    import tempfile
+
+    import pytest
+
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to run a second user")
+    shared = Path(tempfile.mkdtemp(prefix="envlock-shared-"))  # pytest's tmp_path is inside a 0700 folder
+    try:
+        shared.chmod(0o1777)
+        lock = shared / "entry.lock"
+        with FileLock(lock, "the lock of demo"):
+            assert lock.stat().st_mode & 0o777 == 0o644 and lock.stat().st_uid == 0
+            other = subprocess.Popen(
+                ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", WAIT, str(lock)],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/",
+                env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+            time.sleep(1.6)
+            assert other.poll() is None, other.communicate()  # waiting for this process, not failing on the file
+        out, err = other.communicate(timeout=30)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+    assert other.returncode == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("envlock: waiting for the lock of demo, held by pid ") and lines[-1] == "got it"
+
+
+WAIT = """
+import sys
+from pathlib import Path
+from envlock.fs import FileLock
+with FileLock(Path(sys.argv[1]), "the lock of demo", notify=print):
+    print("got it")
+"""
