@@ -39,6 +39,19 @@ def test_help_imports_no_solver_or_network_stack() -> None:
     assert proc.stdout.strip().splitlines()[-1] == "[]"
 
 
+def test_a_resolve_on_a_pipe_prints_its_summary_without_importing_rich(test_channel: Path, tmp_path: Path) -> None:
+    """CI logs and pipes get the plain summary; rich (styles, ~10 ms to import) is for terminals only."""
+    code = ("import sys; from envlock.cli import run; rc = run(sys.argv[1:]); "
+            "print(sorted(m for m in ('rich', 'filelock') if m in sys.modules), rc)")
+    proc = subprocess.run([sys.executable, "-c", code, "resolve", "--torch", "2.3.0", "--platform", "linux-64",
+                           "--toolchain-only", "--mirror", f"conda-forge={test_channel.as_uri()}",
+                           "--project-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    lines = proc.stdout.splitlines()
+    assert lines[-1] == "[] 0", proc.stdout + proc.stderr
+    assert lines[0].startswith("torch 2.3.0 → CUDA 12.1") and "wrote locks/torch2.3.0-cu121/conda-lock.yml" in lines
+    assert all(len(line) <= 80 for line in lines[:-1])
+
+
 def test_the_projects_own_example_lock_is_fresh(shared_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """environments/ + locks/ of this repo must be re-locked whenever the rules change a plan."""
     code = run(["check", "--project-dir", str(REPO), "--json"])

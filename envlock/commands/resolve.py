@@ -92,9 +92,12 @@ def resolve_cmd(
 
 def render_summary(result: ResolveResult, project_dir: Path) -> None:
     """The terminal summary: anchor → per platform choice → why → files (envlock/commands/summary.py)."""
-    from rich.console import Console
+    from envlock.commands.summary import PlainConsole, render, width
 
-    from envlock.commands.summary import render, width
+    if not sys.stdout.isatty() and "FORCE_COLOR" not in os.environ:
+        render(result, project_dir, PlainConsole())  # a pipe or a CI log: no styles, so no rich to import
+        return
+    from rich.console import Console
 
     render(result, project_dir, Console(highlight=False, width=width(), no_color="NO_COLOR" in os.environ))
 

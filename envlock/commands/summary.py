@@ -8,6 +8,7 @@ inside a table cell. Narrower than the table: one `platform: key value, …` lin
 from __future__ import annotations
 
 import shutil
+import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -86,6 +87,13 @@ def _without_variant(why: str) -> str:
     """An attempt's reason without its cuDNN variant ("with cudnn 9.*: …"): the variants fail alike."""
     head, sep, rest = why.partition(": ")
     return rest if sep and head.startswith(("with cudnn", "without cuDNN")) else why
+
+
+class PlainConsole:
+    """What `render` needs of rich's Console, for a stdout that is not a terminal (rich prints no styles there)."""
+
+    def print(self, line: str, style: str | None = None, markup: bool = False, highlight: bool = False) -> None:
+        sys.stdout.write(line + "\n")
 
 
 def render(result: ResolveResult, project_dir: Path, console: Any) -> None:
