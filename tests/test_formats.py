@@ -163,6 +163,19 @@ def test_corrupt_locks_are_lockfile_errors_with_hints(text: str, needle: str) ->
     assert needle in err.value.message and err.value.hint
 
 
+@pytest.mark.parametrize(("key", "value"), [("name", ""), ("name", None), ("version", " "), ("platform", []),
+                                            ("url", {"a": 1})])
+def test_an_entry_with_an_empty_or_non_scalar_field_is_refused(key: str, value: object) -> None:
+    """create would install a package with no name (the slow fuzz tier found `name: ''` accepted)."""
+    import yaml
+
+    doc = yaml.safe_load(render())
+    doc["package"][0][key] = value
+    with pytest.raises(LockfileError) as err:
+        parse_lock(yaml.safe_dump(doc), Path("x.yml"))
+    assert f"a package entry's {key} is" in err.value.message and err.value.hint
+
+
 def test_lock_from_a_newer_envlock_is_refused() -> None:
     text = render().replace("envlock.lock_format: '1'", "envlock.lock_format: '7'")
     with pytest.raises(LockfileError) as err:

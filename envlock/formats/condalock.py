@@ -328,38 +328,38 @@ def parse(doc: dict[str, Any], p: Path | None, *, compare: bool = False) -> Lock
     )
 
 
+def _text(entry: Mapping[str, Any], key: str, compare: bool) -> str:
+    """An entry's text field, a non-empty scalar; for `compare` (diff) only the name must be there."""
+    if compare and key != "name" and not entry.get(key):
+        return ""
+    value = entry[key]
+    if isinstance(value, (dict, list, bool)) or value is None or not str(value).strip():
+        raise ValueError(f"a package entry's {key} is {value!r}")  # found by tests/reliability/test_fuzz.py
+    return str(value)
+
+
 def _pypi_from_entry(entry: Mapping[str, Any], compare: bool) -> PypiPackage:
     sha = (entry.get("hash") or {}).get("sha256")
     if not sha and not compare:
         raise ValueError(f"pip package {entry.get('name')} has no sha256")
     return PypiPackage(
-        name=str(entry["name"]),
-        version=str(entry["version"] if not compare else entry.get("version", "")),
-        platform=str(entry["platform"] if not compare else entry.get("platform", "")),
-        url=str(entry["url"] if not compare else entry.get("url", "")),
-        sha256=str(sha or ""),
+        name=_text(entry, "name", compare), version=_text(entry, "version", compare),
+        platform=_text(entry, "platform", compare), url=_text(entry, "url", compare), sha256=str(sha or ""),
         dependencies=tuple(str(k) for k in (entry.get("dependencies") or {})),
     )
 
 
 def _package_from_entry(entry: Mapping[str, Any], compare: bool) -> LockedPackage:
-    url = str(entry["url"] if not compare else entry.get("url", ""))
+    url, name, version = (_text(entry, k, compare) for k in ("url", "name", "version"))
     hashes = entry.get("hash") or {}
     md5 = hashes.get("md5")
     if not md5 and not compare:
-        raise ValueError(f"package {entry.get('name')} has no md5")
-    name = str(entry["name"])
-    version = str(entry["version"] if not compare else entry.get("version", ""))
+        raise ValueError(f"package {name} has no md5")
     build = entry.get("build") or conda_build(url, name, version)
     deps = entry.get("dependencies") or {}
     return LockedPackage(
-        name=name,
-        version=version,
-        build=str(build),
-        platform=str(entry["platform"] if not compare else entry.get("platform", "")),
-        url=url,
-        md5=str(md5 or ""),
-        sha256=str(hashes["sha256"]) if hashes.get("sha256") else None,
+        name=name, version=version, build=str(build), platform=_text(entry, "platform", compare), url=url,
+        md5=str(md5 or ""), sha256=str(hashes["sha256"]) if hashes.get("sha256") else None,
         depends=tuple(f"{k} {v}".strip() if v not in ("", "*") else str(k) for k, v in deps.items()),
         subdir=url.rsplit("/", 2)[-2] if url.count("/") >= 2 else "",
     )
