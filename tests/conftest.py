@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 pytest_plugins = [
     "tests.fixtures.channel",  # real tiny conda packages in real indexed channels (file:// and http)
@@ -12,6 +14,11 @@ pytest_plugins = [
 ]
 
 REPO = Path(__file__).resolve().parent.parent
+
+# Every hypothesis test draws fixed cases (a CI verdict must not hang on the draw) and keeps no example
+# database; ENVLOCK_FUZZ_RANDOM=1 draws new cases each run (docs/reliability.md, section 3).
+settings.register_profile("envlock", derandomize=os.environ.get("ENVLOCK_FUZZ_RANDOM") != "1", database=None)
+settings.load_profile("envlock")
 SHARED = REPO.parent / "shared"
 
 

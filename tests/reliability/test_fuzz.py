@@ -26,9 +26,7 @@ from envlock.errors import EnvlockError
 from envlock.models import LockedPackage
 
 FAST, SLOW = 40, 1200
-#: The cases are fixed per test (hypothesis' derandomize) so that CI's verdict does not depend on the draw;
-#: ENVLOCK_FUZZ_RANDOM=1 draws new ones each run (how the bugs in docs/reliability.md were found).
-RANDOM = os.environ.get("ENVLOCK_FUZZ_RANDOM") == "1"
+# The cases are fixed per test unless ENVLOCK_FUZZ_RANDOM=1 (tests/conftest.py's hypothesis profile).
 TIERS = [pytest.param(FAST, id="default"), pytest.param(SLOW, id="slow", marks=pytest.mark.slow)]
 CALLS: collections.Counter[str] = collections.Counter()
 
@@ -37,7 +35,7 @@ def run_examples(name: str, n: int, strategy: st.SearchStrategy[Any], check: Cal
     """Run `check` on `n` generated examples and make sure that many really ran."""
     before = CALLS[name]
 
-    @settings(max_examples=n, deadline=None, database=None, derandomize=not RANDOM,
+    @settings(max_examples=n, deadline=None, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large])
     @given(strategy)
     def inner(value: Any) -> None:
