@@ -346,3 +346,22 @@ def test_an_unusable_cache_dir_is_named_not_blamed_on_the_project(tmp_path, cf, 
     assert error == f"error: envlock's cache dir {cache} cannot be used: Not a directory"
     assert hint.startswith("hint: set ENVLOCK_CACHE_DIR to a directory you can write") and "environments/" not in hint
     assert snapshot(project) == before and not (tmp_path / "env").exists()
+
+
+def test_a_dropped_platform_takes_its_files_and_leaves_the_users(tmp_path, capsys, cf) -> None:
+    """Re-resolving without win-64 removes conda-win-64.lock and the .ps1/.bat scripts; a user's own files stay."""
+    both = ["--torch", "2.3.0", "--platform", "linux-64", "--platform", "win-64", "--mirror", cf, "--toolchain-only"]
+    assert resolve(tmp_path, capsys, *both)[0] == 0
+    ldir = tmp_path / "locks" / "torch2.3.0-cu121"
+    assert {"conda-win-64.lock", "activate.ps1", "deactivate.bat"} <= {p.name for p in ldir.iterdir()}
+    (ldir / "activate.local.sh").write_text("export MINE=1\n")
+    (ldir / "conda-notes.lock.txt").write_text("mine\n")
+    code = run(["resolve", *both[:4], *both[6:], "--project-dir", str(tmp_path)])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0, out
+    assert sorted(p.name for p in ldir.iterdir()) == [
+        "activate.local.sh", "activate.sh", "conda-linux-64.lock", "conda-lock.yml", "conda-notes.lock.txt",
+        "deactivate.sh"]
+    for gone in ("conda-win-64.lock", "activate.ps1", "activate.bat", "deactivate.ps1", "deactivate.bat"):
+        assert f"removed locks/torch2.3.0-cu121/{gone} (not in the new lock)" in out
+    assert run(["check", "--project-dir", str(tmp_path)]) == 0

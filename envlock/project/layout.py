@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -127,14 +128,16 @@ def write_files(project_dir: Path, name: str, files: Sequence[tuple[Path, str]],
                         hint=CANNOT_WRITE_HINT) from None
 
 
-#: The lock folder's files that a solve writes (render_files): one that the new render lacks is stale.
-_OWN = ("conda-*.lock", "requirements-*.txt", "activate.*", "deactivate.*")
+#: The lock folder's files that a solve writes (render_files): one of these that the new render lacks is stale.
+#: Exact names only: anything else a user keeps in the folder is theirs.
+_OWN = re.compile(r"(conda-[a-z]+-[a-z0-9]+\.lock|requirements-[a-z]+-[a-z0-9]+\.txt|(de)?activate\.(sh|fish|ps1|bat))")
 
 
 def _remove_stale(ldir: Path, keep: set[Path]) -> list[Path]:
     """Remove the lock folder's own-kind files that are not in `keep` (after the new conda-lock.yml is in
     place): pack, export and a user's pip would otherwise read a requirements file the lock no longer has."""
-    stale = sorted({p for pattern in _OWN for p in ldir.glob(pattern) if p.is_file() and p not in keep})
+    names = {p.name for p in keep if p.parent == ldir}
+    stale = sorted(p for p in ldir.iterdir() if _OWN.fullmatch(p.name) and p.name not in names and p.is_file())
     for path in stale:
         path.unlink(missing_ok=True)
     return stale
