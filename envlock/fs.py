@@ -157,9 +157,12 @@ class _OsLock:
     def try_acquire(self) -> bool:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
-        except PermissionError:
+        except PermissionError as denied:
             # Another user's lock file in a shared cache: flock needs no write access (Windows: it does).
-            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except OSError:
+                raise denied from None  # an unwritable folder without the file: say "permission denied"
         try:
             if os.name == "nt":
                 import msvcrt  # noqa: PLC0415

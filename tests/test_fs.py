@@ -68,11 +68,9 @@ def test_the_writer_keeps_an_existing_mode_and_gives_a_new_file_the_umasks(tmp_p
     assert sorted(p.name for p in tmp_path.iterdir()) == ["copy", "kept", "new.json"]  # no temp files left
 
 
-def test_another_users_lock_file_in_a_shared_cache_still_locks(tmp_path: Path) -> None:
-    """A cluster's shared cache: user A's lock file is 0644, user B cannot open it for writing but must
-    still take (and wait for) the lock. Runs B as uid 65534 through setpriv where this test runs as root."""
+def _second_user() -> tuple[list[str], dict[str, str]]:
+    """The command prefix that runs python as uid 65534, and its environment; skips where that cannot work."""
     import shutil
-    import tempfile
 
     import pytest
 
@@ -83,6 +81,34 @@ def test_another_users_lock_file_in_a_shared_cache_still_locks(tmp_path: Path) -
     probe = subprocess.run([*as_other, "import envlock.fs"], capture_output=True, text=True, cwd="/", env=env)
     if probe.returncode != 0:  # e.g. the checkout or the venv under a 0700 home
         pytest.skip(f"uid 65534 cannot import envlock from here: {probe.stderr.strip().splitlines()[-1:]}")
+    return as_other, env
+
+
+def test_a_lock_in_a_folder_the_user_cannot_write_says_permission_denied() -> None:
+    import shutil
+    import tempfile
+
+    as_other, env = _second_user()
+    root_only = Path(tempfile.mkdtemp(prefix="envlock-root-only-"))
+    try:
+        root_only.chmod(0o755)
+        code = ("import sys; from pathlib import Path; from envlock.fs import FileLock\n"
+                "try:\n    FileLock(Path(sys.argv[1]), 'x').__enter__()\n"
+                "except OSError as exc:\n    print(type(exc).__name__)")
+        done = subprocess.run([*as_other, code, str(root_only / "a.lock")], capture_output=True, text=True, cwd="/",
+                              env=env)
+    finally:
+        shutil.rmtree(root_only, ignore_errors=True)
+    assert done.stdout.strip() == "PermissionError", done.stdout + done.stderr
+
+
+def test_another_users_lock_file_in_a_shared_cache_still_locks() -> None:
+    """A cluster's shared cache: user A's lock file is 0644, user B cannot open it for writing but must
+    still take (and wait for) the lock. Runs B as uid 65534 through setpriv where this test runs as root."""
+    import shutil
+    import tempfile
+
+    as_other, env = _second_user()
     shared = Path(tempfile.mkdtemp(prefix="envlock-shared-"))  # pytest's tmp_path is inside a 0700 folder
     try:
         shared.chmod(0o1777)
