@@ -35,9 +35,9 @@ from urllib.parse import quote, urlsplit
 from envlock.errors import ChannelError, EnvlockError
 from envlock.formats import LockFile
 from envlock.fs import copy_atomic, write_atomic
-from envlock.names import strip_credentials
 from envlock.mirrors import CANONICAL_BASE, channel_of
 from envlock.models import LockedPackage, PypiPackage
+from envlock.names import strip_credentials
 
 PYPI_DIR = "pypi"
 WHEELS_JSON = "pypi/wheels.json"
