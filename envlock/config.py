@@ -81,7 +81,11 @@ def load(cli: Sequence[str] = (), project_dir: Path = Path(".")) -> Config:
     layers: list[tuple[str, list[tuple[str, str]]]] = []
     files = []
     for scope, path in (("user", user_file), ("project", project_file)):
-        present = path.is_file()
+        try:
+            present = path.is_file()
+        except OSError as exc:  # a folder on the way this user may not enter (EACCES): say so, no traceback
+            fix = "fix the permissions on its folder" + (", or set ENVLOCK_CONFIG_DIR" if scope == "user" else "")
+            raise SpecError(f"cannot read {path}: {exc.strerror or exc}", hint=fix) from None
         files.append((scope, path.absolute(), present))
         if present:
             layers.append((f"{scope} {path.absolute()}", _read_file(path)))

@@ -89,9 +89,25 @@ def ensure_writable(path: Path) -> Path:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=path):
             pass
+        theirs = _not_writable(path)
     except OSError as exc:
         raise SpecError(
             f"envlock's cache dir {path} cannot be used: {exc.strerror or exc}",
             hint=f"set ENVLOCK_CACHE_DIR to a directory you can write ({where}); the project is not the problem",
         ) from None
+    if theirs is not None:  # a cache another user filled: rattler, uv and envlock write into each of these
+        raise SpecError(
+            f"envlock's cache dir {path} is shared, and {theirs} in it is not writable by you",
+            hint=f"set ENVLOCK_CACHE_DIR to a cache of your own ({where}), or share it as a group: "
+                 f"`chmod -R g+rwX {path}`, `chmod g+s` on its folders, and umask 002 for every user of it",
+        )
     return path
+
+
+def _not_writable(cache: Path) -> Path | None:
+    """The first folder of `cache` (or the package cache's lock file) that this user cannot write, if any."""
+    for child in sorted(cache.iterdir()):
+        if child.is_dir() and not os.access(child, os.W_OK | os.X_OK):
+            return child
+    rattler_lock = cache / "pkgs" / ".cache.lock"
+    return rattler_lock if rattler_lock.exists() and not os.access(rattler_lock, os.W_OK) else None

@@ -31,9 +31,18 @@ _POLL_S = 0.05
 
 def new_file_mode() -> int:
     """0666 minus the umask: the mode open() gives a new file (0644 under the usual 022)."""
+    return 0o666 & ~_umask()
+
+
+def new_dir_mode() -> int:
+    """0777 minus the umask: the mode mkdir gives a new directory (0755 under the usual 022)."""
+    return new_file_mode() | (0o111 & ~_umask())
+
+
+def _umask() -> int:
     umask = os.umask(0)
     os.umask(umask)
-    return 0o666 & ~umask
+    return umask
 
 
 def _mode_for(path: Path) -> int:
@@ -215,15 +224,25 @@ class FileLock:
             return ""
 
     def __enter__(self) -> FileLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        notice_at = time.monotonic() + NOTICE_AFTER_S
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._wait()
+        except OSError as exc:  # a cache shared with other users whose folders this user cannot write
+            from envlock.errors import SpecError  # noqa: PLC0415
+
+            raise SpecError(f"cannot take {self.what}: {exc.strerror or exc} ({exc.filename or self.path})",
+                            hint=f"make {self.path.parent} writable for every user of it (e.g. chmod 1777), or set "
+                                 "ENVLOCK_CACHE_DIR to a directory you can write") from None
+        self._record(holder_line() + "\n")
+        return self
+
+    def _wait(self) -> None:
+        notice_at: float | None = time.monotonic() + NOTICE_AFTER_S
         while not self._lock.try_acquire():
             if notice_at is not None and time.monotonic() >= notice_at:
                 notice_at = None
                 self.notify(f"envlock: waiting for {self.what}, held by {self.holder() or 'another envlock process'}")
             time.sleep(_POLL_S)
-        self._record(holder_line() + "\n")
-        return self
 
     def _record(self, line: str) -> None:
         try:

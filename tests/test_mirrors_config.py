@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -208,3 +209,15 @@ def test_a_broken_config_file_is_one_error_naming_it(content: str, needle: str, 
     proc = cli("config", "--project-dir", str(tmp_path), env=_env(tmp_path))
     assert_one_error(proc, 1, needle)
     assert str(tmp_path / "envlock.toml") in proc.stderr
+
+
+def test_a_config_folder_the_user_cannot_enter_is_one_error_naming_it() -> None:
+    """It was an internal error (Path.is_file raises EACCES): e.g. a second user whose ENVLOCK_CONFIG_DIR is another's."""
+    from tests.second_user import open_dir, second_user
+
+    as_other, env = second_user()
+    with open_dir("envlock-private-config-", 0o700) as private:
+        env = {**env, "ENVLOCK_CONFIG_DIR": str(private), "HOME": "/"}
+        proc = subprocess.run([*as_other, "-m", "envlock", "config"], capture_output=True, text=True, cwd="/", env=env)
+    assert_one_error(proc, 1, f"cannot read {private}/envlock.toml: Permission denied")
+    assert "ENVLOCK_CONFIG_DIR" in proc.stderr

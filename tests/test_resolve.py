@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -227,23 +228,39 @@ def test_bad_input_is_one_error_and_a_hint_and_no_files(tmp_path, args, needle) 
 
 @pytest.mark.parametrize("how", ["locks-is-a-file", "read-only", "under-a-file"])
 def test_unwritable_project_dir(tmp_path, cf, how) -> None:
+    with contextlib.ExitStack() as stack:
+        _unwritable_project_dir(tmp_path, cf, how, stack)
+
+
+def _unwritable_project_dir(tmp_path, cf, how, stack) -> None:
     proj = tmp_path / "proj"
     proj.mkdir()
+    envlock, env = ENVLOCK, None
     if how == "locks-is-a-file":
         (proj / "locks").write_text("not a directory")  # fails for root too, who ignores mode bits
     elif how == "read-only":
-        if os.geteuid() == 0:
-            pytest.skip("root ignores permission bits; the locks-is-a-file case covers the write failure")
-        proj.chmod(0o500)
+        if os.geteuid() == 0:  # root ignores permission bits: a second user runs it
+            from tests.second_user import open_dir, second_user
+
+            as_other, env = second_user()
+            base = stack.enter_context(open_dir("envlock-read-only-"))
+            proj = base / "proj"
+            proj.mkdir()
+            (base / "cache").mkdir(mode=0o777)
+            (base / "cache").chmod(0o777)
+            env.update(ENVLOCK_CACHE_DIR=str(base / "cache"), ENVLOCK_CONFIG_DIR=str(base / "config"), HOME="/")
+            envlock = [*as_other, "-m", "envlock"]
+        proj.chmod(0o555)
     else:
         (tmp_path / "a-file").write_text("")
         proj = tmp_path / "a-file" / "nope"  # cannot be created
-    cmd = [*ENVLOCK, "resolve", "--torch", "2.3.0", "--platform", "linux-64", "--mirror", cf, "--project-dir", str(proj)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    cmd = [*envlock, "resolve", "--torch", "2.3.0", "--platform", "linux-64", "--mirror", cf, "--project-dir", str(proj)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd="/")
     assert proc.returncode == 1, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: "), proc.stderr
     assert "Traceback" not in proc.stderr
+    assert f"cannot {'create the project dir' if how == 'under-a-file' else 'write to'} {proj}" in lines[0], proc.stderr
     assert not (proj / "environments").exists()
 
 

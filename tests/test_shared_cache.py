@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
 from envlock.formats import read_lock
 from tests.channelbuilder import ChannelServer
+from tests.second_user import GID, open_dir, second_user
 from tests.test_create import ENVLOCK, lock_of, project  # noqa: F401 - session fixture
 
 N = 6
@@ -42,3 +44,48 @@ def test_concurrent_creates_share_one_cache_and_fetch_each_package_once(project:
     for i in range(N):
         assert {p.stem for p in (tmp_path / f"node{i}" / "conda-meta").glob("*.json")} == wanted
         assert (tmp_path / f"node{i}" / "bin" / "nvcc").is_file()
+
+
+def test_a_cache_shared_by_a_group_serves_a_second_user_and_a_private_one_is_refused_in_one_line(
+        project: Path, test_channel_url: str) -> None:  # noqa: F811
+    """Two users on one cluster cache. Shared as the README says (a setgid group folder, umask 002): the second
+    user's create installs from the first user's entries (they were 0700 before: mkdtemp's mode). Not shared (the
+    first user's umask 022): one error naming the folder and the fix, before anything is fetched (it was an
+    internal error from the file lock, then rattler's 'failed to acquire global cache lock')."""
+    as_other, env = second_user()
+    env = {k: v for k, v in env.items() if k not in ("ENVLOCK_MIRRORS", "ENVLOCK_CACHE_DIR")}
+    with open_dir("envlock-two-users-") as base:
+        lock = base / "locks" / "conda-lock.yml"
+        lock.parent.mkdir(mode=0o755)
+        lock.write_text(lock_of(project).read_text())
+        (base / "users").mkdir()
+        (base / "users").chmod(0o1777)
+        for shared, umask in ((True, 0o002), (False, 0o022)):
+            cache = base / f"cache-{'group' if shared else 'private'}"
+            cache.mkdir()
+            os.chown(cache, -1, GID)
+            cache.chmod(0o2775 if shared else 0o1777)  # not shared: open to all, but filled with umask 022
+            first = {**env, "ENVLOCK_CACHE_DIR": str(cache), "ENVLOCK_MIRRORS": f"conda-forge={test_channel_url}"}
+            create = ["-m", "envlock", "create", "--lock", str(lock), "--platform", "linux-64", "--frozen", "-q", "-p"]
+            done = subprocess.run([sys.executable, *create, str(base / f"root-{cache.name}")], env=first,
+                                  capture_output=True, text=True, preexec_fn=lambda u=umask: os.umask(u))
+            assert done.returncode == 0, done.stderr
+            # no mirror: every package is in the cache; the second user's own config folder
+            second = {**env, "ENVLOCK_CACHE_DIR": str(cache), "HOME": str(base / "users"),
+                      "ENVLOCK_CONFIG_DIR": str(base / "users" / "config")}
+            prefix = base / "users" / f"env-{cache.name}"
+            done = subprocess.run([*as_other, *create, str(prefix)], env=second, capture_output=True, text=True,
+                                  cwd="/", preexec_fn=lambda u=umask: os.umask(u))
+            if shared:
+                assert done.returncode == 0, done.stderr
+                # every package, from the first user's entries (copied: the kernel's protected_hardlinks refuses a
+                # hard link to another user's 0644 file, and rattler then copies)
+                metas = {p.name for p in (prefix / "conda-meta").glob("*.json")}
+                assert metas and metas == {p.name for p in (base / f"root-{cache.name}" / "conda-meta").glob("*.json")}
+                assert (prefix / "bin" / "nvcc").is_file() and (prefix / "etc/conda/activate.d/envlock-cuda.sh").is_file()
+            else:
+                assert done.returncode == 1 and not prefix.exists(), done.stderr
+                error, hint = done.stderr.strip().splitlines()
+                assert error == f"error: envlock's cache dir {cache} is shared, and {cache}/file-locks in it is not " \
+                                "writable by you"
+                assert hint.startswith("hint: set ENVLOCK_CACHE_DIR to a cache of your own") and "g+s" in hint

@@ -23,7 +23,7 @@ from typing import Any
 from envlock import net
 from envlock.conda.fetch import expected, fetch_archive, mirrored
 from envlock.errors import EnvCreateError
-from envlock.fs import entry_lock, new_file_mode, write_json_atomic
+from envlock.fs import entry_lock, new_dir_mode, new_file_mode, write_json_atomic
 from envlock.models import LockedPackage
 from envlock.names import conda_stem
 from envlock.pkgcheck import check_extracted
@@ -99,6 +99,7 @@ def _fetch_entry(pkg: LockedPackage, cache: Path, work: Path, mirrors: Mapping[s
         # ../ or absolute paths and symlinks out of the prefix: refused before anything is linked (rattler
         # would link some, create some, and panic on others; envlock/pkgcheck.py).
         check_extracted(staging, pkg.filename)
+        os.chmod(staging, new_dir_mode())  # mkdtemp's 0700 would hide the entry from the other users of a cache
         shutil.rmtree(target, ignore_errors=True)
         try:
             os.rename(staging, target)

@@ -1,0 +1,42 @@
+"""Running a command as a second user (uid/gid 65534) through setpriv, for the tests of what several users share:
+a package cache, its file locks. Those tests skip with the reason where this cannot work (not root, no setpriv,
+or a checkout that uid 65534 cannot read, e.g. under a 0700 home).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+UID = GID = 65534
+
+
+def second_user() -> tuple[list[str], dict[str, str]]:
+    """The command prefix that runs this python as uid 65534 (`[..., python]`), and its environment."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to run a second user")
+    as_other = ["setpriv", f"--reuid={UID}", f"--regid={GID}", "--clear-groups", sys.executable]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    probe = subprocess.run([*as_other, "-c", "import envlock.fs"], capture_output=True, text=True, cwd="/", env=env)
+    if probe.returncode != 0:
+        pytest.skip(f"uid {UID} cannot import envlock from here: {probe.stderr.strip().splitlines()[-1:]}")
+    return as_other, env
+
+
+@contextmanager
+def open_dir(prefix: str, mode: int = 0o755) -> Iterator[Path]:
+    """A temporary folder outside pytest's 0700 tmp_path, so that the second user can reach it."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        path.chmod(mode)
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
