@@ -375,3 +375,45 @@ def test_update_of_a_variant_label_lock_holds_what_it_does_not_move(tmp_path: Pa
     after = {w.name: w.version for w in read_lock(lock).pypi}
     assert after == {**pins, "envlock-upd-probe": "1.1"}  # only the named one moved; torch+cu126 held
     assert run(["check", "--project-dir", str(tmp_path)]) == 0
+
+
+def test_a_group_shared_cache_serves_a_second_users_full_env_offline(full_project: Path, wheel_index: WheelIndex,
+                                                                     test_channel_url: str) -> None:
+    """The PyPI part too (envlock's wheel cache and uv's): a second user creates the full env offline from the
+    cache the first filled, shared as the README says (a setgid group folder, umask 002)."""
+    from tests.second_user import GID, open_dir, second_user
+
+    as_other, env = second_user()
+    # uv inspects the interpreter it runs under; this machine's python lives under /root (0700), so the second
+    # user runs the system python with this venv's packages (the same version: rattler's wheel is abi3).
+    system = "/usr/bin/python3"
+    same = subprocess.run([system, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True)
+    if same.stdout.strip() != str(sys.version_info[:2]):
+        pytest.skip(f"{system} is not python {sys.version_info[0]}.{sys.version_info[1]}")
+    as_other[-1] = system
+    env = {k: v for k, v in env.items() if k not in ("ENVLOCK_MIRRORS", "ENVLOCK_CACHE_DIR")}
+    env["PYTHONPATH"] += os.pathsep + sysconfig.get_paths()["purelib"]
+    with open_dir("envlock-two-users-full-") as base:
+        lock = base / "locks" / "conda-lock.yml"
+        lock.parent.mkdir()
+        lock.write_text((full_project / "locks" / NAME / "conda-lock.yml").read_text())
+        cache, users = base / "cache", base / "users"
+        cache.mkdir()
+        os.chown(cache, -1, GID)
+        cache.chmod(0o2775)
+        users.mkdir()
+        users.chmod(0o1777)
+        env["ENVLOCK_CACHE_DIR"] = str(cache)
+        create = ["-m", "envlock", "create", "--lock", str(lock), "--platform", "linux-64", "--frozen", "-q", "-p"]
+        first = subprocess.run([sys.executable, *create, str(base / "env-first"), "--mirror",
+                                f"conda-forge={test_channel_url}"], env=env, capture_output=True, text=True,
+                               preexec_fn=lambda: os.umask(0o002))
+        assert first.returncode == 0, first.stderr
+        prefix = users / "env-second"
+        second = subprocess.run([*as_other, *create, str(prefix), "--offline"], capture_output=True, text=True,
+                                cwd="/", env={**env, "HOME": str(users), "ENVLOCK_CONFIG_DIR": str(users / "config")},
+                                preexec_fn=lambda: os.umask(0o002))
+        assert second.returncode == 0, second.stderr
+        site = prefix / "lib" / "python3.11" / "site-packages"
+        assert "cuda = '12.6'" in (site / "torch" / "version.py").read_text()
+        assert (prefix / "bin" / "ninja").is_file() and (prefix / "bin" / "nvcc").is_file()

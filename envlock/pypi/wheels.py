@@ -17,7 +17,7 @@ from urllib.parse import unquote
 
 from envlock import net
 from envlock.errors import ChannelError, EnvCreateError, EnvlockError
-from envlock.fs import entry_lock, replace
+from envlock.fs import entry_lock, new_file_mode, replace
 from envlock.mirrors import PYPI
 from envlock.models import PypiPackage
 from envlock.net import scrub
@@ -156,6 +156,7 @@ def _fetch_locked(pkg: PypiPackage, final: Path, mirrors: Mapping[str, str], ses
                 hint="the index served a different file than the one locked, so nothing was installed; "
                      "check the index or proxy, or re-lock (`envlock lock --refresh`) if it really changed",
             )
+        os.chmod(tmp, new_file_mode())  # mkstemp's 0600 would hide the wheel from the other users of a cache
         replace(tmp, final)
     finally:
         tmp.unlink(missing_ok=True)
