@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -50,6 +51,13 @@ def main() -> int:
         print(f"skipped: the snapshot is absent ({SNAPSHOT})")
         return 0
     work = Path(tempfile.mkdtemp(prefix="envlock-bench-snapshot-"))
+    try:
+        return _measure(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # its cache, lock and request (it was left behind on every run)
+
+
+def _measure(args: argparse.Namespace, work: Path) -> int:
     env = {**os.environ, "ENVLOCK_CACHE_DIR": str(work / "cache")}
     # Bytecode as an installed envlock has it (pip compiles it; PYTHONDONTWRITEBYTECODE=1 or a fresh
     # checkout would otherwise compile every module from source on every run).
