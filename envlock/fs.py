@@ -13,6 +13,7 @@ nothing to import, while filelock 3.32 costs 16-17 ms of every resolve (benchmar
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import tempfile
@@ -36,7 +37,7 @@ def new_file_mode() -> int:
 
 def new_dir_mode() -> int:
     """0777 minus the umask: the mode mkdir gives a new directory (0755 under the usual 022)."""
-    return new_file_mode() | (0o111 & ~_umask())
+    return 0o777 & ~_umask()
 
 
 def _umask() -> int:
@@ -156,6 +157,10 @@ def holder_line() -> str:
     return f"pid {os.getpid()} ({argv}) since {time.strftime('%H:%M:%S')}"
 
 
+#: errno of a lock another process holds (flock: EWOULDBLOCK; msvcrt.locking: EACCES / EDEADLOCK).
+_BUSY = {errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES, errno.EDEADLK}
+
+
 class _OsLock:
     """An exclusive lock on one file, tried without blocking: flock (POSIX) or msvcrt.locking (Windows)."""
 
@@ -182,10 +187,12 @@ class _OsLock:
 
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 if os.fstat(fd).st_nlink == 0:  # the file was removed between open and flock: lock a new one
-                    raise OSError("lock file removed")
-        except OSError:
+                    raise BlockingIOError("lock file removed")
+        except OSError as exc:
             os.close(fd)
-            return False
+            if isinstance(exc, BlockingIOError) or exc.errno in _BUSY:
+                return False  # held by another process: try again
+            raise  # e.g. ENOLCK (a filesystem without locks): an error, not an endless wait
         self._fd = fd
         return True
 
@@ -231,8 +238,8 @@ class FileLock:
             from envlock.errors import SpecError  # noqa: PLC0415
 
             raise SpecError(f"cannot take {self.what}: {exc.strerror or exc} ({exc.filename or self.path})",
-                            hint=f"make {self.path.parent} writable for every user of it (e.g. chmod 1777), or set "
-                                 "ENVLOCK_CACHE_DIR to a directory you can write") from None
+                            hint=f"set ENVLOCK_CACHE_DIR to a directory you can write, or share {self.path.parent} "
+                                 "as a group (g+rwX, g+s, umask 002 for every user of it)") from None
         self._record(holder_line() + "\n")
         return self
 

@@ -80,7 +80,7 @@ def test_a_lock_in_a_folder_the_user_cannot_write_is_one_error_naming_it() -> No
     said = done.stdout.strip()
     # one error: and hint: (an internal error before), naming the real cause, not FileNotFoundError
     assert said.startswith("SpecError cannot take the lock of x: Permission denied ("), done.stdout + done.stderr
-    assert f"make {root_only} writable for every user of it" in said and "ENVLOCK_CACHE_DIR" in said
+    assert f"share {root_only} as a group" in said and "ENVLOCK_CACHE_DIR" in said
 
 
 def test_another_users_lock_file_in_a_shared_cache_still_locks() -> None:
@@ -108,3 +108,24 @@ from envlock.fs import FileLock
 with FileLock(Path(sys.argv[1]), "the lock of demo", notify=print):
     print("got it")
 """
+
+
+def test_a_filesystem_without_locks_is_an_error_not_an_endless_wait(tmp_path: Path, monkeypatch) -> None:
+    """flock failing with ENOLCK (an NFS mount without lockd) must not read as "held by another process".
+    No such filesystem exists here, so flock itself is replaced for this one call: the fake is the kernel's answer."""
+    import errno
+    import fcntl
+
+    import pytest
+
+    from envlock.errors import SpecError
+
+    def no_locks(fd: int, op: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    started = time.monotonic()
+    with pytest.raises(SpecError) as err:
+        with FileLock(tmp_path / "x.lock", "the lock of demo", notify=lambda _: None):
+            pass
+    assert time.monotonic() - started < 1 and "No locks available" in err.value.message and err.value.hint

@@ -379,6 +379,13 @@ def test_a_dropped_platform_takes_its_files_and_leaves_the_users(tmp_path, capsy
     assert sorted(p.name for p in ldir.iterdir()) == [
         "activate.local.sh", "activate.sh", "conda-linux-64.lock", "conda-lock.yml", "conda-notes.lock.txt",
         "deactivate.sh"]
-    for gone in ("conda-win-64.lock", "activate.ps1", "activate.bat", "deactivate.ps1", "deactivate.bat"):
-        assert f"removed locks/torch2.3.0-cu121/{gone} (not in the new lock)" in out
+    gone = ("activate.bat", "activate.ps1", "conda-win-64.lock", "deactivate.bat", "deactivate.ps1")
+    for name in gone:
+        assert f"removed locks/torch2.3.0-cu121/{name} (not in the new lock)" in out
     assert run(["check", "--project-dir", str(tmp_path)]) == 0
+    # --json names them under "removed", apart from "files" (what the lock has)
+    capsys.readouterr()
+    assert resolve(tmp_path, capsys, *both)[0] == 0
+    code, doc = resolve(tmp_path, capsys, *both[:4], *both[6:])
+    assert code == 0 and doc["removed"] == [f"locks/torch2.3.0-cu121/{name}" for name in gone]
+    assert not set(doc["removed"]) & set(doc["files"])

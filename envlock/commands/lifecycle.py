@@ -140,9 +140,8 @@ def lock_cmd(
         written = set(o.written)
         for f in o.files:
             _out(f"  {'wrote' if f in written else 'unchanged'} {_shown(f, project_dir)}")
-        for f in o.written:
-            if f not in o.files:
-                _out(f"  removed {_shown(f, project_dir)} (not in the new lock)")
+        for f in o.removed:
+            _out(f"  removed {_shown(f, project_dir)} (not in the new lock)")
     return 0
 
 
@@ -194,7 +193,9 @@ def update_cmd(
                  + ("; nothing written" if not o.written and not dry_run else ""))
         _render_platforms(o.diff, indent="  ")
         for f in o.written:
-            _out(f"  {'wrote' if f.exists() else 'removed'} {_shown(f, project_dir)}")
+            _out(f"  wrote {_shown(f, project_dir)}")
+        for f in o.removed:
+            _out(f"  removed {_shown(f, project_dir)} (not in the new lock)")
     if dry_run:
         _out("dry run: nothing written")
     return 0

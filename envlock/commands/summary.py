@@ -125,11 +125,10 @@ def render(result: ResolveResult, project_dir: Path, console: Any) -> None:
     mode = "toolchain only (no python, no PyPI part)" if result.spec.toolchain_only else "full environment"
     say(f"{mode}; resolution cutoff {result.spec.exclude_newer} (envlock.exclude_newer)")
     changed = set(result.written)
-    removed = [f for f in result.written if f not in result.files]  # files of the earlier lock this one lacks
-    for f in (*result.files, *removed):
+    for f in (*result.files, *result.removed):
         try:
             shown = f.resolve().relative_to(project_dir.resolve())
         except ValueError:
             shown = f
-        state = "removed" if f in removed else "wrote" if f in changed else "unchanged"
-        say(f"{state} {shown}" + (" (not in the new lock)" if f in removed else ""))
+        state = "removed" if f in result.removed else "wrote" if f in changed else "unchanged"
+        say(f"{state} {shown}" + (" (not in the new lock)" if f in result.removed else ""))

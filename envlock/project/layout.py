@@ -115,14 +115,15 @@ class ProjectLock:
         self._lock.__exit__(*exc)
 
 
-def write_files(project_dir: Path, name: str, files: Sequence[tuple[Path, str]], locks_dir: Path) -> list[Path]:
-    """Write one environment's files atomically under its file lock (the conda-lock.yml last); the paths
-    whose bytes changed, then the files of an earlier lock that this one no longer has (removed: a platform
-    dropped, a full env re-locked toolchain-only). SpecError when they cannot be written."""
+def write_files(project_dir: Path, name: str, files: Sequence[tuple[Path, str]],
+                locks_dir: Path) -> tuple[list[Path], list[Path]]:
+    """Write one environment's files atomically under its file lock (the conda-lock.yml last). Returns the
+    paths whose bytes changed, and the files of an earlier lock that this one no longer has, which are
+    removed (a platform dropped, a full env re-locked toolchain-only). SpecError when they cannot be written."""
     try:
         with ProjectLock(project_dir, name, locks_dir):
             written = write_all_atomic(files)
-            return written + _remove_stale(lock_dir(project_dir, name), {p for p, _ in files})
+            return written, _remove_stale(lock_dir(project_dir, name), {p for p, _ in files})
     except OSError as exc:
         raise SpecError(f"cannot write {exc.filename or project_dir}: {exc.strerror or exc}",
                         hint=CANNOT_WRITE_HINT) from None

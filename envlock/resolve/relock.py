@@ -44,6 +44,7 @@ class LockOutcome:
     reasons: tuple[Change, ...] = ()
     written: tuple[Path, ...] = ()
     files: tuple[Path, ...] = ()
+    removed: tuple[Path, ...] = ()  # files of the earlier lock that this one no longer has
     platforms: dict[str, dict[str, Any]] = field(default_factory=dict)
     cutoff: tuple[str | None, str | None] | None = None  # (old, new) resolution cutoff when it moved
     warnings: tuple[str, ...] = ()  # as resolve's (a spec line the plan replaces, …)
@@ -56,6 +57,7 @@ class LockOutcome:
             "cutoff": list(self.cutoff) if self.cutoff else None,
             "reasons": [c.to_json() for c in self.reasons],
             "written": [rel(p, project_dir) for p in self.written],
+            "removed": [rel(p, project_dir) for p in self.removed],
             "platforms": self.platforms,
         }
 
@@ -69,6 +71,7 @@ class UpdateOutcome:
     written: tuple[Path, ...] = ()
     dry_run: bool = False
     cutoff: tuple[str | None, str | None] | None = None  # (old, new): update moves the cutoff to now
+    removed: tuple[Path, ...] = ()  # files of the earlier lock that this one no longer has
 
     def to_json(self, project_dir: Path) -> dict[str, Any]:
         return {
@@ -77,6 +80,7 @@ class UpdateOutcome:
             "cutoff": list(self.cutoff) if self.cutoff else None,
             "platforms": self.diff.to_json()["platforms"],
             "written": [rel(p, project_dir) for p in self.written],
+            "removed": [rel(p, project_dir) for p in self.removed],
         }
 
 
@@ -149,14 +153,14 @@ def lock(
                 recorded = None
         solved = solve(spec, _anchor(spec, recorded, tables, settings), project_dir=project_dir,
                        settings=settings, tables=tables)
-        written = write(project_dir, solved)
+        written, removed = write(project_dir, solved)
         platforms = {
             r.platform: {"cuda": r.chosen.cuda, "nvcc": r.nvcc, "packages": len(r.packages),
                          "pypi": len(solved.pypi.get(r.platform, ()))}
             for r in solved.results
         }
         out.append(LockOutcome(status.name, "locked", status.changes, tuple(written),
-                               tuple(p for p, _ in solved.files), platforms, cutoff, solved.warnings))
+                               tuple(p for p, _ in solved.files), tuple(removed), platforms, cutoff, solved.warnings))
     return out
 
 
@@ -235,6 +239,6 @@ def update(
     # Every environment is solved before the first write: a failed solve leaves every lock as it was.
     out: list[UpdateOutcome] = []
     for result, diff, cutoff in solved:
-        written = () if dry_run or not result.files else tuple(write(project_dir, result))
-        out.append(UpdateOutcome(result.spec.name, diff, written, dry_run, cutoff))
+        written, removed = ((), ()) if dry_run or not result.files else write(project_dir, result)
+        out.append(UpdateOutcome(result.spec.name, diff, tuple(written), dry_run, cutoff, tuple(removed)))
     return out

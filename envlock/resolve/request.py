@@ -73,6 +73,7 @@ class ResolveResult:
     results: tuple[PlatformResult, ...] = ()
     files: tuple[Path, ...] = ()
     written: tuple[Path, ...] = ()  # the subset whose bytes changed
+    removed: tuple[Path, ...] = ()  # files of the earlier lock that this one no longer has
     dry_run: bool = False
     warnings: tuple[str, ...] = ()
     pypi: dict[str, tuple[PypiPackage, ...]] = field(default_factory=dict)
@@ -113,6 +114,7 @@ class ResolveResult:
             "with": list(self.spec.with_extras),
             "platforms": platforms,
             "files": [rel(f, project_dir) for f in self.files],
+            "removed": [rel(f, project_dir) for f in self.removed],
             "warnings": list(self.warnings),
         }
 
@@ -199,14 +201,15 @@ def resolve(req: ResolveRequest, *, tables: Tables | None = None) -> ResolveResu
     spec = spec_from_request(req, anchor, ask)
     solved = solve(spec, anchor, project_dir=req.project_dir, settings=settings, tables=tables, dry_run=req.dry_run,
                    timestamp=req.timestamp)
-    written = () if req.dry_run else tuple(write(req.project_dir, solved))
+    written, removed = ((), ()) if req.dry_run else write(req.project_dir, solved)
     return ResolveResult(
         anchor=anchor,
         plan=solved.plan,
         spec=solved.spec,
         results=solved.results,
         files=tuple(p for p, _ in solved.files),
-        written=written,
+        written=tuple(written),
+        removed=tuple(removed),
         dry_run=req.dry_run,
         warnings=solved.warnings,
         pypi=solved.pypi,

@@ -234,8 +234,9 @@ def solve(
     return Solved(spec, anchor, plan, tuple(results), dict(pypi), tuple(files), warnings)
 
 
-def write(project_dir: Path, solved: Solved) -> list[Path]:
-    """Write a solve's files under the environment's file lock; the paths whose bytes changed."""
+def write(project_dir: Path, solved: Solved) -> tuple[list[Path], list[Path]]:
+    """Write a solve's files under the environment's file lock: (the paths whose bytes changed, the earlier
+    lock's files it removed)."""
     from envlock.dirs import cache_location
     from envlock.project import write_files
 
