@@ -1,6 +1,6 @@
 """Running a command as a second user (uid/gid 65534) through setpriv, for the tests of what several users share:
 a package cache, its file locks. Those tests skip with the reason where this cannot work (not root, no setpriv,
-or a checkout that uid 65534 cannot read, e.g. under a 0700 home).
+or a checkout or virtualenv that uid 65534 cannot read, e.g. under a 0700 home or mktemp folder).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def second_user() -> tuple[list[str], dict[str, str]]:
         pytest.skip("needs root and setpriv to run a second user")
     as_other = ["setpriv", f"--reuid={UID}", f"--regid={GID}", "--clear-groups", sys.executable]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
-    probe = subprocess.run([*as_other, "-c", "import envlock.fs"], capture_output=True, text=True, cwd="/", env=env)
+    probe = subprocess.run([*as_other, "-c", "import envlock.cli"], capture_output=True, text=True, cwd="/", env=env)
     if probe.returncode != 0:
         pytest.skip(f"uid {UID} cannot import envlock from here: {probe.stderr.strip().splitlines()[-1:]}")
     return as_other, env
