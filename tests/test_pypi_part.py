@@ -413,7 +413,50 @@ def test_a_group_shared_cache_serves_a_second_users_full_env_offline(full_projec
         second = subprocess.run([*as_other, *create, str(prefix), "--offline"], capture_output=True, text=True,
                                 cwd="/", env={**env, "HOME": str(users), "ENVLOCK_CONFIG_DIR": str(users / "config")},
                                 preexec_fn=lambda: os.umask(0o002))
-        assert second.returncode == 0, second.stderr
+        assert second.returncode == 0, second.stdout + second.stderr
         site = prefix / "lib" / "python3.11" / "site-packages"
         assert "cuda = '12.6'" in (site / "torch" / "version.py").read_text()
         assert (prefix / "bin" / "ninja").is_file() and (prefix / "bin" / "nvcc").is_file()
+
+
+def test_a_second_user_resolves_the_full_env_into_a_group_shared_cache_the_first_filled(
+        wheel_index: WheelIndex, channel_server) -> None:
+    """The resolve side of a shared cache: uv's cache (its compile of the PyPI part) and the repodata cache,
+    filled by one user, reused and added to by a second (a setgid group folder, umask 002, as the README says)."""
+    from tests.second_user import GID, open_dir, second_user
+
+    as_other, env = second_user()
+    system = "/usr/bin/python3"  # as above: uv runs under the interpreter, and this venv may sit under /root
+    same = subprocess.run([system, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True)
+    if same.stdout.strip() != str(sys.version_info[:2]):
+        pytest.skip(f"{system} is not python {sys.version_info[0]}.{sys.version_info[1]}")
+    as_other[-1] = system
+    env = {k: v for k, v in env.items() if k not in ("ENVLOCK_MIRRORS", "ENVLOCK_CACHE_DIR")}
+    env["PYTHONPATH"] += os.pathsep + sysconfig.get_paths()["purelib"]
+    cf = channel_server.channel_url("conda-forge")
+    with open_dir("envlock-two-users-resolve-") as base:
+        cache, users = base / "cache", base / "users"
+        cache.mkdir()
+        os.chown(cache, -1, GID)
+        cache.chmod(0o2775)
+        users.mkdir()
+        users.chmod(0o1777)
+        env["ENVLOCK_CACHE_DIR"] = str(cache)
+        resolve = ["-m", "envlock", "resolve", "--torch", "2.7.1", "--platform", "linux-64", "--mirror",
+                   f"conda-forge={cf}", "--exclude-newer", "2026-06-01T00:00:00Z", "--json", "--project-dir"]
+        first = subprocess.run([sys.executable, *resolve, str(base / "first")], env=env, capture_output=True,
+                               text=True, preexec_fn=lambda: os.umask(0o002), timeout=300)
+        assert first.returncode == 0, first.stderr
+        other = {**env, "HOME": str(users), "ENVLOCK_CONFIG_DIR": str(users / "config")}
+        second = subprocess.run([*as_other, *resolve, str(users / "second")], capture_output=True, text=True, cwd="/",
+                                env=other, preexec_fn=lambda: os.umask(0o002), timeout=300)
+        assert second.returncode == 0, second.stdout + second.stderr
+        again = subprocess.run([*as_other, *resolve[:-1], "--offline", "--project-dir", str(users / "offline")],
+                               capture_output=True, text=True, cwd="/", env=other,
+                               preexec_fn=lambda: os.umask(0o002), timeout=300)
+        assert again.returncode == 0, again.stdout + again.stderr  # everything it needs is in the shared cache
+        locks = [(d / "locks" / NAME / "conda-lock.yml") for d in (base / "first", users / "second", users / "offline")]
+        hashes = [read_lock(p).content_hash for p in locks]
+        assert hashes[0] == hashes[1] == hashes[2]
+        assert {w.name for w in read_lock(locks[1]).pypi} >= {"torch", "ninja", "nvidia-cuda-runtime-cu12"}
+        assert (users / "second" / "locks" / NAME / "conda-lock.yml").stat().st_uid == 65534

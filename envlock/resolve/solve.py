@@ -211,7 +211,21 @@ def solve(
         return Solved(spec, anchor, plan, warnings=warnings)
     if make_project:
         writable_project(project_dir)
-    cache_dir()  # before the solve, not blamed on the project after it
+    cache = cache_dir()  # before the solve, not blamed on the project after it
+    try:
+        results, pypi, extra_indexes, warnings = _solve(spec, anchor, plan, settings, hold, move, warnings)
+    finally:  # what rattler and uv wrote into a group-shared cache, readable by its other users (failed or not)
+        from envlock.dirs import share_with_group
+
+        share_with_group(cache / "repodata", cache / "uv")
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if timestamp else None
+    files = render_files(project_dir, spec, plan, results, timestamp=stamp, pypi=pypi, extra_indexes=extra_indexes)
+    return Solved(spec, anchor, plan, tuple(results), dict(pypi), tuple(files), warnings)
+
+
+def _solve(spec: EnvSpec, anchor: Anchor, plan: Plan, settings: SolveSettings, hold: LockFile | None,
+           move: frozenset[str], warnings: tuple[str, ...]) -> tuple[Any, dict[str, Any], tuple[str, ...], tuple[str, ...]]:
+    """The solve itself: the conda part, and the PyPI part of a full env."""
     from envlock.conda.solve import RattlerSolver
 
     solver = RattlerSolver(solve_options(settings, spec.exclude_newer))
@@ -229,9 +243,7 @@ def solve(
                                        locked=locked, pypi_locked=held, upgrade=upgrade)
         pypi, extra_indexes = part.packages, part.extra_indexes
         warnings += part.warnings
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if timestamp else None
-    files = render_files(project_dir, spec, plan, results, timestamp=stamp, pypi=pypi, extra_indexes=extra_indexes)
-    return Solved(spec, anchor, plan, tuple(results), dict(pypi), tuple(files), warnings)
+    return results, pypi, extra_indexes, warnings
 
 
 def write(project_dir: Path, solved: Solved) -> tuple[list[Path], list[Path]]:
