@@ -98,7 +98,9 @@ def lock_pypi_part(
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="envlock-uv") as pool:
         compiling = pool.submit(pypi_compile.compile_part, request)
         try:
-            results = solver.solve(plan, locked=locked)  # a conda failure is reported first (the pool still waits)
+            # pip where the channel has it (conda-forge does): `pip install` in the env installs into it, as in a
+            # conda env (conda adds pip to every python); without it, the user's next pip was the system's.
+            results = solver.solve(plan, locked=locked, optional=("pip",))  # a conda failure first (the pool waits)
             compiled = compiling.result()
         finally:
             progress.done("PyPI part")

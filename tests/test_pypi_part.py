@@ -460,3 +460,27 @@ def test_a_second_user_resolves_the_full_env_into_a_group_shared_cache_the_first
         assert hashes[0] == hashes[1] == hashes[2]
         assert {w.name for w in read_lock(locks[1]).pypi} >= {"torch", "ninja", "nvidia-cuda-runtime-cu12"}
         assert (users / "second" / "locks" / NAME / "conda-lock.yml").stat().st_uid == 65534
+
+
+def test_a_full_env_holds_the_channels_pip_so_pip_install_lands_in_the_env(make_channel, tmp_path: Path,
+                                                                          wheel_index: WheelIndex, own_cache: Path) -> None:
+    """conda adds pip to every python; a full env without it left `pip install` to the system's pip. Where the
+    channel has pip it is locked with the conda part (the snapshot and the default test channel have none: optional)."""
+    pip = PackageSpec("pip", "24.2", subdir="noarch", noarch="python", depends=["python >=3.8"],
+                      files={"site-packages/pip/__init__.py": '__version__ = "24.2"\n',
+                             "site-packages/pip/__main__.py": 'print("the env\'s pip")\n'})
+    channel = make_channel(cuda_minors=["12.6"], subdirs=("linux-64",), with_cuda11=False, with_pytorch=False,
+                           extra=[pip])
+    code, doc = _resolve(tmp_path / "p", channel.as_uri(), "--torch", "2.7.1", "--platform", "linux-64")
+    assert code == 0, doc
+    lock = tmp_path / "p" / "locks" / NAME / "conda-lock.yml"
+    conda = {p.name: p for p in read_lock(lock).packages}
+    assert conda["pip"].version == "24.2" and "python" in conda
+    assert "pip" not in {w.name for w in read_lock(lock).pypi}
+    prefix = tmp_path / "env"
+    assert run(["create", "--lock", str(lock), "-p", str(prefix), "--platform", "linux-64", "--frozen", "-q",
+                "--mirror", f"conda-forge={channel.as_uri()}"]) == 0
+    site = prefix / "lib" / "python3.11" / "site-packages"
+    done = subprocess.run([*ENVLOCK, "run", "-p", str(prefix), "--", "python", "-m", "pip"], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(site)})  # the stand-in python: see above
+    assert done.stdout.strip() == "the env's pip", done.stderr
