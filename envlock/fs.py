@@ -40,6 +40,32 @@ def new_dir_mode() -> int:
     return 0o777 & ~_umask()
 
 
+def share_with_group(cache: Path, *roots: Path) -> None:
+    """Give what this user wrote under `roots` the modes the umask allows, when envlock's cache dir `cache` is
+    shared by a group (group-writable, as the README's "Several users on one cache" sets it up).
+
+    rattler writes repodata shards and uv its cache entries through temporary files (0600): in a shared cache
+    the next user's resolve then fails to read them. A private cache is left as it is, and not walked.
+    """
+    try:
+        if os.name != "posix" or not os.stat(cache).st_mode & 0o020:
+            return
+    except OSError:
+        return
+    import stat
+
+    me, file_bits, dir_bits = os.geteuid(), new_file_mode(), new_dir_mode()
+    for root in roots:
+        for top, _dirs, files in os.walk(root):
+            for path, bits in [(top, dir_bits)] + [(os.path.join(top, f), file_bits) for f in files]:
+                try:
+                    st = os.lstat(path)
+                    if st.st_uid == me and not stat.S_ISLNK(st.st_mode) and (st.st_mode & bits) != bits:
+                        os.chmod(path, stat.S_IMODE(st.st_mode) | bits)
+                except OSError:
+                    continue  # gone (another process replaced it), or not ours to change
+
+
 def _umask() -> int:
     umask = os.umask(0)
     os.umask(umask)

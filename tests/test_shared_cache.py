@@ -91,9 +91,9 @@ def test_a_cache_shared_by_a_group_serves_a_second_user_and_a_private_one_is_ref
                 assert hint.startswith("hint: set ENVLOCK_CACHE_DIR to a cache of your own") and "g+s" in hint
 
 
-def test_share_with_group_opens_own_private_files_only_in_a_group_writable_cache(tmp_path: Path, monkeypatch) -> None:
+def test_share_with_group_opens_own_private_files_only_in_a_group_writable_cache(tmp_path: Path) -> None:
     """What rattler and uv leave 0600 (their temp files) gets the umask's mode, but only in a group-shared cache."""
-    from envlock.dirs import share_with_group
+    from envlock.fs import share_with_group
 
     cache = tmp_path / "cache"
     shard = cache / "repodata" / "shards-v1" / "abc.msgpack"
@@ -105,14 +105,13 @@ def test_share_with_group_opens_own_private_files_only_in_a_group_writable_cache
     outside.write_bytes(b"y")
     outside.chmod(0o600)
     (cache / "repodata" / "link").symlink_to(outside)
-    monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(cache))
     old = os.umask(0o002)
     try:
         cache.chmod(0o755)  # private: nothing is walked or changed
-        share_with_group(cache / "repodata", cache / "uv")
+        share_with_group(cache, cache / "repodata", cache / "uv")
         assert shard.stat().st_mode & 0o777 == 0o600 and shard.parent.stat().st_mode & 0o777 == 0o700
         cache.chmod(0o2775)  # shared with a group, as the README sets it up
-        share_with_group(cache / "repodata", cache / "uv")  # uv/ absent: nothing to do there
+        share_with_group(cache, cache / "repodata", cache / "uv")  # uv/ absent: nothing to do there
     finally:
         os.umask(old)
     assert shard.stat().st_mode & 0o777 == 0o664 and shard.parent.stat().st_mode & 0o777 == 0o775

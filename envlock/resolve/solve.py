@@ -215,9 +215,9 @@ def solve(
     try:
         results, pypi, extra_indexes, warnings = _solve(spec, anchor, plan, settings, hold, move, warnings)
     finally:  # what rattler and uv wrote into a group-shared cache, readable by its other users (failed or not)
-        from envlock.dirs import share_with_group
+        from envlock.fs import share_with_group
 
-        share_with_group(cache / "repodata", cache / "uv")
+        share_with_group(cache, cache / "repodata", cache / "uv")
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if timestamp else None
     files = render_files(project_dir, spec, plan, results, timestamp=stamp, pypi=pypi, extra_indexes=extra_indexes)
     return Solved(spec, anchor, plan, tuple(results), dict(pypi), tuple(files), warnings)
