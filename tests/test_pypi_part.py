@@ -6,11 +6,13 @@ test); the conda part comes from the real test channel. conda-lock's own parser 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -377,10 +379,10 @@ def test_update_of_a_variant_label_lock_holds_what_it_does_not_move(tmp_path: Pa
     assert run(["check", "--project-dir", str(tmp_path)]) == 0
 
 
-def test_a_group_shared_cache_serves_a_second_users_full_env_offline(full_project: Path, wheel_index: WheelIndex,
-                                                                     test_channel_url: str) -> None:
-    """The PyPI part too (envlock's wheel cache and uv's): a second user creates the full env offline from the
-    cache the first filled, shared as the README says (a setgid group folder, umask 002)."""
+@contextlib.contextmanager
+def _two_users(prefix: str) -> Iterator[tuple[list[str], dict[str, str], Path, Path]]:
+    """The second user's command prefix and environment, and a folder holding a group-shared cache (a setgid group
+    folder, umask 002, as the README says) and a sticky `users` folder for what the second user writes."""
     from tests.second_user import GID, open_dir, second_user
 
     as_other, env = second_user()
@@ -393,10 +395,7 @@ def test_a_group_shared_cache_serves_a_second_users_full_env_offline(full_projec
     as_other[-1] = system
     env = {k: v for k, v in env.items() if k not in ("ENVLOCK_MIRRORS", "ENVLOCK_CACHE_DIR")}
     env["PYTHONPATH"] += os.pathsep + sysconfig.get_paths()["purelib"]
-    with open_dir("envlock-two-users-full-") as base:
-        lock = base / "locks" / "conda-lock.yml"
-        lock.parent.mkdir()
-        lock.write_text((full_project / "locks" / NAME / "conda-lock.yml").read_text())
+    with open_dir(prefix) as base:
         cache, users = base / "cache", base / "users"
         cache.mkdir()
         os.chown(cache, -1, GID)
@@ -404,15 +403,30 @@ def test_a_group_shared_cache_serves_a_second_users_full_env_offline(full_projec
         users.mkdir()
         users.chmod(0o1777)
         env["ENVLOCK_CACHE_DIR"] = str(cache)
+        yield as_other, env, base, users
+
+
+def _umask_002() -> None:
+    os.umask(0o002)
+
+
+def test_a_group_shared_cache_serves_a_second_users_full_env_offline(full_project: Path, wheel_index: WheelIndex,
+                                                                     test_channel_url: str) -> None:
+    """The PyPI part too (envlock's wheel cache and uv's): a second user creates the full env offline from the
+    cache the first filled, shared as the README says (a setgid group folder, umask 002)."""
+    with _two_users("envlock-two-users-full-") as (as_other, env, base, users):
+        lock = base / "locks" / "conda-lock.yml"
+        lock.parent.mkdir()
+        lock.write_text((full_project / "locks" / NAME / "conda-lock.yml").read_text())
         create = ["-m", "envlock", "create", "--lock", str(lock), "--platform", "linux-64", "--frozen", "-q", "-p"]
         first = subprocess.run([sys.executable, *create, str(base / "env-first"), "--mirror",
                                 f"conda-forge={test_channel_url}"], env=env, capture_output=True, text=True,
-                               preexec_fn=lambda: os.umask(0o002))
+                               preexec_fn=_umask_002)
         assert first.returncode == 0, first.stderr
         prefix = users / "env-second"
         second = subprocess.run([*as_other, *create, str(prefix), "--offline"], capture_output=True, text=True,
                                 cwd="/", env={**env, "HOME": str(users), "ENVLOCK_CONFIG_DIR": str(users / "config")},
-                                preexec_fn=lambda: os.umask(0o002))
+                                preexec_fn=_umask_002)
         assert second.returncode == 0, second.stdout + second.stderr
         site = prefix / "lib" / "python3.11" / "site-packages"
         assert "cuda = '12.6'" in (site / "torch" / "version.py").read_text()
@@ -423,37 +437,20 @@ def test_a_second_user_resolves_the_full_env_into_a_group_shared_cache_the_first
         wheel_index: WheelIndex, channel_server) -> None:
     """The resolve side of a shared cache: uv's cache (its compile of the PyPI part) and the repodata cache,
     filled by one user, reused and added to by a second (a setgid group folder, umask 002, as the README says)."""
-    from tests.second_user import GID, open_dir, second_user
-
-    as_other, env = second_user()
-    system = "/usr/bin/python3"  # as above: uv runs under the interpreter, and this venv may sit under /root
-    same = subprocess.run([system, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True)
-    if same.stdout.strip() != str(sys.version_info[:2]):
-        pytest.skip(f"{system} is not python {sys.version_info[0]}.{sys.version_info[1]}")
-    as_other[-1] = system
-    env = {k: v for k, v in env.items() if k not in ("ENVLOCK_MIRRORS", "ENVLOCK_CACHE_DIR")}
-    env["PYTHONPATH"] += os.pathsep + sysconfig.get_paths()["purelib"]
     cf = channel_server.channel_url("conda-forge")
-    with open_dir("envlock-two-users-resolve-") as base:
-        cache, users = base / "cache", base / "users"
-        cache.mkdir()
-        os.chown(cache, -1, GID)
-        cache.chmod(0o2775)
-        users.mkdir()
-        users.chmod(0o1777)
-        env["ENVLOCK_CACHE_DIR"] = str(cache)
+    with _two_users("envlock-two-users-resolve-") as (as_other, env, base, users):
         resolve = ["-m", "envlock", "resolve", "--torch", "2.7.1", "--platform", "linux-64", "--mirror",
                    f"conda-forge={cf}", "--exclude-newer", "2026-06-01T00:00:00Z", "--json", "--project-dir"]
         first = subprocess.run([sys.executable, *resolve, str(base / "first")], env=env, capture_output=True,
-                               text=True, preexec_fn=lambda: os.umask(0o002), timeout=300)
+                               text=True, preexec_fn=_umask_002, timeout=300)
         assert first.returncode == 0, first.stderr
         other = {**env, "HOME": str(users), "ENVLOCK_CONFIG_DIR": str(users / "config")}
         second = subprocess.run([*as_other, *resolve, str(users / "second")], capture_output=True, text=True, cwd="/",
-                                env=other, preexec_fn=lambda: os.umask(0o002), timeout=300)
+                                env=other, preexec_fn=_umask_002, timeout=300)
         assert second.returncode == 0, second.stdout + second.stderr
         again = subprocess.run([*as_other, *resolve[:-1], "--offline", "--project-dir", str(users / "offline")],
                                capture_output=True, text=True, cwd="/", env=other,
-                               preexec_fn=lambda: os.umask(0o002), timeout=300)
+                               preexec_fn=_umask_002, timeout=300)
         assert again.returncode == 0, again.stdout + again.stderr  # everything it needs is in the shared cache
         locks = [(d / "locks" / NAME / "conda-lock.yml") for d in (base / "first", users / "second", users / "offline")]
         hashes = [read_lock(p).content_hash for p in locks]
