@@ -457,6 +457,14 @@ def test_a_second_user_resolves_the_full_env_into_a_group_shared_cache_the_first
         assert hashes[0] == hashes[1] == hashes[2]
         assert {w.name for w in read_lock(locks[1]).pypi} >= {"torch", "ninja", "nvidia-cuda-runtime-cu12"}
         assert (users / "second" / "locks" / NAME / "conda-lock.yml").stat().st_uid == 65534
+        for shard in (base / "cache" / "repodata").rglob("*.msgpack"):  # as an envlock before the fix left them
+            shard.chmod(0o600)
+        refused = subprocess.run([*as_other, *resolve, str(users / "refused")], capture_output=True, text=True,
+                                 cwd="/", env=other, preexec_fn=_umask_002, timeout=300)
+        doc = json.loads(refused.stdout)
+        assert refused.returncode == 4 and "Permission denied" in doc["error"], refused.stdout + refused.stderr
+        assert "chmod -R g+rwX" in doc["hint"] and "ENVLOCK_CACHE_DIR" in doc["hint"]
+        assert not (users / "refused" / "locks").exists()
 
 
 def test_a_full_env_holds_the_channels_pip_so_pip_install_lands_in_the_env(make_channel, tmp_path: Path,

@@ -64,6 +64,11 @@ def translate(exc: BaseException, *, offline: bool = False, what: str = "",
         if offline:
             return ChannelError(f"--offline and the repodata cache lacks what the solve needs: {text}",
                                 hint="run once without --offline to fill the cache")
+        if "Permission denied" in text:  # e.g. a shared cache that another user's older envlock filled 0600
+            return ChannelError(f"cannot fetch repodata: {text}",
+                                hint="a file it names is not readable by you: in a cache shared by several users, "
+                                     "`chmod -R g+rwX` the cache dir and use umask 002 (README: several users on one "
+                                     "cache), or set ENVLOCK_CACHE_DIR to a cache of your own")
         return ChannelError(f"cannot fetch repodata: {text}",
                             hint="check the channel URL and your network, or use --mirror NAME=URL / --offline")
     if kind == "spec":
