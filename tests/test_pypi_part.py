@@ -27,10 +27,10 @@ ENVLOCK = [sys.executable, "-m", "envlock"]
 NAME = "torch2.7.1-cu126"
 
 
-def _resolve(project: Path, cf: str, *args: str) -> tuple[int, dict]:
+def _resolve(project: Path, cf: str, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict]:
     project.mkdir(parents=True, exist_ok=True)
     out = subprocess.run([*ENVLOCK, "resolve", "--mirror", f"conda-forge={cf}", *args, "--project-dir", str(project),
-                          "--json"], capture_output=True, text=True, timeout=300)
+                          "--json"], capture_output=True, text=True, timeout=300, env=env)
     doc = json.loads(out.stdout) if out.stdout.strip() else {"stderr": out.stderr}
     return out.returncode, doc
 
@@ -82,6 +82,27 @@ def test_full_lock_twice_gives_identical_bytes_and_check_is_fresh(full_project: 
     assert snapshot(project) == before  # bytes and mtimes: the spec's cutoff was reused
     done = subprocess.run([*ENVLOCK, "check", "--project-dir", str(project)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_broken_active_virtualenv_does_not_reach_the_pypi_lock(full_project: Path, test_channel_url: str,
+                                                                 tmp_path: Path) -> None:
+    """uv finds an interpreter of its own unless told which: an active VIRTUAL_ENV whose python is gone (a
+    pyenv or brew upgrade) failed the resolve ("Broken symlink at …/bin/python") with a hint about `- pip:`
+    requirements. The lock is the same bytes as without it."""
+    import shutil
+
+    venv = tmp_path / "stale-venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(tmp_path / "gone" / "python3")
+    (venv / "pyvenv.cfg").write_text(f"home = {tmp_path / 'gone'}\n")
+    project = tmp_path / "p"
+    shutil.copytree(full_project, project)
+    shutil.rmtree(project / "locks")
+    code, doc = _resolve(project, test_channel_url, "--torch", "2.7.1", "--platform", "linux-64",
+                         env={**os.environ, "VIRTUAL_ENV": str(venv)})
+    assert code == 0, doc
+    lock = Path("locks") / NAME / "conda-lock.yml"
+    assert (project / lock).read_bytes() == (full_project / lock).read_bytes()
 
 
 def test_check_sees_an_edited_pip_list_and_a_hand_edited_wheel(full_project: Path, tmp_path: Path, capsys) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import re
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -115,7 +116,9 @@ def _where(url: str) -> str:
 def _base_args(req: CompileRequest, platform: str) -> list[str]:
     args = [
         "pip", "compile", "-", "--no-config", "--quiet", "--no-header",
-        "--python-version", req.python, "--python-platform", python_platform(platform, req.glibc),
+        # The interpreter running envlock, never one uv would find itself (an active VIRTUAL_ENV, a .venv, a
+        # .python-version): a stale or unreadable one failed the lock, and the markers must not depend on it.
+        "--python", sys.executable, "--python-version", req.python, "--python-platform", python_platform(platform, req.glibc),
         "--only-binary", ":all:",
         # pip's own rule for several indexes (best version over all of them), not uv's first-index one.
         "--index-strategy", "unsafe-best-match",
