@@ -91,6 +91,8 @@ def test_for_deepspeed_with_the_bundle_everything_but_the_outside_needs_is_ok(tm
     ops = {c.split(".", 2)[2]: f for c, f in got.items() if c.startswith("deepspeed.op.")}
     assert set(ops) == set(deepspeed_ops()["ops"])
     assert {o for o, f in ops.items() if f.severity == "warning"} == {"gds"}  # cufile.h: not in the bundle
+    # and `--with cufile` alone would not make it build (it failed against the H200's full toolkit: no libaio)
+    assert "cufile.h (--with cufile)" in ops["gds"].message and "libaio" in ops["gds"].message
     assert ops["evoformer_attn"].severity == "info" and "CUTLASS" in ops["evoformer_attn"].message
     assert ops["fp_quantizer"].severity == "ok"  # nvcc 12.6: the CUDA 13 template error does not apply
 

@@ -51,6 +51,37 @@ def test_the_ops_table_names_what_built_on_the_system_but_not_in_the_env(seed) -
     assert not seed.merge_ops(nothing, nothing)["every_system_op_builds_in_env"]  # not true by default
 
 
+def test_the_ops_table_shows_where_each_sweeps_nvcc_came_from_and_what_was_moved_away(seed) -> None:
+    system = {"where": {"nvcc": "/usr/local/cuda/bin/nvcc"}, "hidden": {"hidden": []},
+              "ops": {"fused_adam": {"ok": True, "seconds": 38.0}}}  # fmt: skip
+    env = {"where": {"nvcc": "/tmp/seed-work/env/bin/nvcc"},
+           "hidden": {"hidden": ["/usr/local/cuda"], "nvcc_outside_env": "none"},
+           "ops": {"fused_adam": {"ok": True, "seconds": 40.0}}}  # fmt: skip
+    doc = seed.merge_ops(system, env)
+    assert doc["where"]["env"]["nvcc"] == "/tmp/seed-work/env/bin/nvcc" and doc["system_cuda_hidden_in_env"]
+    env["hidden"] = {"hidden": ["/usr/local/cuda"], "nvcc_outside_env": "/usr/bin/nvcc"}  # another nvcc was left
+    assert not seed.merge_ops(system, env)["system_cuda_hidden_in_env"]
+    assert not seed.merge_ops(system, {"ops": env["ops"]})["system_cuda_hidden_in_env"]  # no record: no claim
+
+
+def test_the_log_line_stays_out_of_a_steps_result(tmp_path: Path) -> None:
+    """`timed channel … > channel.json`: the log line went into the channel builder's JSON, and every record's
+    "channel" came out {} (the 2026-12-01 runs). The script's own log() now writes to stderr."""
+    log_def = next(line for line in SCRIPT.read_text().splitlines() if line.startswith("log()"))
+    r = subprocess.run(["bash", "-c", f'{log_def}\nwork="$1"; log "channel: exit 0" > "$1/result.json"', "-", str(tmp_path)],
+                       capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 0 and (tmp_path / "result.json").read_text() == ""
+    assert "channel: exit 0" in r.stderr and "channel: exit 0" in (tmp_path / "log.txt").read_text()
+
+
+def test_the_fusedadam_record_carries_the_channel_builders_summary(seed, tmp_path: Path) -> None:
+    built = {"channel": "/tmp/c", "source": "/usr/local/cuda-13.0", "libs": "all", "bytes": 70434570, "seconds": 2.7,
+             "packages": {"cuda-nvcc": "13.0.88"}, "unclaimed": [], "components": {"nvcc": {"files": 11}}}  # fmt: skip
+    work = _work(tmp_path, channel=built)
+    assert seed.record_fusedadam(work)["channel"] == {k: built[k] for k in ("source", "libs", "packages", "bytes",
+                                                                            "seconds", "unclaimed")}
+
+
 def _work(tmp_path: Path, **pieces: dict) -> Path:
     for name, doc in pieces.items():
         (tmp_path / f"{name.replace('_', '-')}.json").write_text(json.dumps(doc))

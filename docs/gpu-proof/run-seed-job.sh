@@ -10,6 +10,8 @@
 #                                               # against the full system toolkit
 #   docs/gpu-proof/run-seed-job.sh ops-env      # ~7 min: every op in the envlock env (--with deepspeed), toolkit away
 #   docs/gpu-proof/run-seed-job.sh all          # the three in one go (a machine without a per-command limit)
+#   docs/gpu-proof/run-seed-job.sh prepare      # on a connected machine first: the wheels and sdist below into
+#                                               # .whl/ (SEED_TARGET_PY: the GPU machine's python, default 3.12)
 #   docs/gpu-proof/run-seed-job.sh restore      # put a toolkit back that a killed phase left moved away
 #   docs/gpu-proof/run-seed-job.sh merge OPS-SYSTEM.json OPS-ENV.json OUT.json   # anywhere: the ops table
 #
@@ -37,6 +39,15 @@ helper="$REPO/docs/gpu-proof/seed_job.py"
 if [ "$phase" = merge ]; then  # no GPU, no setup: two sweeps → the ops table
   exec "$py" "$helper" merge-ops "$2" "$3" "$4"
 fi
+if [ "$phase" = prepare ]; then  # a connected machine, from the package index pip is configured with
+  target=${SEED_TARGET_PY:-3.12}
+  "$py" -m pip download -q -d .whl --python-version "$target" --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
+    --only-binary :all: \
+    py-rattler==0.28.0 zstandard platformdirs hjson pydantic || exit 1
+  "$py" -m pip download -q -d .whl --no-deps --no-binary :all: deepspeed==0.19.8 || exit 1
+  du -sh .whl; ls .whl
+  exit 0
+fi
 
 out=${OUT:-./gpu-proof-out}; mkdir -p "$out"; out=$(cd "$out" && pwd)
 day=$(date -u +%F)
@@ -50,7 +61,9 @@ export ENVLOCK_CACHE_DIR="$work/envlock-cache" PYTHONUNBUFFERED=1 DS_BUILD_OPS=0
 export PYTHONPATH="$REPO:$site${PYTHONPATH:+:$PYTHONPATH}"
 exec > >(tee -a "$out/$phase.log") 2>&1
 
-log() { echo "== $(date -u +%T) $*" | tee -a "$work/log.txt"; }
+# the log goes to stderr (the phase's log all the same): a step whose stdout is its result (the channel
+# builder's JSON) must not get the log line in it
+log() { echo "== $(date -u +%T) $*" | tee -a "$work/log.txt" >&2; }
 left() { echo $(( deadline - $(date +%s) )); }
 # run CMD...: every command behind the records is recorded, and none outlives the phase's budget (the records
 # are written at the end, whatever ran or not)
@@ -211,7 +224,7 @@ case "$phase" in
       deadline=$(( $(date +%s) + ${SEED_PHASE_BUDGET_S:-900} )); $part || rc=1
     done ;;
   restore) restore_toolkit ;;
-  *) echo "usage: $0 env|ops-system|ops-env|all|restore|merge A B OUT" >&2; exit 2 ;;
+  *) echo "usage: $0 prepare|env|ops-system|ops-env|all|restore|merge A B OUT" >&2; exit 2 ;;
 esac
 restore_toolkit
 cp "$work/log.txt" "$out/$phase-steps.txt" 2>/dev/null

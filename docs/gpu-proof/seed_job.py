@@ -154,8 +154,10 @@ def sweep(out: Path, parallel: int, budget: float, only: list[str] | None) -> di
     where = {"CUDA_HOME": os.environ.get("CUDA_HOME"), "nvcc": sh(["sh", "-c", "command -v nvcc || echo none"]),
              "nvcc_version": sh(["sh", "-c", "nvcc --version 2>/dev/null | tail -2 | head -1"]),
              "TORCH_CUDA_ARCH_LIST": os.environ.get("TORCH_CUDA_ARCH_LIST")}  # fmt: skip
-    doc = {"stamp": _stamp(WORK), "where": where, "parallel": parallel, "max_jobs": jobs, "cores": cores,
-           "budget_s": budget, "ops": results}  # fmt: skip
+    # what the phase moved away before this sweep (none for the system sweep): the table shows it, not a claim
+    hidden = _load(WORK / "hidden.json") if (WORK / "hidden.json").exists() else {"hidden": []}
+    doc = {"stamp": _stamp(WORK), "where": where, "hidden": hidden, "parallel": parallel, "max_jobs": jobs,
+           "cores": cores, "budget_s": budget, "ops": results}  # fmt: skip
 
     def one(op: str) -> dict:
         left = deadline - time.monotonic()
@@ -291,6 +293,12 @@ def merge_ops(system: dict, env: dict) -> dict:
         "envlock with --with deepspeed and the system toolkit moved away",
         "stamp_system": system.get("stamp"), "stamp_env": env.get("stamp"),
         "every_system_op_builds_in_env": not regressions and any(r["system"].get("ok") for r in rows),
+        # where each sweep's nvcc came from, and what was moved away for the env's: the env sweep's nvcc must be
+        # the env's, with no nvcc left outside it
+        "where": {"system": system.get("where"), "env": env.get("where")},
+        "system_cuda_hidden_in_env": bool(env.get("hidden", {}).get("hidden"))
+        and env.get("hidden", {}).get("nvcc_outside_env") == "none",
+        "hidden_in_env": env.get("hidden"),
         "built_on_system_but_not_in_env": regressions,
         "ops": rows,
         "sweep": {k: {x: d.get(x) for x in ("parallel", "max_jobs", "wall_seconds", "budget_s")} for k, d in (("system", system), ("env", env))},

@@ -83,6 +83,8 @@ def check_deepspeed(obs: Observation, t: Tables) -> list[Finding]:
     nvcc_major = int(obs.nvcc.minor.split(".")[0]) if obs.nvcc and obs.nvcc.minor else None
     out: list[Finding] = []
     for op, row in table["ops"].items():
+        # what the op needs besides CUDA headers (libaio, CUTLASS, a CUDA 13 template error): said either way
+        note = row.get("note") if op != "fp_quantizer" or (nvcc_major or 0) >= 13 else None
         need = list(row["cuda_headers"]) + (list(HEADERS) if row.get("torch_cuda_headers") else [])
         need = list(dict.fromkeys(need))
         absent, hidden = missing(obs, need)
@@ -111,11 +113,11 @@ def check_deepspeed(obs: Observation, t: Tables) -> list[Finding]:
             packages = ", ".join((extras[g].packages.get("cf-split") or (g,))[0] for g in extra)
             with_ = "deepspeed" if set(extra) <= {"curand", "profiler-api"} else " --with ".join(extra)
             hint = hints.group(with_, packages) if extra else "see the header.* findings above"
-            msg = f"{op} would fail to build: missing {'; '.join(parts)}{seen_by_nvcc}"
+            also = f"; besides, it {note}" if note else ""
+            msg = f"{op} would fail to build: missing {'; '.join(parts)}{seen_by_nvcc}{also}"
             out.append(Finding(f"deepspeed.op.{op}", "warning", msg, hint=hint, details=details))
             continue
-        note = row.get("note")
-        if note and (op != "fp_quantizer" or (nvcc_major or 0) >= 13):
+        if note:
             out.append(
                 Finding(
                     f"deepspeed.op.{op}",
