@@ -113,7 +113,7 @@ def check_deepspeed(obs: Observation, t: Tables) -> list[Finding]:
             packages = ", ".join((extras[g].packages.get("cf-split") or (g,))[0] for g in extra)
             with_ = "deepspeed" if set(extra) <= {"curand", "profiler-api"} else " --with ".join(extra)
             hint = hints.group(with_, packages) if extra else "see the header.* findings above"
-            also = f"; besides, it {note}" if note else ""
+            also = f"; it also {note}" if note else ""
             msg = f"{op} would fail to build: missing {'; '.join(parts)}{seen_by_nvcc}{also}"
             out.append(Finding(f"deepspeed.op.{op}", "warning", msg, hint=hint, details=details))
             continue
