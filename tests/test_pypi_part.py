@@ -510,3 +510,25 @@ def test_a_full_env_holds_the_channels_pip_so_pip_install_lands_in_the_env(make_
     done = subprocess.run([*ENVLOCK, "run", "-p", str(prefix), "--", "python", "-m", "pip"], capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": str(site)})  # the stand-in python: see above
     assert done.stdout.strip() == "the env's pip", done.stderr
+
+
+def test_only_a_failed_resolution_is_blamed_on_the_pip_requirements() -> None:
+    """uv's report on CI (verbatim, the interpreter of an active venv under a 0700 home) has a `cause:` but no
+    failed resolution: it was reported as a conflicting `- pip:` requirement (exit 3). A real conflict still is."""
+    from envlock.errors import SolveError, SpecError
+    from envlock.pypi.compile import CompileRequest, _uv_error
+    from envlock.pypi.part import Index
+
+    req = CompileRequest(requirements=("torch==2.7.1",), python="3.11", platforms=("linux-64",), glibc="2.28",
+                         index=Index("http://127.0.0.1:1/simple", "http://127.0.0.1:1/simple"))  # fmt: skip
+    ci = ("error: Failed to inspect Python interpreter from active virtual environment at `/tmp/t/venv/bin/python`\n"
+          "  cause: Failed to query Python interpreter\n"
+          "  cause: failed to canonicalize path `/tmp/t/venv/bin/python`: Permission denied (os error 13)\n")  # fmt: skip
+    err = _uv_error(ci, "linux-64", req)
+    assert isinstance(err, SpecError) and not isinstance(err, SolveError)
+    assert "Permission denied" in str(err) and "- pip:" not in err.hint and "python" in err.hint
+    conflict = ("error: No solution found when resolving dependencies\n"  # uv 0.13 with NO_COLOR, as envlock runs it
+                "  cause: Because torch==2.7.1 depends on sympy>=1.13.3 and you require sympy==1.12, we can conclude "
+                "that your requirements are unsatisfiable.\n")  # fmt: skip
+    err = _uv_error(conflict, "linux-64", req)
+    assert isinstance(err, SolveError) and "sympy==1.12" in str(err) and "- pip:" in err.hint

@@ -345,7 +345,7 @@ def _uv_error(stderr: str, platform: str, req: CompileRequest) -> Exception:
             hint=f"check the network and the indexes ({where}; from your pip configuration and the torch label), "
             "or --mirror URL=MIRROR, or --offline with a warm cache",
         )
-    if "No solution found" in text or cause:
+    if "No solution found" in text:  # uv's resolver failed: a requirement (the user's, or against torch's pins)
         from envlock.solve_report import cap
 
         return SolveError(
@@ -356,7 +356,10 @@ def _uv_error(stderr: str, platform: str, req: CompileRequest) -> Exception:
     if "--offline" in text or "offline" in first.lower():
         return ChannelError(f"the PyPI part of {platform} needs the network: {first}",
                             hint="run once without --offline to fill uv's cache")
-    return SpecError(f"uv cannot lock the PyPI part of {platform}: {first}",
+    if "Python interpreter" in text:  # uv could not run the python it was given (envlock's own)
+        return SpecError(f"uv cannot lock the PyPI part of {platform}: {first}{': ' + cause if cause else ''}",
+                         hint="run envlock with a python that the current user can execute (uv inspects it)")
+    return SpecError(f"uv cannot lock the PyPI part of {platform}: {first}{': ' + cause if cause else ''}",
                      hint="check the `- pip:` requirements of the spec (PEP 508, e.g. einops>=0.7)")
 
 
