@@ -2,7 +2,8 @@
 
     python benchmarks/bench_pypi.py [--runs 7] [--index loopback|configured]
 
-* lock: envlock's `compile_part` (what resolve/lock run for the PyPI part: two uv compiles side by side,
+* lock: envlock's `compile_part` (what resolve/lock run for the PyPI part: one uv compile, and a
+  second for the dependency edges the first time a resolved set is seen,
   wheel choice, dependency edges, the variant check) against a bare `uv pip compile --generate-hashes`
   of the same requirements, same platform/python/cutoff/index flags, warm uv cache. Target ≤ 1.3×.
 * install: envlock's `fetch_wheels` (warm cache) + `install_wheels` into a fresh prefix against a bare

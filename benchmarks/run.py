@@ -313,7 +313,7 @@ def bench_help(b: Bench) -> list[Row]:
     med = statistics.median(s.wall for s in samples)
     py = [run_proc([sys.executable, "-c", "pass"]).wall for _ in range(max(b.runs, 5))]
     return [Row("start-up", "envlock --help", [s.wall for s in samples], baseline=py, baseline_label="python -c pass",
-                target="<= 0.25 s", ok=med <= 0.25, note=f"peak RSS {max(s.rss_mb for s in samples):.0f} MB")]
+                target="<= 0.12 s", ok=med <= 0.12, note=f"peak RSS {max(s.rss_mb for s in samples):.0f} MB")]
 
 
 def has_command(name: str) -> bool:

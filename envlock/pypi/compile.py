@@ -1,8 +1,9 @@
 """Locking the PyPI part of a full environment (torch's own wheel, its CUDA wheels, ninja, the user's `- pip:`)
 with `uv pip compile`, per platform, platforms side by side (uv runs through envlock.pypi.uv).
 
-Two compiles run side by side per platform: the PEP 751 `pylock.toml` output gives each package's
-wheel URLs and hashes, the requirements output's `# via` annotations give the dependency edges.
+The PEP 751 `pylock.toml` output gives each package's wheel URLs and hashes; the requirements output's
+`# via` annotations give the dependency edges, compiled once per resolved set (then cached: a re-lock of an
+unchanged spec runs uv once per platform).
 uv does not read pip's configuration; envlock passes the user's index URLs (envlock.pypi) itself.
 """
 
