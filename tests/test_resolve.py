@@ -340,6 +340,22 @@ def test_a_project_dir_that_does_not_exist_yet_is_created(tmp_path, cf) -> None:
     assert (proj / "locks" / "torch2.3.0-cu121" / "conda-lock.yml").is_file()
 
 
+def test_a_failed_first_resolve_leaves_no_project_dir_behind(tmp_path) -> None:
+    """resolve creates a missing --project-dir before the solve; when the solve fails, the folders it made go
+    again (empty ones only), and check's hint for a missing project says how to start one."""
+    proj = tmp_path / "new" / "project"
+    gone = tmp_path / "no-such-channel"
+    cmd = [*ENVLOCK, "resolve", "--torch", "2.3.0", "--platform", "linux-64", "--toolchain-only", "--mirror",
+           f"conda-forge=file://{gone}", "--project-dir", str(proj)]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "ENVLOCK_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode != 0 and proc.stderr.startswith("error:"), proc.stderr
+    assert not (tmp_path / "new").exists()
+    check = subprocess.run([*ENVLOCK, "check", "--project-dir", str(proj)], capture_output=True, text=True)
+    assert check.returncode != 0 and "does not exist" in check.stderr
+    assert f"envlock resolve --torch VERSION --project-dir {proj}" in check.stderr
+
+
 @pytest.mark.parametrize("command", ["resolve", "resolve-full", "lock", "update", "create"])
 def test_an_unusable_cache_dir_is_named_not_blamed_on_the_project(tmp_path, cf, test_channel, command) -> None:
     """The issue's case: an unwritable cache dir said "check that environments/ and locks/ are writable"."""

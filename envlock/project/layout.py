@@ -38,7 +38,9 @@ def rel(path: Path, base: Path) -> str:
 def discover(project_dir: Path) -> dict[str, tuple[Path | None, Path]]:
     """name -> (spec path or None, lock path) for every spec in environments/ and every lock in locks/."""
     if not project_dir.is_dir():
-        raise SpecError(f"project dir {project_dir} does not exist", hint="pass --project-dir DIR")
+        raise SpecError(f"project dir {project_dir} does not exist",
+                        hint="check the path, or start a project there: envlock resolve --torch VERSION "
+                        f"--project-dir {project_dir}")
     found: dict[str, tuple[Path | None, Path | None]] = {}
     env_dir = project_dir / "environments"
     lock_root = project_dir / "locks"

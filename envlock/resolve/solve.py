@@ -209,18 +209,45 @@ def solve(
     )
     if dry_run:
         return Solved(spec, anchor, plan, warnings=warnings)
+    made = _missing_top(project_dir) if make_project else None
     if make_project:
         writable_project(project_dir)
-    cache = cache_dir()  # before the solve, not blamed on the project after it
     try:
-        results, pypi, extra_indexes, warnings = _solve(spec, anchor, plan, settings, hold, move, warnings)
-    finally:  # what rattler and uv wrote into a group-shared cache, readable by its other users (failed or not)
-        from envlock.fs import share_with_group
+        cache = cache_dir()  # before the solve, not blamed on the project after it
+        try:
+            results, pypi, extra_indexes, warnings = _solve(spec, anchor, plan, settings, hold, move, warnings)
+        finally:  # what rattler and uv wrote into a group-shared cache, readable by its other users (failed or not)
+            from envlock.fs import share_with_group
 
-        share_with_group(cache, cache / "repodata", cache / "uv")
+            share_with_group(cache, cache / "repodata", cache / "uv")
+    except BaseException:
+        if made is not None:  # a failed first resolve leaves no empty project dir behind
+            _remove_empty(project_dir, made)
+        raise
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if timestamp else None
     files = render_files(project_dir, spec, plan, results, timestamp=stamp, pypi=pypi, extra_indexes=extra_indexes)
     return Solved(spec, anchor, plan, tuple(results), dict(pypi), tuple(files), warnings)
+
+
+def _missing_top(path: Path) -> Path | None:
+    """The topmost folder of `path` that does not exist yet (None when `path` exists)."""
+    top = None
+    for p in (path, *path.absolute().parents):
+        if p.exists():
+            break
+        top = p
+    return top
+
+
+def _remove_empty(path: Path, top: Path) -> None:
+    """Remove `path` and its parents up to `top` while they are empty (what writable_project made)."""
+    for p in (path.absolute(), *path.absolute().parents):
+        try:
+            p.rmdir()
+        except OSError:
+            return
+        if p == top.absolute():
+            return
 
 
 def _solve(spec: EnvSpec, anchor: Anchor, plan: Plan, settings: SolveSettings, hold: LockFile | None,
