@@ -142,7 +142,8 @@ def cap(text: str, limit: int = MESSAGE_LIMIT) -> str:
 def platform_failure(platform: str, attempts: Sequence[Attempt], *, lacking: bool) -> SolveError:
     """Every candidate of one platform failed: the reasons once each, root cause first."""
     parts = []
-    for reason, minors in _groups(attempts):
+    # a missing cuDNN is what widening/dropping cuDNN answers: the reason that remained without it goes first
+    for reason, minors in sorted(_groups(attempts), key=lambda g: g[0].lower().startswith("no cudnn")):
         others = [m for m in minors if f"CUDA {m}" not in reason]
         if len(others) == len(minors):  # the reason names no minor: say which it is for
             parts.append(f"{reason} (CUDA {', '.join(minors)})")
@@ -186,11 +187,18 @@ def combined(failed: Sequence[tuple[str, SolveError]], solved: Sequence[str], al
     ok = f" ({', '.join(solved)} solved; nothing was written)" if solved else " (nothing was written)"
     lead = f"{' and '.join(names)} cannot be solved"
     message = cap(f"{lead}: {body}{ok}")
+    # each failing platform's own advice, said once (one platform's hint alone left the others' unsaid)
+    hints: dict[str, list[str]] = {}
+    for platform, err in failed:
+        if err.hint:  # the platform's name in its own hint is said by the grouping
+            hints.setdefault(err.hint.replace(f" on {platform}", "").replace(f" for {platform}", ""), []).append(platform)
+    advice = next(iter(hints)) if len(hints) == 1 else "; ".join(f"{' and '.join(ps)}: {h}" for h, ps in hints.items())
     rest = [p for p in all_platforms if p not in names]
     if rest:
         flags = " ".join(f"--platform {p}" for p in rest)
-        hint = f"lock the others without it: {flags} (or drop it from the spec's platforms); {failed[0][1].hint}"
+        hint = f"lock the others without {'it' if len(names) == 1 else 'them'}: {flags} (or drop "
+        hint += f"{'it' if len(names) == 1 else 'them'} from the spec's platforms){'; ' + advice if advice else ''}"
     else:
-        hint = failed[0][1].hint
+        hint = advice
     detail = tuple(d for _, err in failed for d in err.detail)
     return SolveError(message, hint=hint, detail=detail)

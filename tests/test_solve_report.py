@@ -151,3 +151,33 @@ def test_one_failing_platform_is_named_first_and_the_hint_locks_the_others(tmp_p
     again = envlock(*base, *hint.split("without it: ")[1].split(" (")[0].split(), cwd=tmp_path, cache=tmp_path / ".cache")
     assert again.returncode == 0, again.stderr  # what the hint says works
     assert (proj / "locks" / "torch2.3.0-cu121" / "conda-linux-64.lock").is_file()
+
+
+def test_several_failing_platforms_each_keep_their_own_advice() -> None:
+    """The hint said only the first failing platform's advice (torch 2.7.1 on three platforms: aarch64's
+    channel advice, nothing about win-64's)."""
+    from envlock.errors import SolveError
+    from envlock.solve_report import combined
+
+    aarch = SolveError("no CUDA toolchain solves: no package 'libcurand-dev' for linux-aarch64",
+                       hint="add a channel that has it for linux-aarch64 (--channel, --mirror)")  # fmt: skip
+    win = SolveError("no CUDA toolchain solves: no package 'cuda-nvcc' for win-64", hint="use --cuda 12.8")
+    err = combined([("linux-aarch64", aarch), ("win-64", win)], ["linux-64"], ["linux-64", "linux-aarch64", "win-64"])
+    assert err.message.startswith("linux-aarch64 and win-64 cannot be solved")
+    assert err.hint.startswith("lock the others without them: --platform linux-64 (or drop them")
+    assert "linux-aarch64: add a channel that has it (--channel" in err.hint and "win-64: use --cuda 12.8" in err.hint
+    win_same = SolveError("x", hint="add a channel that has it for win-64 (--channel, --mirror)")
+    same = combined([("linux-aarch64", aarch), ("win-64", win_same)], [], ["linux-aarch64", "win-64"])
+    assert same.hint == "add a channel that has it (--channel, --mirror)"  # one piece of advice for both: said once
+
+
+def test_the_reason_no_cudnn_variant_changes_comes_before_the_missing_cudnn() -> None:
+    """torch 2.6.0 / 2.7.1 on the snapshot led with 'no cudnn 9.x.*', though the attempts without cuDNN show
+    what no cuDNN variant fixes (libcurand-dev for that CUDA)."""
+    from envlock.solve_report import Attempt, platform_failure
+
+    attempts = [Attempt("linux-aarch64", "12.6", "with cudnn 9.7.*", "no cudnn 9.7.* in conda-forge"),
+                Attempt("linux-aarch64", "12.6", "without cuDNN",
+                        "libcurand-dev has no build for CUDA 12.6 in conda-forge")]  # fmt: skip
+    msg = platform_failure("linux-aarch64", attempts, lacking=False).message
+    assert msg.index("libcurand-dev") < msg.index("no cudnn"), msg
