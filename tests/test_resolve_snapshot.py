@@ -171,6 +171,27 @@ def test_the_spec_written_is_the_spec_solved_torch_2_11(tmp_path, capsys, mirror
     assert (lock_path.parent / "../../environments/torch2.11.0-cu130.yml").resolve() == spec_path.resolve()
 
 
+def test_a_moved_cuda_minor_is_written_as_solved_with_a_whole_reason(tmp_path, capsys, mirror) -> None:
+    """torch 2.8.0 --with deepspeed: cuda-profiler-api has no 12.8 build on the snapshot, so 12.9 is locked.
+    The spec says cuda-version=12.9 and why, in a sentence that ends (it ended '… 12.9 (minor+1) was')."""
+    import itertools
+
+    from envlock.formats.spec import read_spec
+
+    code, doc = resolve_json(tmp_path, capsys, "--torch", "2.8.0", "--toolchain-only", "--with", "deepspeed",
+                             "--platform", "linux-64", "--mirror", mirror)  # fmt: skip
+    assert code == 0, doc
+    spec_path = tmp_path / "environments" / "torch2.8.0-cu128.yml"
+    lines = spec_path.read_text().splitlines()
+    at = next(i for i, ln in enumerate(lines) if "written as solved" in ln)
+    wrapped = [lines[at], *itertools.takewhile(lambda ln: ln.strip().startswith("#   "), lines[at + 1:])]
+    comment = " ".join(ln.strip().lstrip("#").strip() for ln in wrapped)
+    assert comment == ("linux-64: written as solved, not as first planned: CUDA 12.8 did not solve "
+                       "(the lock's plan says why), CUDA 12.9 (minor+1) did")  # fmt: skip
+    assert "cuda-version=12.9" in read_spec(spec_path).dependencies
+    assert run(["check", "--project-dir", str(tmp_path)]) == 0
+
+
 def _locked(tmp_path: Path, name: str) -> dict[str, str]:
     lock = (tmp_path / "locks" / name / "conda-lock.yml").read_text()
     return {ln.rsplit("/", 1)[1].rsplit("-", 2)[0]: ln.rsplit("/", 1)[1] for ln in lock.splitlines() if "url: https://" in ln}

@@ -269,7 +269,8 @@ def solved_notes(plan: Plan, results: Sequence[PlatformResult]) -> list[str]:
             continue
         why = [n for n in chosen.notes if n not in planned.notes]
         if chosen.cuda != planned.cuda:
-            why.insert(0, f"CUDA {planned.cuda} did not solve: {chosen.cuda} ({chosen.skew}) was")
+            why.insert(0, f"CUDA {planned.cuda} did not solve (the lock's plan says why), CUDA {chosen.cuda} "
+                          f"({chosen.skew}) did")
         out.append(f"{res.platform}: written as solved, not as first planned: " + "; ".join(why or ["see the lock"]))
     return out
 
