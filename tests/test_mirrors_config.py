@@ -108,7 +108,7 @@ def test_nvidia_name_maps_its_label_channel(tmp_path: Path, test_channel: Path, 
 # --------------------------------------------------------------------------- a typo is refused
 
 
-@pytest.mark.parametrize("command", ["resolve", "create", "lock", "update"])
+@pytest.mark.parametrize("command", ["resolve", "create", "lock", "update", "pack"])
 def test_a_mirror_no_channel_uses_is_refused_naming_the_ones_that_are(
     command: str, project: Path, tmp_path: Path, test_channel: Path  # noqa: F811
 ) -> None:
@@ -121,13 +121,14 @@ def test_a_mirror_no_channel_uses_is_refused_naming_the_ones_that_are(
         "create": ["create", "-p", str(tmp_path / "env"), "--platform", "linux-64", *typo],
         "lock": ["lock", "--all", *typo],
         "update": ["update", "cuda-nvcc", *typo],
+        "pack": ["pack", "--platform", "linux-64", "-o", str(tmp_path / "env.tar"), *typo],
     }[command]
     started = time.monotonic()
     proc = cli(*args, "--project-dir", str(proj), env=_env(tmp_path))
     assert_one_error(proc, 1, "--mirror conda-forg=")
     assert "in play: conda-forge" in proc.stderr and "hint: mirror one of those, e.g. --mirror conda-forge=URL" in proc.stderr
     assert time.monotonic() - started < 20  # refused up front, not after the network timeouts
-    assert not (tmp_path / "env").exists()
+    assert not (tmp_path / "env").exists() and not (tmp_path / "env.tar").exists()
     assert {p: p.read_bytes() for p in proj.rglob("*") if p.is_file()} == before
 
 
