@@ -13,8 +13,10 @@ import hashlib
 import io
 import json
 import os
+import shlex
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -254,6 +256,37 @@ def test_a_full_lock_packs_its_wheels_and_unpacks_them_offline(full_project: Pat
     doc = json.loads(proc.stdout)
     assert doc["wheels"] == len(wheels) and doc["packages"] == len(read_lock(lock).packages_for("linux-64"))
     assert "cuda = '12.6'" in (prefix / "lib" / "python3.11" / "site-packages" / "torch" / "version.py").read_text()
+
+
+def test_the_archives_pypi_part_installs_with_plain_pip_as_documented(full_project: Path, tmp_path: Path,  # noqa: F811
+                                                                      test_channel_url: str) -> None:
+    """The pip line conda-<platform>.txt documents for the PyPI part, run as written with the real pip (the
+    host python with --target stands in for PREFIX/bin/python: the test channel's python is a stand-in),
+    offline: every wheel is found in pypi/files and matches the requirements file's hashes."""
+    lock = full_project / "locks" / FULL / "conda-lock.yml"
+    archive = tmp_path / "full.tar"
+    proc = cli("pack", "--lock", str(lock), "--platform", "linux-64", "-o", str(archive), "-q",
+               "--mirror", f"conda-forge={test_channel_url}", env=connected_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    unpacked = tmp_path / "unpacked"
+    unpacked.mkdir()
+    with tarfile.open(archive) as tf:
+        tf.extractall(unpacked, filter="data")
+    usage = " ".join(ln.removeprefix("#").strip() for ln in (unpacked / "conda-linux-64.txt").read_text().splitlines()
+                     if ln.startswith("#"))  # fmt: skip
+    documented = usage.split("a PyPI part: ", 1)[1].split(")", 1)[0]
+    assert documented.startswith("PREFIX/bin/python -m pip install --no-index --find-links pypi/files")
+    target = tmp_path / "site"
+    command = documented.replace("PREFIX/bin/python", shlex.quote(sys.executable), 1) + f" --target {target} -q"
+    env = {**offline_env(tmp_path), "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    done = subprocess.run(["bash", "-c", command], cwd=unpacked, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "cuda = '12.6'" in (target / "torch" / "version.py").read_text()
+    wheel = next((unpacked / "pypi" / "files").glob("torch-*.whl"))
+    wheel.write_bytes(wheel.read_bytes()[:-8] + b"tampered")  # one wheel that is not the locked one
+    shutil.rmtree(target)
+    bad = subprocess.run(["bash", "-c", command], cwd=unpacked, env=env, capture_output=True, text=True, timeout=300)
+    assert bad.returncode != 0 and "HASHES" in bad.stderr
 
 
 # --------------------------------------------------------------------------- plain conda
