@@ -17,8 +17,9 @@ from typing import Any
 
 from envlock import UPGRADE_HINT, __version__
 from envlock.errors import SpecError
+from envlock.mirrors import MIRROR_MANIFEST
 
-MANIFEST = "envlock-mirror.json"
+MANIFEST = MIRROR_MANIFEST
 MANIFEST_VERSION = 1
 
 

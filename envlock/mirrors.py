@@ -4,7 +4,8 @@ A key is a conda channel name (`conda-forge`; `nvidia` also covers its labels, `
 a channel or index URL (`https://download.pytorch.org/whl/cu126`), or `pypi`: every wheel of the PyPI part,
 looked up by project name on a PEP 503 simple index (envlock/pypi/wheels.py). A value is an http(s):// or
 file:// URL, or a plain path (made a file:// URL, relative to the current directory or to the config file
-that names it). The longest key that covers a URL wins. Where the entries come from: envlock/config.py.
+that names it); a local `envlock mirror` directory's root stands for its channel of that name (conda-forge=DIR
+is DIR/conda-forge, pypi=DIR is DIR/pypi/simple). The longest key that covers a URL wins. Where the entries come from: envlock/config.py.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from envlock.errors import SpecError
 from envlock.names import strip_credentials
 
 PYPI = "pypi"
+MIRROR_MANIFEST = "envlock-mirror.json"  # the file `envlock mirror` writes at its directory's root
 CANONICAL_BASE = "https://conda.anaconda.org/"
 _SCHEMES = ("http://", "https://", "file://")
 
@@ -44,7 +46,25 @@ def parse_entry(text: str, *, base: Path | None = None, source: str = "--mirror"
     if not sep or not key or not value:
         raise SpecError(f"{source} {text!r} is not NAME=URL",
                         hint="e.g. conda-forge=https://mirror.example.org/conda-forge or conda-forge=/srv/mirror/conda-forge")
-    return key, mirror_url(value, base=base, source=f"{source} {key}=")
+    return key, _channel_in_mirror(key, mirror_url(value, base=base, source=f"{source} {key}="))
+
+
+def _channel_in_mirror(key: str, url: str) -> str:
+    """`conda-forge=file://DIR` where DIR is an `envlock mirror` directory: its channel, DIR/conda-forge.
+
+    Such a directory holds its channels as subdirectories (and the PyPI part as pypi/simple); a file://
+    URL of its root is taken to mean the one the key names, where that one is there.
+    """
+    if not url.startswith("file://") or "://" in key:
+        return url
+    from urllib.parse import urlsplit  # noqa: PLC0415
+    from urllib.request import url2pathname  # noqa: PLC0415
+
+    root = Path(url2pathname(urlsplit(url).path))
+    sub = root / ("pypi/simple" if key == PYPI else key.strip("/"))
+    if (root / MIRROR_MANIFEST).is_file() and sub.is_dir():
+        return sub.as_uri()
+    return url
 
 
 def mirror_url(value: str, *, base: Path | None = None, source: str = "--mirror") -> str:
@@ -140,7 +160,7 @@ def missing_file_hint(path: Path, canonical_url: str) -> str | None:
     """For a file:// mirror pointed at the root of an `envlock mirror` directory instead of a channel in it."""
     channel = display(channel_of(canonical_url)).split("/", 1)[0]
     for root in list(path.parents)[:4]:
-        if (root / "envlock-mirror.json").is_file() and (root / channel).is_dir():
+        if (root / MIRROR_MANIFEST).is_file() and (root / channel).is_dir():
             return (f"{root} is an envlock mirror: its channels are subdirectories, so use {channel}={(root / channel).as_uri()} "
                     "(`envlock mirror` prints the whole ENVLOCK_MIRRORS line)")
     return None

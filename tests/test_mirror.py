@@ -85,17 +85,20 @@ def test_mirror_then_create_with_only_the_mirror_and_a_fresh_cache(project: Path
     upstream.stop()
     shutil.rmtree(tmp_path / "upstream")
     prefix = tmp_path / "env"
-    # the mirror's root is not a channel: the error says which subdirectory is
+    # a URL key (not the channel's name) pointed at the mirror's root: the error says which subdirectory to use
+    canonical = "https://conda.anaconda.org/conda-forge"
     wrong = cli("create", "--project-dir", str(project), "-p", str(prefix), "--platform", "linux-64",
-                env=offline_env(tmp_path, ENVLOCK_MIRRORS=f"conda-forge={dest.as_uri()}"))
+                env=offline_env(tmp_path, ENVLOCK_MIRRORS=f"{canonical}={dest.as_uri()}"))
     assert_one_error(wrong, 1, "is missing")
     assert f"hint: {dest} is an envlock mirror" in wrong.stderr and f"conda-forge={dest.as_uri()}/conda-forge" in wrong.stderr
     assert not prefix.exists()
-    env = offline_env(tmp_path, ENVLOCK_MIRRORS=doc["mirrors"][0])
-    proc = cli("create", "--project-dir", str(project), "-p", str(prefix), "--platform", "linux-64", "-q", env=env)
-    assert proc.returncode == 0, proc.stderr
-    nvcc = cli("run", "-p", str(prefix), "--", "nvcc", "--version", env=env)
-    assert "release 12.1" in nvcc.stdout, nvcc.stderr
+    # the line as written: the mirror's root names its conda-forge/ (and what mirror printed works too)
+    for entry, where in ((f"conda-forge={dest.as_uri()}", prefix), (doc["mirrors"][0], tmp_path / "env2")):
+        env = offline_env(tmp_path, ENVLOCK_MIRRORS=entry)
+        proc = cli("create", "--project-dir", str(project), "-p", str(where), "--platform", "linux-64", "-q", env=env)
+        assert proc.returncode == 0, proc.stderr
+        nvcc = cli("run", "-p", str(where), "--", "nvcc", "--version", env=env)
+        assert "release 12.1" in nvcc.stdout, nvcc.stderr
 
 
 def test_served_by_a_static_http_server_create_and_relock_need_nothing_else(

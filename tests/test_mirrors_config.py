@@ -18,7 +18,7 @@ import pytest
 
 from envlock.cli import run
 from envlock.formats import read_lock
-from envlock.mirrors import MirrorMap, channel_fetch_url, mirrored
+from envlock.mirrors import MIRROR_MANIFEST, MirrorMap, channel_fetch_url, mirrored, parse_entry
 from tests.test_create import assert_one_error, cli, lock_of, project  # noqa: F401 - session fixture
 
 CF = "https://conda.anaconda.org/conda-forge/"
@@ -50,6 +50,24 @@ def test_the_longest_key_wins_and_a_name_covers_its_labels() -> None:
     assert mirrored("https://conda.anaconda.org/conda-forge-extra/noarch/a-1-0.conda", mirrors).startswith("https://conda")
     assert channel_fetch_url("nvidia/label/cuda-12.1.0", {"nvidia": "file:///m/nv"}) == "file:///m/nv/label/cuda-12.1.0/"
     assert channel_fetch_url("conda-forge", {}) == CF
+
+
+def test_a_local_mirror_root_stands_for_the_channel_its_key_names(tmp_path: Path) -> None:
+    root = tmp_path / "mirror"
+    for sub in ("conda-forge/noarch", "nvidia/label/cuda-11.8.0/noarch", "pypi/simple"):
+        (root / sub).mkdir(parents=True)
+    plain = tmp_path / "plain"
+    (plain / "conda-forge").mkdir(parents=True)
+    # without the manifest `envlock mirror` writes, a directory is taken as the channel itself
+    assert parse_entry(f"conda-forge={root.as_uri()}") == ("conda-forge", root.as_uri())
+    (root / MIRROR_MANIFEST).write_text("{}")
+    assert parse_entry(f"conda-forge={root.as_uri()}") == ("conda-forge", (root / "conda-forge").as_uri())
+    assert parse_entry(f"conda-forge={root}") == ("conda-forge", (root / "conda-forge").as_uri())  # a plain path too
+    assert parse_entry(f"nvidia={root}")[1] == (root / "nvidia").as_uri()  # and the name covers its labels there
+    assert parse_entry(f"pypi={root}")[1] == (root / "pypi" / "simple").as_uri()
+    assert parse_entry(f"conda-forge={plain.as_uri()}")[1] == plain.as_uri()
+    assert parse_entry(f"bioconda={root}")[1] == root.as_uri()  # a channel the mirror does not hold: as given
+    assert parse_entry("conda-forge=http://127.0.0.1:1/mirror")[1] == "http://127.0.0.1:1/mirror"  # URLs as given
 
 
 @pytest.mark.parametrize(("value", "needle"), [
