@@ -242,18 +242,19 @@ class RattlerSolver:
         headers: a connection that drops mid-body surfaces as one error. The on-disk cache keeps
         what was fetched whole, so a new attempt re-fetches only the cut-off file.
         """
-        for attempt in range(TRUNCATION_RETRIES + 1):
+        restarts = max(0, min(TRUNCATION_RETRIES, int(self.options.http.retries)))  # ENVLOCK_HTTP_RETRIES=0: none
+        for attempt in range(restarts + 1):
             try:
                 return asyncio.run(self._solve_all(plan, locked))
             except (rattler.exceptions.FetchRepoDataError, rattler.exceptions.GatewayError) as exc:
-                if attempt == TRUNCATION_RETRIES or not is_truncated_body(str(exc)):
+                if attempt == restarts or not is_truncated_body(str(exc)):
                     raise
             self._gateway = None  # the old one remembers the failed fetch
             time.sleep(0.5 * 2**attempt)
         raise AssertionError("unreachable")
 
 
-#: Whole-fetch restarts after a truncated body (on top of rattler's per-request retries).
+#: Whole-fetch restarts after a truncated body (on top of rattler's per-request retries; at most ENVLOCK_HTTP_RETRIES).
 TRUNCATION_RETRIES = 2
 _TRUNCATION_MARKERS = ("error decoding response body", "error reading a body", "end of file before message length")
 

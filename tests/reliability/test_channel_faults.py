@@ -54,6 +54,8 @@ CASES = [
     Case("closed mid-body once, then served", ((SHARDS, "close-mid-body", 1),), 0, counts=((SHARDS, 200, 10, 60),)),
     Case("closed mid-body on every try", ((SHARD_INDEX, "close-mid-body", None),), 4, "end of file",
          counts=((SHARD_INDEX, 200, 3, 3),)),
+    Case("closed mid-body, no retries: fetched once", ((SHARD_INDEX, "close-mid-body", None),), 4, "end of file",
+         counts=((SHARD_INDEX, 200, 1, 1),), env={"ENVLOCK_HTTP_RETRIES": "0"}),
     Case("corrupt shard index", ((SHARD_INDEX, "corrupt", None),), 4, "invalid or truncated"),
     Case("corrupt shard", ((SHARDS, "corrupt", 1),), 4, "invalid or truncated"),
     Case("plain: repodata.json.zst truncated once", ((ZST, "truncate", 1),), 0, plain=True),
