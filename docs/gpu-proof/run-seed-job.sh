@@ -140,25 +140,16 @@ setup() {
   touch "$work/setup.done"
 }
 
-# The env: a channel from the machine's own toolkit (real NVIDIA binaries, conda-forge names), locked and
-# created by envlock. `--toolchain-only` (issue 16: a lock with no python and no PyPI part) is being merged in
-# parallel: while this envlock lacks it, the lock holds the channel's `python` shim (it runs this machine's
-# python3, so nothing changes for the builds) and `--python X.Y` says which. Switch by deleting the else branch.
+# The env: a channel from the machine's own toolkit (real NVIDIA binaries, conda-forge names), locked
+# toolchain-only (issue 16: no python, no PyPI part: the machine's torch is the anchor) and created by envlock.
 make_env() {
   [ -f "$work/env.done" ] && return 0
   mkdir -p "$proj"
   if [ ! -f "$channel/envlock-repack.json" ]; then
     timed channel "$py" -m tests.toolkit_channel --toolkit "$toolkit" --out "$channel" --libs "${SEED_LIBS:-all}" > "$work/channel.json" || return 1
   fi
-  local pyver; pyver=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-  local only
-  if COLUMNS=200 envlock resolve --help 2>/dev/null | grep -q -- '--toolchain-only'; then
-    only=(--toolchain-only)
-  else
-    only=(--python "$pyver")
-  fi
   rm -rf "$prefix"
-  timed resolve "$py" -m envlock resolve --torch "${SEED_TORCH:-installed}" --python-exe "$py" "${only[@]}" --with deepspeed \
+  timed resolve "$py" -m envlock resolve --torch "${SEED_TORCH:-installed}" --python-exe "$py" --toolchain-only --with deepspeed \
     --channel "file://$channel" --project-dir "$proj" --name seed || return 1
   timed create "$py" -m envlock create --lock "$proj/locks/seed/conda-lock.yml" -p "$prefix" -q || return 1
   grep -E '^- name: |^  version: ' "$proj/locks/seed/conda-lock.yml" | paste - - | sed 's/- name: //; s/  version: / /' > "$work/lock-summary.txt"
