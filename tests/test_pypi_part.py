@@ -532,3 +532,32 @@ def test_only_a_failed_resolution_is_blamed_on_the_pip_requirements() -> None:
                 "that your requirements are unsatisfiable.\n")  # fmt: skip
     err = _uv_error(conflict, "linux-64", req)
     assert isinstance(err, SolveError) and "sympy==1.12" in str(err) and "- pip:" in err.hint
+
+
+def test_index_credentials_are_used_never_written_and_extra_indexes_are_followed(
+    tmp_path: Path, test_channel_url: str, wheel_index: WheelIndex
+) -> None:
+    """pip's PIP_INDEX_URL / PIP_EXTRA_INDEX_URL with user:password: uv gets them (a project only on the extra
+    index resolves), while the lock, the spec, the requirements file and the output keep the plain URLs."""
+    from tests.wheelindex import build_wheel
+
+    extra = WheelIndex().add([build_wheel("extraonly", "2.0")]).start()
+    try:
+        def secret(url: str) -> str:
+            return url.replace("http://", "http://envuser:s3cr3t-tok@", 1)
+
+        env = {**os.environ, "PIP_INDEX_URL": secret(wheel_index.url), "PIP_EXTRA_INDEX_URL": secret(extra.url),
+               "ENVLOCK_CACHE_DIR": str(tmp_path / "cache")}
+        project = tmp_path / "p"
+        done = _cli(project, test_channel_url, "--torch", "2.7.1", "--platform", "linux-64", "--pip", "extraonly",
+                    env=env)
+        assert done.returncode == 0, done.stderr
+        lf = _conda_lock(project / "locks" / NAME / "conda-lock.yml")
+        pip = {p.name: p for p in lf.package if p.manager == "pip"}
+        assert pip["extraonly"].url.startswith(extra.base + "/") and pip["torch"].url.startswith(wheel_index.base)
+        assert any(r.endswith("/extraonly/") or "extraonly" in r for r in extra.requests)  # uv asked the extra index
+        written = [p for p in project.rglob("*") if p.is_file()]
+        assert written and not [p for p in written if b"s3cr3t" in p.read_bytes() or b"envuser" in p.read_bytes()]
+        assert "s3cr3t" not in done.stdout + done.stderr
+    finally:
+        extra.stop()
