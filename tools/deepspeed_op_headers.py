@@ -32,7 +32,7 @@ NOTES = {  # why an op may fail whatever the toolkit holds (DeepSpeed's own word
     "evoformer_attn": "needs CUTLASS (CUTLASS_PATH, or the nvidia-cutlass package)",
     "cutlass_ops": "needs the deepspeed-kernels (dskernels) package's prebuilt libdeepspeedft",
     "ragged_device_ops": "needs the deepspeed-kernels (dskernels) package's prebuilt libblockedflash",
-    "gds": "needs libaio (libaio-dev) besides cufile.h",
+    "gds": "needs libaio (libaio-dev), which no CUDA package gives",
     "async_io": "needs libaio (libaio-dev)",
     "fp_quantizer": "fails to compile under CUDA 13 against a full toolkit too (a DeepSpeed template error, "
     "measured on an H200 with DeepSpeed 0.19.8)",
