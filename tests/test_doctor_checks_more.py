@@ -187,6 +187,11 @@ def test_one_finding_per_group_and_how_each_env_gets_one() -> None:
 
     assert hint() == (f"add nvtx to `with:` in environments/train.yml, then: envlock lock && "
                       f"envlock create --lock locks/train/conda-lock.yml -p {P}  (adds cuda-nvtx-dev)")  # fmt: skip
+    # as create records it (absolute): the project is said, so the hint works from any folder
+    lock = "/srv/my proj/locks/train/conda-lock.yml"
+    assert hint(meta={"env_name": "train", "lock_path": lock, "anchor": {"torch": "2.6.0"}}) == (
+        "add nvtx to `with:` in /srv/my proj/environments/train.yml, then: envlock lock --project-dir '/srv/my proj' "
+        f"&& envlock create --lock '{lock}' -p {P}  (adds cuda-nvtx-dev)")  # fmt: skip
     assert (
         hint(meta={"anchor": {"torch": "2.6.0"}})
         == "envlock resolve --torch 2.6.0 --with nvtx && envlock create  (adds cuda-nvtx-dev)"

@@ -8,7 +8,9 @@ otherwise the conda-forge package to add or the variable to set.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping
+from pathlib import PurePath
 from typing import Any
 
 from envlock.doctor.data import HEADERS
@@ -65,9 +67,14 @@ class Hints:
         torch = obs.anchor.get("torch")
         if meta.get("env_name") and meta.get("lock_path") and obs.prefix is not None:
             # the spec keeps its other `with:` entries: add this one there and re-lock (a fresh resolve would drop them)
+            lock = PurePath(meta["lock_path"])
+            spec, relock = f"environments/{meta['env_name']}.yml", "envlock lock"
+            if lock.is_absolute() and lock.parts[-3:-1] == ("locks", meta["env_name"]):
+                project = lock.parents[2]  # the project the env was created from: say it, wherever doctor runs
+                spec, relock = f"{project / spec}", f"envlock lock --project-dir {shlex.quote(str(project))}"
             return (
-                f"add {group} to `with:` in environments/{meta['env_name']}.yml, then: envlock lock && "
-                f"envlock create --lock {meta['lock_path']} -p {obs.prefix}  (adds {package})"
+                f"add {group} to `with:` in {spec}, then: {relock} && "
+                f"envlock create --lock {shlex.quote(str(lock))} -p {shlex.quote(str(obs.prefix))}  (adds {package})"
             )
         if obs.meta is not None and torch:
             return f"envlock resolve --torch {torch} --with {group} && envlock create  (adds {package})"
