@@ -44,8 +44,10 @@ def conda_venv() -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two test runs at once build it once
         if not (venv / ".envlock-ok").is_file():
             shutil.rmtree(venv, ignore_errors=True)
+            from tests.pipenv import user_pip_environ  # conda's dependencies come from the user's real index
+
             proc = subprocess.run(["bash", str(CONDA_TOOL / "install.sh"), str(venv)], capture_output=True,
-                                  text=True, timeout=600)
+                                  text=True, timeout=600, env=user_pip_environ())
             if proc.returncode != 0:
                 pytest.fail(f"install.sh failed: {proc.stderr[-2000:]}")
             (venv / ".envlock-ok").write_text(proc.stdout)
