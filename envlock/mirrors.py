@@ -62,8 +62,11 @@ def _channel_in_mirror(key: str, url: str) -> str:
 
     root = Path(url2pathname(urlsplit(url).path))
     sub = root / ("pypi/simple" if key == PYPI else key.strip("/"))
-    if (root / MIRROR_MANIFEST).is_file() and sub.is_dir():
-        return sub.as_uri()
+    try:
+        if (root / MIRROR_MANIFEST).is_file() and sub.is_dir():
+            return sub.as_uri()
+    except OSError:  # a folder this user cannot enter: taken as given (the fetch names what is wrong)
+        pass
     return url
 
 
@@ -160,7 +163,11 @@ def missing_file_hint(path: Path, canonical_url: str) -> str | None:
     """For a file:// mirror pointed at the root of an `envlock mirror` directory instead of a channel in it."""
     channel = display(channel_of(canonical_url)).split("/", 1)[0]
     for root in list(path.parents)[:4]:
-        if (root / MIRROR_MANIFEST).is_file() and (root / channel).is_dir():
+        try:
+            found = (root / MIRROR_MANIFEST).is_file() and (root / channel).is_dir()
+        except OSError:  # a folder this user cannot enter
+            found = False
+        if found:
             return (f"{root} is an envlock mirror: its channels are subdirectories, so use {channel}={(root / channel).as_uri()} "
                     "(`envlock mirror` prints the whole ENVLOCK_MIRRORS line)")
     return None

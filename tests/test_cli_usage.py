@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -159,7 +160,8 @@ def test_ctrl_c_at_any_moment_of_start_up_never_prints_a_traceback_from_envlock(
     """SIGINT 0–120 ms after the console script starts: `interrupted` + 130 once envlock's code runs.
 
     Before the script's first line Python itself is starting (site, .pth files): a KeyboardInterrupt
-    there is the interpreter's, with no envlock frame in it; that is the one other outcome allowed.
+    there is the interpreter's, with no envlock frame in it (or only `envlock/__init__.py", line 0`: the
+    import entering the module, before its first line); that is the one other outcome allowed.
     """
     if not SCRIPT.is_file():
         pytest.skip(f"no console script at {SCRIPT}")
@@ -179,7 +181,11 @@ def test_ctrl_c_at_any_moment_of_start_up_never_prints_a_traceback_from_envlock(
         elif proc.returncode == 1 and lines[:1] and lines[0].startswith(f"error: no environments in {tmp_path}"):
             outcomes.append("finished")  # the command ran to its end before the signal
         else:
-            assert package not in err, err  # interrupted inside Python's own start-up, not in envlock
+            # interrupted inside Python's own start-up, not in envlock; `envlock/__init__.py", line 0` is the
+            # import machinery entering the module before its first line runs (CI saw it once): nothing of
+            # envlock's has run there to catch the signal.
+            entered = re.sub(r'  File "[^"]*envlock/__init__\.py", line 0, in <module>\n', "", err)
+            assert package not in entered, err
             outcomes.append("python start-up")
     assert outcomes.count("interrupted") >= 6, outcomes
 
