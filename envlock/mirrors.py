@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from envlock.errors import SpecError
-from envlock.names import strip_credentials
+from envlock.names import file_url_path, strip_credentials
 
 PYPI = "pypi"
 MIRROR_MANIFEST = "envlock-mirror.json"  # the file `envlock mirror` writes at its directory's root
@@ -57,10 +57,7 @@ def _channel_in_mirror(key: str, url: str) -> str:
     """
     if not url.startswith("file://") or "://" in key:
         return url
-    from urllib.parse import urlsplit  # noqa: PLC0415
-    from urllib.request import url2pathname  # noqa: PLC0415
-
-    root = Path(url2pathname(urlsplit(url).path))
+    root = file_url_path(url)
     sub = root / ("pypi/simple" if key == PYPI else key.strip("/"))
     try:
         if (root / MIRROR_MANIFEST).is_file() and sub.is_dir():

@@ -40,9 +40,10 @@ def test_help_imports_no_solver_or_network_stack() -> None:
 
 
 def test_a_resolve_on_a_pipe_prints_its_summary_without_importing_rich(test_channel: Path, tmp_path: Path) -> None:
-    """CI logs and pipes get the plain summary; rich (styles, ~10 ms to import) is for terminals only."""
+    """CI logs and pipes get the plain summary; rich (styles, ~10 ms to import) is for terminals only; a file://
+    mirror is read without urllib.request (http.client, email: ~40 ms for a path)."""
     code = ("import sys; from envlock.cli import run; rc = run(sys.argv[1:]); "
-            "print(sorted(m for m in ('rich', 'filelock') if m in sys.modules), rc)")
+            "print(sorted(m for m in ('rich', 'filelock', 'urllib.request') if m in sys.modules), rc)")
     proc = subprocess.run([sys.executable, "-c", code, "resolve", "--torch", "2.3.0", "--platform", "linux-64",
                            "--toolchain-only", "--mirror", f"conda-forge={test_channel.as_uri()}",
                            "--project-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)

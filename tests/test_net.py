@@ -142,3 +142,14 @@ def test_a_channel_url_keeps_no_credential_even_with_a_space_in_it(channel: str,
         with pytest.raises(SpecError) as refused:
             check_channel_security(channel, allow_insecure=False)
         assert "SECRET" not in str(refused.value)
+
+
+@pytest.mark.parametrize("url", ["file:///a%20b/c", "file:///tmp/x", "file://localhost/tmp/y", "file:///%E2%82%AC/x.conda",
+                                 "file:///srv/mirror/conda-forge/"])
+def test_a_file_url_is_the_path_urllib_gives(url: str) -> None:
+    from urllib.parse import urlsplit
+    from urllib.request import url2pathname
+
+    from envlock.names import file_url_path
+
+    assert file_url_path(url) == Path(url2pathname(urlsplit(url).path)) == net.file_path(url)
