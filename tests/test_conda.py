@@ -22,6 +22,7 @@ import pytest
 from tests.conftest import SHARED
 from tests.test_activation import snapshots
 from tests.test_create import lock_of, project, project_124  # noqa: F401 - session fixtures
+from tests.test_pypi_part import NAME as FULL, full_project  # noqa: F401 - session fixture
 
 ENVLOCK = [sys.executable, "-m", "envlock"]
 CONDA_TOOL = SHARED / "tools" / "conda"
@@ -203,3 +204,34 @@ def test_conda_env_create_from_the_spec(conda_venv: Path, conda_env: dict[str, s
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     names = {p.stem.rsplit("-", 2)[0] for p in (target / "conda-meta").glob("*.json")}
     assert {"cuda-nvcc", "cuda-version", "libcusparse-dev", "gxx_linux-64"} <= names
+
+
+def test_conda_activate_on_a_full_env_gives_its_python_torch_and_ninja(conda_venv: Path, conda_env: dict[str, str],
+                                                                       full_project: Path, test_channel_url: str,  # noqa: F811
+                                                                       tmp_path: Path) -> None:
+    """A full env (python + the PyPI part) under a real `conda activate`: the env's python imports the locked
+    torch with the anchor's CUDA, torchrun and ninja come from the env, and deactivate takes all of it away."""
+    prefix = tmp_path / "full env"
+    proc = subprocess.run([*ENVLOCK, "create", "--lock", str(full_project / "locks" / FULL / "conda-lock.yml"),
+                           "-p", str(prefix), "--mirror", f"conda-forge={test_channel_url}", "--platform", "linux-64",
+                           "-q"], env=conda_env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    site = prefix / "lib" / "python3.11" / "site-packages"
+    # The test channel's python execs this machine's: PYTHONPATH points it at the env's site-packages.
+    script = "; ".join([
+        _hook("bash", conda_venv),
+        f"conda activate '{prefix}'",
+        "command -v python torchrun ninja",
+        f"PYTHONPATH='{site}' python -c 'import torch, os; print(torch.version.cuda, os.environ[\"CUDA_HOME\"])'",
+        "ninja --version",
+        "conda deactivate",
+        "command -v torchrun || echo no-torchrun",
+        'echo "CUDA_HOME=${CUDA_HOME:-}"',
+    ])
+    done = subprocess.run(["bash", "-c", script], env=conda_env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:3] == [f"{prefix}/bin/python", f"{prefix}/bin/torchrun", f"{prefix}/bin/ninja"], done.stdout
+    assert lines[3] == f"12.6 {prefix}" and lines[4].startswith("1.13.2")
+    assert lines[5:] == ["no-torchrun", "CUDA_HOME="], done.stdout
