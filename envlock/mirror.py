@@ -19,7 +19,6 @@ from envlock import UPGRADE_HINT, __version__
 from envlock.errors import SpecError
 from envlock.mirrors import MIRROR_MANIFEST
 
-MANIFEST = MIRROR_MANIFEST
 MANIFEST_VERSION = 1
 
 
@@ -123,7 +122,7 @@ def _update_manifest(dest: Path, chosen: Sequence[tuple[Any, tuple[str, ...]]], 
     """envlock-mirror.json: which locks (name, platforms, content hashes) and channels the directory serves."""
     from envlock.channeldir import write_text_atomic
 
-    path = dest / MANIFEST
+    path = dest / MIRROR_MANIFEST
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

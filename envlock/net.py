@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from envlock.errors import ChannelError, Interrupted
-from envlock.names import file_url_path, strip_credentials
+from envlock.names import strip_credentials
 
 if TYPE_CHECKING:
     import requests
@@ -80,11 +80,6 @@ def session(http: HttpSettings | None = None, *, pool: int = 16) -> requests.Ses
     s.mount("http://", adapter)
     s.mount("https://", adapter)
     return s
-
-
-def file_path(url: str) -> Path:
-    """The local path of a file:// URL (file:///C:/x -> C:\\x on Windows, file:///a%20b -> /a b everywhere)."""
-    return file_url_path(url)
 
 
 def timeout_of(http: HttpSettings | None = None) -> float | None:

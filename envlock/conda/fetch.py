@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from envlock import net
 from envlock.errors import EnvCreateError
 from envlock.models import LockedPackage
+from envlock.names import file_url_path
 from envlock.progress import NoProgress, Progress
 
 
@@ -56,7 +57,7 @@ def fetch_archive(pkg: LockedPackage, mirrors: Mapping[str, str], work: Path, ca
     url = mirrored(pkg.url, mirrors)
     scheme = urlsplit(url).scheme
     if scheme == "file":
-        archive = net.file_path(url)
+        archive = file_url_path(url)
         if not archive.is_file():
             from envlock.mirrors import missing_file_hint
 

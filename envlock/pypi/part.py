@@ -115,14 +115,15 @@ def canonical_wheel_urls(pypi_index: str) -> dict[str, str]:
     import json
 
     from envlock.errors import ChannelError
-    from envlock.net import file_path, get_text
+    from envlock.names import file_url_path
+    from envlock.net import get_text
 
     url = index_root(pypi_index) + "wheels.json"
     why = ("locking through a pypi= mirror needs the canonical URL of each wheel, which `envlock mirror` writes there")
     hint = "mirror the lock with `envlock mirror`, or lock against the index itself (PIP_INDEX_URL)"
     try:
         if url.startswith("file:"):
-            text = file_path(url).read_text(encoding="utf-8")
+            text = file_url_path(url).read_text(encoding="utf-8")
         else:
             text = get_text(url, what=scrub(url), hint=hint)
         doc = json.loads(text)

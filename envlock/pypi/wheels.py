@@ -19,6 +19,7 @@ from envlock import net
 from envlock.errors import ChannelError, EnvCreateError, EnvlockError
 from envlock.fs import entry_lock, new_file_mode, replace
 from envlock.mirrors import PYPI
+from envlock.names import file_url_path
 from envlock.models import PypiPackage
 from envlock.net import scrub
 from envlock.pypi import uv
@@ -93,7 +94,7 @@ def find_on_index(index: str, pkg: PypiPackage, session: Any) -> str:
 
 def _read_page(page: str, pkg: PypiPackage, session: Any) -> str:
     if page.startswith("file:"):
-        path = net.file_path(page) / "index.html"
+        path = file_url_path(page) / "index.html"
         try:
             return path.read_text(encoding="utf-8")
         except OSError:
@@ -169,7 +170,7 @@ def _fetch_to(url: str, dest: Path, pkg: PypiPackage, session: Any, progress: An
         import shutil  # noqa: PLC0415
 
         try:
-            shutil.copyfile(net.file_path(url), dest)
+            shutil.copyfile(file_url_path(url), dest)
         except OSError as exc:
             raise EnvCreateError(f"cannot read {pkg.filename}: {exc.strerror or exc}",
                                  hint="the lock records a machine-local file:// URL; re-lock against a network index") from None
