@@ -38,10 +38,21 @@ def test_torch_2_7_1_linux_64_gets_nvcc_12_6_and_gcc_at_most_13(tmp_path, capsys
     assert "file://" not in lock and "https://conda.anaconda.org/conda-forge/" in lock
 
 
-def test_torch_2_8_0_moves_to_12_9_because_the_snapshot_lacks_12_8_dev_packages(tmp_path, capsys, mirror) -> None:
-    code, doc = resolve_json(tmp_path, capsys, "--torch", "2.8.0", "--platform", "linux-64", "--mirror", mirror)
+def test_torch_2_8_0_solves_12_8_exactly_on_linux_64(tmp_path, capsys, mirror) -> None:
+    """The snapshot now holds conda-forge's linux-64 CUDA 12.8 dev set: the exact minor solves, no attempt fails."""
+    code, doc = resolve_json(tmp_path, capsys, "--torch", "2.8.0", "--platform", "linux-64", "--toolchain-only", "--mirror", mirror)
     assert code == 0, doc
     p = doc["platforms"]["linux-64"]
+    assert doc["anchor"]["cuda"] == "12.8"
+    assert p["cuda"] == "12.8" and p["skew"] == "exact" and p["nvcc"].startswith("12.8.")
+    assert p["attempts"] == []
+
+
+def test_torch_2_8_0_moves_to_12_9_on_aarch64_because_the_snapshot_lacks_its_12_8_dev_packages(tmp_path, capsys, mirror) -> None:
+    code, doc = resolve_json(tmp_path, capsys, "--torch", "2.8.0", "--platform", "linux-aarch64", "--toolchain-only",
+                             "--mirror", mirror)  # fmt: skip
+    assert code == 0, doc
+    p = doc["platforms"]["linux-aarch64"]
     assert doc["anchor"]["cuda"] == "12.8"
     assert p["cuda"] == "12.9" and p["skew"] == "minor+1" and p["nvcc"].startswith("12.9.")
     assert p["attempts"] and {a["cuda"] for a in p["attempts"]} == {"12.8"}
@@ -49,7 +60,8 @@ def test_torch_2_8_0_moves_to_12_9_because_the_snapshot_lacks_12_8_dev_packages(
 
 
 def test_human_summary_says_why_the_minor_moved(tmp_path, capsys, mirror) -> None:
-    code = run(["resolve", "--torch", "2.8.0", "--platform", "linux-64", "--mirror", mirror, "--project-dir", str(tmp_path)])
+    code = run(["resolve", "--torch", "2.8.0", "--platform", "linux-aarch64", "--toolchain-only", "--mirror", mirror,
+                "--project-dir", str(tmp_path)])  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0
     assert "torch 2.8.0 → CUDA 12.8" in out
@@ -172,21 +184,21 @@ def test_the_spec_written_is_the_spec_solved_torch_2_11(tmp_path, capsys, mirror
 
 
 def test_a_moved_cuda_minor_is_written_as_solved_with_a_whole_reason(tmp_path, capsys, mirror) -> None:
-    """torch 2.8.0 --with deepspeed: cuda-profiler-api has no 12.8 build on the snapshot, so 12.9 is locked.
+    """torch 2.8.0 --with deepspeed on linux-aarch64: the snapshot has no aarch64 12.8 dev set, so 12.9 is locked.
     The spec says cuda-version=12.9 and why, in a sentence that ends (it ended '… 12.9 (minor+1) was')."""
     import itertools
 
     from envlock.formats.spec import read_spec
 
     code, doc = resolve_json(tmp_path, capsys, "--torch", "2.8.0", "--toolchain-only", "--with", "deepspeed",
-                             "--platform", "linux-64", "--mirror", mirror)  # fmt: skip
+                             "--platform", "linux-aarch64", "--mirror", mirror)  # fmt: skip
     assert code == 0, doc
     spec_path = tmp_path / "environments" / "torch2.8.0-cu128.yml"
     lines = spec_path.read_text().splitlines()
     at = next(i for i, ln in enumerate(lines) if "written as solved" in ln)
     wrapped = [lines[at], *itertools.takewhile(lambda ln: ln.strip().startswith("#   "), lines[at + 1:])]
     comment = " ".join(ln.strip().lstrip("#").strip() for ln in wrapped)
-    assert comment == ("linux-64: written as solved, not as first planned: CUDA 12.8 did not solve "
+    assert comment == ("linux-aarch64: written as solved, not as first planned: CUDA 12.8 did not solve "
                        "(the lock's plan says why), CUDA 12.9 (minor+1) did")  # fmt: skip
     assert "cuda-version=12.9" in read_spec(spec_path).dependencies
     assert run(["check", "--project-dir", str(tmp_path)]) == 0
@@ -205,7 +217,7 @@ def test_torch_2_7_1_locks_libcurand_dev_by_default(tmp_path, capsys, mirror) ->
 
 
 @pytest.mark.parametrize(("torch", "name", "cuda", "curand", "profiler"), [
-    ("2.8.0", "torch2.8.0-cu128", "12.9", "10.3.10.19", "12.9.79"),  # 12.8 lacks the dev set: moves to 12.9
+    ("2.8.0", "torch2.8.0-cu128", "12.8", "10.3.9.90", "12.8.90"),  # the snapshot's linux-64 12.8 dev set: exact
     ("2.11.0", "torch2.11.0-cu130", "13.0", "10.4.0.35", "13.0.85"),
 ])  # fmt: skip
 def test_with_deepspeed_locks_curand_and_the_profiler_api(tmp_path, capsys, mirror, torch, name, cuda, curand, profiler) -> None:
