@@ -37,6 +37,7 @@ from envlock.formats import LockFile
 from envlock.fs import copy_atomic, write_atomic
 from envlock.mirrors import CANONICAL_BASE, channel_of
 from envlock.models import LockedPackage, PypiPackage
+from envlock.gate import component, conda_archive, relative, under, wheel_file
 from envlock.names import strip_credentials
 
 PYPI_DIR = "pypi"
@@ -90,18 +91,24 @@ def cutoff_of(lock: LockFile, platform: str) -> str | None:
 
 
 def channel_dir(channel_url: str) -> str:
-    """Where a channel lives under the root: `conda-forge`, `nvidia/label/cuda-11.8.0`, `<host>/<path>`."""
+    """Where a channel lives under the root: `conda-forge`, `nvidia/label/cuda-11.8.0`, `<host>/<path>`.
+
+    Every segment passes envlock/gate.py (a URL's `/../`, `%2E%2E` or `%2F` never leads out of the root).
+    """
     url = strip_credentials(channel_url).rstrip("/")
     if url.startswith(CANONICAL_BASE):
-        return url[len(CANONICAL_BASE):]
-    parts = urlsplit(url)
-    host = parts.netloc.replace(":", "_") or parts.scheme
-    return "/".join(x for x in (host, parts.path.strip("/")) if x)
+        rel = url[len(CANONICAL_BASE):]
+    else:
+        parts = urlsplit(url)
+        host = parts.netloc.replace(":", "_") or parts.scheme
+        rel = "/".join(x for x in (host, parts.path.strip("/")) if x)
+    return str(relative(rel, f"the channel {url!r} as a directory"))
 
 
 def package_path(pkg: LockedPackage) -> str:
-    """`conda-forge/linux-64/x.conda` (relative to the root)."""
-    return f"{channel_dir(channel_of(pkg.url))}/{pkg.subdir or pkg.url.rsplit('/', 2)[-2]}/{pkg.filename}"
+    """`conda-forge/linux-64/x.conda` (relative to the root; every part checked by envlock/gate.py)."""
+    subdir = component(pkg.subdir or pkg.url.rsplit("/", 2)[-2], f"the subdir of {pkg.name}")
+    return f"{channel_dir(channel_of(pkg.url))}/{subdir}/{conda_archive(pkg)}"
 
 
 def channels_of(packages: Iterable[LockedPackage]) -> dict[str, str]:
@@ -158,8 +165,8 @@ def _store_one(root: Path, pkg: LockedPackage, mirrors: Mapping[str, str], work:
                session: Any) -> EnvlockError | None:
     from envlock.conda.fetch import fetch_archive
 
-    dest = root / package_path(pkg)
     try:
+        dest = under(root, package_path(pkg), "the package's place in the mirror")
         archive, *_ = fetch_archive(pkg, mirrors, work, cancel, session)
     except EnvlockError as exc:
         return exc
@@ -176,7 +183,7 @@ def _indexed(root: Path, packages: Sequence[LockedPackage]) -> dict[str, dict[st
     out: dict[str, dict[str, Any]] = {}
     for sub in {str(Path(package_path(p)).parent) for p in packages}:
         try:
-            doc = json.loads((root / sub / "repodata.json").read_text(encoding="utf-8"))
+            doc = json.loads((under(root, sub) / "repodata.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         for key in ("packages", "packages.conda"):
@@ -188,7 +195,7 @@ def _indexed(root: Path, packages: Sequence[LockedPackage]) -> dict[str, dict[st
 def _present(root: Path, pkg: LockedPackage, known: Mapping[str, Mapping[str, Any]]) -> bool:
     """Whether the archive under root is the locked one: by its indexed record, else by hashing it."""
     rel = package_path(pkg)
-    path = root / rel
+    path = under(root, rel, "the package's place in the mirror")
     if not path.is_file():
         return False
     rec = known.get(rel)
@@ -206,6 +213,8 @@ def index_channels(root: Path, packages: Sequence[LockedPackage], *, zst_and_sha
     from envlock.conda.index import index_dirs
 
     dirs = sorted(set(channels_of(packages).values()))
+    for d in dirs:
+        under(root, d, "the channel's place in the mirror")
     index_dirs(root, dirs, zst_and_shards=zst_and_shards)
     return dirs
 
@@ -225,16 +234,17 @@ def store_wheels(root: Path, wheels: Sequence[PypiPackage], upload_bound: Mappin
     files = _mkdir(root / PYPI_DIR / "files")
     added = 0
     for w, src in zip(wheels, paths):
-        dest = files / w.filename
-        if not (dest.is_file() and record.get(w.filename, {}).get("sha256") == w.sha256):
+        fn = wheel_file(w)
+        dest = under(files, fn, "the wheel's place in the mirror")
+        if not (dest.is_file() and record.get(fn, {}).get("sha256") == w.sha256):
             copy_atomic(src, dest, mode=_FILE_MODE, link=True)
             added += 1
         meta = dest.with_name(dest.name + ".metadata")
         if not meta.is_file():
             write_atomic(meta, _core_metadata(dest), mode=_FILE_MODE, skip_unchanged=False)
-        old = record.get(w.filename, {})
+        old = record.get(fn, {})
         times = [t for t in (old.get("upload_time"), upload_bound.get(w.sha256)) if t]
-        record[w.filename] = {"name": w.name, "sha256": w.sha256, "url": strip_credentials(w.url),
+        record[fn] = {"name": w.name, "sha256": w.sha256, "url": strip_credentials(w.url),
                               "metadata_sha256": hashlib.sha256(meta.read_bytes()).hexdigest(),
                               **({"upload_time": min(times)} if times else {})}
     _write_simple_index(root, record)
@@ -278,7 +288,8 @@ def _write_simple_index(root: Path, record: Mapping[str, Mapping[str, str]]) -> 
             if rec.get("upload_time"):
                 attrs += f' data-upload-time="{html.escape(rec["upload_time"])}"'
             rows.append(f'<a href="../../files/{quote(fn)}#sha256={rec["sha256"]}"{attrs}>{html.escape(fn)}</a><br>\n')
-        write_text_atomic(_mkdir(simple / name) / "index.html", head + "".join(rows) + "</body></html>\n")
+        page = under(simple, component(str(name), "the project name", decode=False), "the project's index page")
+        write_text_atomic(_mkdir(page) / "index.html", head + "".join(rows) + "</body></html>\n")
     links = "".join(f'<a href="{quote(n)}/">{html.escape(n)}</a><br>\n' for n in sorted(by_name))
     write_text_atomic(simple / "index.html", head + links + "</body></html>\n")
 

@@ -117,12 +117,15 @@ def default_prefix(lock: LockFile, prefix: str | None, name: str | None) -> Path
         raise SpecError("give either -p/--prefix or -n/--name, not both", hint="-p takes a path, -n a name")
     if prefix:
         return Path(prefix).expanduser().absolute()
+    from envlock.gate import component
+
     env_name = name or lock.envlock_meta().get("env_name")
     if not env_name:
         raise SpecError("this lock does not name its environment", hint="pass -p PREFIX or -n NAME")
-    if "/" in env_name or "\\" in env_name or env_name in (".", ".."):
-        raise SpecError(f"-n takes a name, not a path: {env_name!r}", hint="use -p PREFIX for a path")
-    return (envs_dir() / env_name).absolute()
+    if name and ("/" in name or "\\" in name or name in (".", "..")):
+        raise SpecError(f"-n takes a name, not a path: {name!r}", hint="use -p PREFIX for a path")
+    what = "the -n name" if name else "the lock's env name"
+    return (envs_dir() / component(str(env_name), what, hint="pass -p PREFIX or -n NAME")).absolute()
 
 
 # --------------------------------------------------------------------------- what the env records
@@ -160,6 +163,7 @@ def _env_meta(lock: LockFile, req: CreateRequest, digest: str, state: str, has_c
 def create_env(req: CreateRequest, progress: Progress | None = None) -> CreateResult:
     """Install the lock's `req.platform` packages into `req.prefix` (see the module docstring)."""
     from envlock.dirs import ensure_writable
+    from envlock.gate import check_entries
     from envlock.mirrors import channel_of, check_in_play
     from envlock.prefix import prefix_lock
 
@@ -177,6 +181,7 @@ def create_env(req: CreateRequest, progress: Progress | None = None) -> CreateRe
         raise LockfileError(f"{req.lock_path} lists no conda packages for {req.platform}",
                             hint="re-lock with `envlock resolve`")
     check_in_play(req.mirrors, {channel_of(p.url) for p in packages}, [w.url for w in lock.pypi_for(req.platform)])
+    check_entries(packages, lock.pypi_for(req.platform))  # every name a path is made of: envlock/gate.py
     if req.freshness_check is not None:
         req.freshness_check(lock, req.platform)
     cache = req.cache_dir or package_cache_dir()

@@ -13,6 +13,7 @@ The tree (other modules define no error classes of their own)::
     │   └── NewerFormatError     exit 1   a lock or spec written by a newer envlock (upgrade envlock)
     ├── EnvCreateError           exit 1   installing a lock into a prefix failed
     ├── ArchiveError             exit 1   a pack archive is damaged, incomplete or not envlock's
+    ├── UnsafeNameError          exit 1   a name from a lock, archive, mirror or cache would not stay under its root
     └── Interrupted              exit 130 Ctrl-C
 
 Exit code 2 is for usage errors: the argument parser's (mapped by cli.py) and UsageError.
@@ -86,6 +87,10 @@ class EnvCreateError(EnvlockError):
 
 class ArchiveError(EnvlockError):
     """A pack archive (envlock pack/unpack) is damaged, incomplete or not envlock's."""
+
+
+class UnsafeNameError(EnvlockError):
+    """A name from a lock, archive, mirror or cache entry that would not stay under its root (envlock/gate.py)."""
 
 
 class Interrupted(EnvlockError):

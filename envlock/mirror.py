@@ -91,6 +91,7 @@ def mirror(req: MirrorRequest, progress: Any = None) -> MirrorResult:
     from envlock.channeldir import content_of, index_channels, store_packages, store_wheels
     from envlock.dirs import cache_location
     from envlock.fs import FileLock
+    from envlock.gate import check_entries
     from envlock.mirrors import channel_of, check_in_play
 
     started = time.perf_counter()
@@ -98,6 +99,7 @@ def mirror(req: MirrorRequest, progress: Any = None) -> MirrorResult:
         raise SpecError("nothing to mirror: no lock given", hint="name locks (envlock mirror NAME… DIR) or pass --lock FILE")
     chosen = selected(req.locks, req.platforms)
     content = content_of(chosen)
+    check_entries(content.packages, content.wheels)  # every name a path is made of: envlock/gate.py
     check_in_play(req.mirrors, {channel_of(p.url) for p in content.packages}, [w.url for w in content.wheels])
     if req.dest.exists() and not req.dest.is_dir():
         raise SpecError(f"{req.dest} exists and is not a directory", hint="give a directory to mirror into")

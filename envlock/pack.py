@@ -34,7 +34,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from envlock import UPGRADE_HINT, __version__
-from envlock.errors import ArchiveError, EnvCreateError, LockfileError, SpecError
+from envlock.errors import ArchiveError, EnvCreateError, LockfileError, SpecError, UnsafeNameError
+from envlock.gate import component, relative, shown, under
 
 MANIFEST = "envlock-pack.json"
 FORMAT = 1
@@ -79,6 +80,7 @@ class UnpackRequest:
 def pack(req: PackRequest, progress: Any = None) -> PackResult:
     """Every package of the lock's platform, verified, in one archive at `req.output` (all or nothing)."""
     from envlock.channeldir import content_of
+    from envlock.gate import check_entries
     from envlock.formats import read_lock
     from envlock.mirrors import channel_of, check_in_play
 
@@ -88,13 +90,14 @@ def pack(req: PackRequest, progress: Any = None) -> PackResult:
         raise LockfileError(f"{req.lock_path} has no {req.platform} packages (it locks {', '.join(lock.platforms)})",
                             hint=f"pass --platform {lock.platforms[0]}" if lock.platforms else "re-lock it")
     content = content_of([(lock, (req.platform,))])
+    check_entries(content.packages, content.wheels)  # every name a path is made of: envlock/gate.py
     check_in_play(req.mirrors, {channel_of(p.url) for p in content.packages}, [w.url for w in content.wheels])
     out = req.output.absolute()
     if out.exists() and not req.force:
         raise SpecError(f"{out} exists", hint="pass --force to replace it, or choose another -o")
     if not out.parent.is_dir():
         raise SpecError(f"{out.parent} is not a directory", hint="create it, or choose another -o")
-    name = lock.envlock_meta().get("env_name") or req.lock_path.parent.name
+    name = component(str(lock.envlock_meta().get("env_name") or req.lock_path.parent.name), "the lock's env name")
     staging = _mkdtemp(f".{out.name}.", out.parent)
     try:
         manifest = _stage(staging, lock, req, content, name, progress)
@@ -250,20 +253,45 @@ def _read_manifest(tf: tarfile.TarFile, archive: Path) -> dict[str, Any]:
     if not isinstance(doc, dict) or not isinstance(doc.get("members"), dict) or "envlock_pack_version" not in doc:
         raise ArchiveError(f"{archive} is not an envlock pack archive (no {MANIFEST} as its first member)",
                            hint="give the .tar file `envlock pack` wrote")
-    if int(doc["envlock_pack_version"]) > FORMAT:
-        raise ArchiveError(f"{archive} was packed by a newer envlock ({doc.get('envlock_version')})",
+    version = doc["envlock_pack_version"]
+    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT:
+        raise ArchiveError(f"{archive} was packed by a newer envlock ({shown(doc.get('envlock_version'))})",
                            hint=UPGRADE_HINT)
     for key in ("lock", "platform", "channels"):
         if key not in doc:
             raise ArchiveError(f"{archive}: {MANIFEST} lacks {key!r}", hint="re-create the archive with `envlock pack`")
+    wrong = _wrong_type(doc)
+    if wrong:
+        raise ArchiveError(f"{archive}: {MANIFEST} has a malformed {wrong!r}", hint="re-create the archive with `envlock pack`")
     if doc["lock"] not in doc["members"]:
-        raise ArchiveError(f"{archive}: the lock {doc['lock']} is not among its members", hint="re-create the archive")
+        raise ArchiveError(f"{archive}: the lock {shown(doc['lock'])} is not among its members", hint="re-create the archive")
     return doc
 
 
-def _safe(name: str) -> bool:
-    path = PurePosixPath(name)
-    return bool(name) and not path.is_absolute() and ".." not in path.parts and "\\" not in name
+def _wrong_type(doc: Mapping[str, Any]) -> str | None:
+    """The first manifest field whose type (or shape) is not what `pack` writes, or None."""
+    def text(v: Any) -> bool:
+        return isinstance(v, str) and bool(v)
+
+    checks = {
+        "envlock_pack_version": isinstance(doc["envlock_pack_version"], int) and not isinstance(doc["envlock_pack_version"], bool),
+        "members": all(text(k) and isinstance(v, str) and len(v) == 64 for k, v in doc["members"].items()),
+        "lock": text(doc["lock"]), "platform": text(doc["platform"]),
+        "channels": isinstance(doc["channels"], dict) and all(text(k) and text(v) for k, v in doc["channels"].items()),
+        "pypi": doc.get("pypi") is None or text(doc.get("pypi")),
+        "sizes": doc.get("sizes") is None or (isinstance(doc["sizes"], dict) and all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in doc["sizes"].values())),
+    }
+    return next((k for k, ok in checks.items() if not ok), None)
+
+
+def _member_path(work: Path, name: str) -> Path | None:
+    """Where a member is extracted: `work/<name>` through envlock/gate.py, or None (refused) for any other name."""
+    try:
+        rel = relative(name, "the member", decode=False)
+        return under(work, rel, "the member") if str(rel) == name else None
+    except UnsafeNameError:
+        return None
 
 
 def _extract_checked(tf: tarfile.TarFile, manifest: Mapping[str, Any], work: Path, archive: Path) -> None:
@@ -275,11 +303,11 @@ def _extract_checked(tf: tarfile.TarFile, manifest: Mapping[str, Any], work: Pat
             name = member.name
             if name == MANIFEST and not seen:
                 continue  # read first, by _read_manifest
-            if not member.isfile() or not _safe(name) or name not in want or name in seen:
+            dest = _member_path(work, name) if member.isfile() and name in want and name not in seen else None
+            if dest is None:
                 raise ArchiveError(f"{archive}: unexpected member {name!r} (not a file the manifest lists)",
                                    hint="the archive was altered; re-create it with `envlock pack`")
             seen.add(name)
-            dest = work / name
             dest.parent.mkdir(parents=True, exist_ok=True)
             digest = hashlib.sha256()
             src = tf.extractfile(member)
@@ -310,9 +338,15 @@ def _local_mirrors(work: Path, manifest: Mapping[str, Any], archive: Path) -> di
     """Every channel of the lock -> its extracted copy (file://); a package none covers is refused here."""
     from envlock.formats import read_lock
 
-    mirrors = {url.rstrip("/"): (work / rel).as_uri() for url, rel in manifest["channels"].items()}
+    def inside(rel: str) -> str:
+        try:
+            return under(work, relative(rel, "the manifest's channel dir", decode=False)).as_uri()
+        except UnsafeNameError as exc:
+            raise ArchiveError(f"{archive}: {exc.message}", hint="the archive was altered; re-create it with `envlock pack`") from None
+
+    mirrors = {url.rstrip("/"): inside(rel) for url, rel in manifest["channels"].items()}
     if manifest.get("pypi"):
-        mirrors["pypi"] = (work / manifest["pypi"]).as_uri()
+        mirrors["pypi"] = inside(manifest["pypi"])
     lock = read_lock(work / manifest["lock"])
     for pkg in lock.packages_for(manifest["platform"]):
         if not any(pkg.url.startswith(url) for url in manifest["channels"]):

@@ -24,8 +24,8 @@ from envlock import net
 from envlock.conda.fetch import expected, fetch_archive, mirrored
 from envlock.errors import EnvCreateError
 from envlock.fs import entry_lock, new_dir_mode, new_file_mode, write_json_atomic
+from envlock.gate import conda_dist, under
 from envlock.models import LockedPackage
-from envlock.names import conda_stem
 from envlock.pkgcheck import check_extracted
 from envlock.progress import Progress
 
@@ -42,25 +42,31 @@ class Fetched:
 
 
 def dist(pkg: LockedPackage) -> str:
-    """The package's file name without its archive suffix (the cache entry's name)."""
-    return conda_stem(pkg.filename)
+    """The package's file name without its archive suffix (the cache entry's name), through envlock/gate.py:
+    `<name>-<version>-<build>` of the lock record, or UnsafeNameError."""
+    return conda_dist(pkg)
+
+
+def entry(cache: Path, pkg: LockedPackage, suffix: str = "") -> Path:
+    """`<cache>/<dist><suffix>`: the entry, its rattler `.lock` or envlock's `.envlock.json` (checked under `cache`)."""
+    return under(cache, dist(pkg) + suffix, "the package cache entry")
 
 
 def sidecar(cache: Path, pkg: LockedPackage) -> Path:
-    return cache / f"{dist(pkg)}.envlock.json"
+    return entry(cache, pkg, ".envlock.json")
 
 
 def cached(cache: Path, pkg: LockedPackage) -> Fetched | None:
     """The verified cache entry for `pkg`, if there is one."""
     try:
         side = json.loads(sidecar(cache, pkg).read_text())
-        rattler_lock = (cache / f"{dist(pkg)}.lock").read_bytes()
+        rattler_lock = entry(cache, pkg, ".lock").read_bytes()
     except (OSError, ValueError):
         return None
     algo, want = expected(pkg)
     if side.get(algo) != want or rattler_lock[8:40].hex() != side.get("sha256"):
         return None
-    if not (cache / dist(pkg) / "info" / "index.json").is_file():
+    if not (entry(cache, pkg) / "info" / "index.json").is_file():
         return None
     return Fetched(pkg, side["sha256"], side["md5"], int(side.get("size", 0)), False)
 
@@ -89,7 +95,7 @@ def _fetch_entry(pkg: LockedPackage, cache: Path, work: Path, mirrors: Mapping[s
                 progress.expect("fetch", -sized)  # counted in the byte bar's total, not downloaded here
             return hit
         archive, sha256, md5, size = fetch_archive(pkg, mirrors, work, cancel, session, progress, bool(sized))
-        target = cache / dist(pkg)
+        target = entry(cache, pkg)
         staging = Path(tempfile.mkdtemp(prefix=f".{dist(pkg)}.", dir=work))
         try:
             _extract(archive, staging, pkg.filename)
@@ -107,7 +113,7 @@ def _fetch_entry(pkg: LockedPackage, cache: Path, work: Path, mirrors: Mapping[s
             if not (target / "info" / "index.json").is_file():  # another envlock put it there first
                 raise
             shutil.rmtree(staging, ignore_errors=True)
-        (cache / f"{dist(pkg)}.lock").write_bytes(struct.pack(">Q", 1) + bytes.fromhex(sha256))
+        entry(cache, pkg, ".lock").write_bytes(struct.pack(">Q", 1) + bytes.fromhex(sha256))
         # 0666 minus the umask: the cache may be shared by the users of a cluster
         write_json_atomic(sidecar(cache, pkg), {"sha256": sha256, "md5": md5, "size": size, "url": pkg.url},
                           mode=new_file_mode())

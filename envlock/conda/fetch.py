@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from envlock import net
 from envlock.errors import EnvCreateError
 from envlock.models import LockedPackage
+from envlock.gate import conda_archive, under
 from envlock.names import file_url_path
 from envlock.progress import NoProgress, Progress
 
@@ -65,7 +66,7 @@ def fetch_archive(pkg: LockedPackage, mirrors: Mapping[str, str], work: Path, ca
                                  hint=missing_file_hint(archive, pkg.url)
                                  or "the local channel moved or was cleaned; restore it or re-lock")
     elif scheme in ("http", "https"):
-        archive = work / pkg.filename
+        archive = under(work, conda_archive(pkg), "the package file")
         net.download(session, url, archive, what=pkg.filename, cancel=cancel,
                      hint=f"is {net.scrub(url)} still published? re-lock with `envlock lock` if it moved",
                      on_length=None if sized else (lambda n: progress.expect("fetch", n)),

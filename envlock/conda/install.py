@@ -11,8 +11,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from envlock.conda.cache import Fetched, dist
+from envlock.conda.cache import Fetched, entry
 from envlock.errors import EnvCreateError
+from envlock.gate import conda_archive
 from envlock.progress import Progress
 
 
@@ -51,14 +52,14 @@ def records(fetched: Sequence[Fetched], cache: Path) -> list[Any]:
     out = []
     for f in fetched:
         pkg = f.pkg
-        rec = PackageRecord.from_index_json(cache / dist(pkg) / "info" / "index.json", f.size, f.sha256, f.md5)
+        rec = PackageRecord.from_index_json(entry(cache, pkg) / "info" / "index.json", f.size, f.sha256, f.md5)
         if (rec.name.normalized, str(rec.version), str(rec.build)) != (pkg.name.lower(), pkg.version, pkg.build):
             raise EnvCreateError(
                 f"{pkg.filename} holds {rec.name.normalized} {rec.version} {rec.build}, not what the lock names",
                 hint="the lock or the channel is inconsistent; re-lock with `envlock lock`",
             )
         channel = pkg.url.rsplit("/", 2)[0]
-        out.append(RepoDataRecord(rec, pkg.filename, pkg.url, channel))
+        out.append(RepoDataRecord(rec, conda_archive(pkg), pkg.url, channel))
     return out
 
 

@@ -11,7 +11,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote
 
@@ -19,6 +19,7 @@ from envlock import net
 from envlock.errors import ChannelError, EnvCreateError, EnvlockError
 from envlock.fs import entry_lock, new_file_mode, replace
 from envlock.mirrors import PYPI
+from envlock.gate import component, sha256_hex, under, wheel_file
 from envlock.names import file_url_path
 from envlock.models import PypiPackage
 from envlock.net import scrub
@@ -31,8 +32,10 @@ def wheel_cache(cache: Path) -> Path:
 
 
 def _cached_path(cache: Path, pkg: PypiPackage) -> Path:
-    # Content-addressed: a file is only ever renamed here after its sha256 matched.
-    return wheel_cache(cache) / pkg.sha256[:2] / pkg.sha256 / pkg.filename
+    """`<cache>/wheels/<sha[:2]>/<sha256>/<wheel file name>`, through envlock/gate.py (a lock's URL or sha256 never
+    leads elsewhere). Content-addressed: a file is only ever renamed here after its sha256 matched."""
+    sha = sha256_hex(pkg.sha256, f"the sha256 of {pkg.name}")
+    return under(wheel_cache(cache), PurePosixPath(sha[:2], sha, wheel_file(pkg)), "the wheel cache entry")
 
 
 def fetch_wheels(packages: Sequence[PypiPackage], cache: Path, *, offline: bool, mirrors: Mapping[str, str] = {},
@@ -82,11 +85,12 @@ def find_on_index(index: str, pkg: PypiPackage, session: Any) -> str:
     """
     from urllib.parse import urljoin
 
-    page = index.rstrip("/") + f"/{pkg.name}/"
+    page = index.rstrip("/") + f"/{component(pkg.name, 'the project name', decode=False)}/"
     text = _read_page(page, pkg, session)
+    want = wheel_file(pkg)
     for href in _hrefs(text):
         url = urljoin(page, href)
-        if unquote(url.split("#", 1)[0].rsplit("/", 1)[-1]) == pkg.filename:
+        if unquote(url.split("#", 1)[0].rsplit("/", 1)[-1]) == want:
             return url.split("#", 1)[0]
     raise ChannelError(f"{pkg.filename} is not on the pypi mirror ({scrub(page)} does not list it)",
                        hint="fill the mirror with `envlock mirror` for this lock, or fix the pypi= mirror URL")
@@ -130,7 +134,7 @@ def _hrefs(html: str) -> list[str]:
 def _fetch_one(pkg: PypiPackage, cache: Path, mirrors: Mapping[str, str], session: Any, progress: Any = None,
                sized: int = 0) -> None:
     final = _cached_path(cache, pkg)
-    with entry_lock(wheel_cache(cache), pkg.sha256):  # once per cache, even when processes share it
+    with entry_lock(wheel_cache(cache), final.parent.name):  # once per cache, even when processes share it
         if not final.is_file():
             _fetch_locked(pkg, final, mirrors, session, progress, sized)
         elif progress is not None and sized:

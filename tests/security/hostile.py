@@ -1,0 +1,206 @@
+"""What an attacker hands envlock, built by the tests: real tiny conda packages and wheels, locks written entry by
+entry (every byte of them the attacker's), a file server on 127.0.0.1 that serves any path it is asked, and a
+snapshot of what lies outside a root (the prefix's or the mirror's parent, a stand-in $HOME and /etc/profile.d).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from envlock.formats import render_conda_lock, render_package_section
+from envlock.models import LockedPackage, PypiPackage
+from tests.channelbuilder import PackageSpec, python_packages, write_package
+
+ENVLOCK = [sys.executable, "-m", "envlock"]
+CF = "https://conda.anaconda.org/conda-forge"
+PLATFORM = "linux-64"
+NVCC = "#!/bin/sh\necho 'Cuda compilation tools, release {v}, V{v}.1'\n"
+
+
+# --------------------------------------------------------------------------- packages and locks
+
+
+def tool(version: str = "12.1", **kw: Any) -> PackageSpec:
+    """A small linux-64 package with bin/nvcc (prints its version) and a header."""
+    files = {"bin/nvcc": NVCC.format(v=version), "include/tool.h": f"/* tool {version} */\n", **kw.pop("files", {})}
+    return PackageSpec("cuda-nvcc", version, subdir=PLATFORM, files=files, executables={"bin/nvcc"}, **kw)
+
+
+def python311() -> PackageSpec:
+    return python_packages(PLATFORM, ["3.11"])[0]
+
+
+def locked(spec: PackageSpec, archive: Path, url: str | None = None, **fields: Any) -> LockedPackage:
+    """The lock entry of a built archive (its real hashes), at `url` (default: conda-forge's canonical URL)."""
+    data = archive.read_bytes()
+    url = url or f"{CF}/{spec.subdir}/{archive.name}"
+    pkg = LockedPackage(name=spec.name, version=spec.version, build=spec.build, platform=PLATFORM, url=url,
+                        md5=hashlib.md5(data).hexdigest(), sha256=hashlib.sha256(data).hexdigest(),
+                        subdir=spec.subdir)
+    return replace(pkg, **fields)
+
+
+def built(spec: PackageSpec, channel: Path, url: str | None = None, **fields: Any) -> LockedPackage:
+    """Write `spec` into `channel/<subdir>/` and return its lock entry."""
+    return locked(spec, write_package(spec, channel / spec.subdir), url, **fields)
+
+
+def wheel_entry(name: str, version: str, url: str, data: bytes) -> PypiPackage:
+    return PypiPackage(name=name, version=version, platform=PLATFORM, url=url, sha256=hashlib.sha256(data).hexdigest())
+
+
+def write_lock(path: Path, packages: Sequence[LockedPackage], wheels: Sequence[PypiPackage] = (),
+               env_name: str = "hostile", extra_meta: Mapping[str, str] | None = None) -> Path:
+    """A conda-lock v1 file holding exactly these entries (envlock's own header, so it reads as envlock's)."""
+    meta = {"envlock.version": "0.0", "envlock.lock_format": "1", "envlock.env_name": env_name, **(extra_meta or {})}
+    text = render_conda_lock(packages=packages, platforms=[PLATFORM], channels=[CF], content_hashes={PLATFORM: "0" * 64},
+                             sources=[], custom_metadata=meta,
+                             package_section=render_package_section(packages, [PLATFORM], wheels))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+# --------------------------------------------------------------------------- a server of any path
+
+
+class AnyPathServer:
+    """HTTP on 127.0.0.1: `routes` maps a request path's last segment (percent-decoded) to the bytes served."""
+
+    def __init__(self, routes: Mapping[str, bytes]) -> None:
+        self.routes = dict(routes)
+        self.paths: list[str] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                outer.paths.append(self.path)
+                last = unquote(self.path.split("?", 1)[0].rsplit("/", 1)[-1])
+                body = outer.routes.get(last)
+                if body is None:
+                    body = next((b for k, b in outer.routes.items() if self.path.endswith(k)), None)
+                if body is None:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_HEAD = do_GET  # noqa: N815
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> AnyPathServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+# --------------------------------------------------------------------------- running envlock, judging the outcome
+
+
+def envlock(*args: str, env: Mapping[str, str], cwd: Path | None = None, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ENVLOCK, *args], env=dict(env), cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def assert_refused(done: subprocess.CompletedProcess[str], *says: str) -> str:
+    """Non-zero exit, one error line and a hint (`error:`/`hint:`, or --json's "error"/"hint"), no traceback, no
+    internal error; the error mentions each of `says`. Returns the error line."""
+    out = done.stdout + done.stderr
+    assert done.returncode not in (0, None), out
+    try:
+        doc = json.loads(done.stdout)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict) and "error" in doc:
+        errors, hinted = [f"error: {doc['error']}"], bool(doc.get("hint"))
+        assert "\n" not in doc["error"], out
+    else:
+        errors = [ln for ln in out.splitlines() if ln.startswith("error:")]
+        hinted = any(ln.startswith("hint:") for ln in out.splitlines())
+    assert len(errors) == 1 and hinted, out
+    assert "Traceback" not in out and "internal error" not in out, out
+    for s in says:
+        assert s in errors[0], (s, out)
+    return errors[0]
+
+
+def tree(root: Path, skip: Iterable[Path] = ()) -> dict[str, tuple[Any, ...]]:
+    """Every entry under `root` (but those under `skip`): kind, mode, and bytes or link target."""
+    skipped = {os.path.realpath(p) for p in skip}
+    out: dict[str, tuple[Any, ...]] = {}
+    if not os.path.lexists(root):
+        return out
+    for top, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if os.path.realpath(os.path.join(top, d)) not in skipped]
+        for name in [*dirs, *files]:
+            path = os.path.join(top, name)
+            if os.path.realpath(path) in skipped and not os.path.islink(path):
+                continue
+            st = os.lstat(path)
+            rel = os.path.relpath(path, root)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", os.readlink(path))
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir", stat.S_IMODE(st.st_mode))
+            else:
+                with open(path, "rb") as fh:
+                    out[rel] = ("file", stat.S_IMODE(st.st_mode), hashlib.sha256(fh.read()).hexdigest())
+    return out
+
+
+class Outside:
+    """Snapshots of what must not change: everything under `base` but the roots envlock may write (the test puts
+    its stand-ins for $HOME and /etc/profile.d there), and the real /etc/profile.d (tests run as root here, so a
+    hook planted there would be real)."""
+
+    def __init__(self, base: Path, *roots: Path) -> None:
+        self.base, self.roots = base, roots
+        self.before = self._take()
+
+    def _take(self) -> dict[str, Any]:
+        return {"base": tree(self.base, self.roots), "/etc/profile.d": tree(Path("/etc/profile.d"))}
+
+    def changed(self) -> dict[str, Any]:
+        after = self._take()
+        out = {}
+        for k in self.before:
+            b, a = self.before[k], after[k]
+            diff = {p: (b.get(p), a.get(p)) for p in set(b) | set(a) if b.get(p) != a.get(p)}
+            if diff:
+                out[k] = diff
+        return out
+
+
+def cli_env(tmp: Path, **extra: str) -> dict[str, str]:
+    """An environment for a hostile run: its own cache, HOME inside `tmp` (so $HOME is one the test watches)."""
+    home = tmp / "home"
+    home.mkdir(exist_ok=True)
+    return {**os.environ, "ENVLOCK_CACHE_DIR": str(tmp / "cache"), "HOME": str(home), "NO_COLOR": "1",
+            "ENVLOCK_HTTP_RETRIES": "0", **extra}
+
+
+def json_of(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    return json.loads(done.stdout)
