@@ -194,9 +194,12 @@ def create_env(req: CreateRequest, progress: Progress | None = None) -> CreateRe
 def _install(req: CreateRequest, lock: LockFile, packages: Sequence[LockedPackage], cache: Path, progress: Progress,
              started: float) -> CreateResult:
     """create_env once the prefix is ours: fetch + verify, link, hooks, conda-meta/envlock."""
+    from envlock import beneath
     from envlock import prefix as env
     from envlock.conda import cache as pkgcache
     from envlock.conda import install
+    from envlock.gate import conda_archive
+    from envlock.pkgcheck import check_prefix
 
     state = env.prefix_state(req.prefix)
     env.check_writable(req.prefix)
@@ -212,6 +215,9 @@ def _install(req: CreateRequest, lock: LockFile, packages: Sequence[LockedPackag
     fetched = pkgcache.fill(packages, cache, mirrors=req.mirrors, offline=req.offline, jobs=req.jobs,
                             progress=progress)
     records = install.records(fetched, cache)
+    # Symlinks (chains too) of the packages over those already in the prefix: none may lead out of it.
+    check_prefix(req.prefix, [(pkgcache.entry(cache, f.pkg), conda_archive(f.pkg)) for f in fetched],
+                 python=_python_version(packages))
     # The PyPI part: every wheel downloaded and sha256-checked before the prefix is touched.
     python = _python_of(packages) if wheels else ""
     wheel_paths = _fetch_pypi_part(wheels, req, cache.parent, python, progress)
@@ -221,7 +227,7 @@ def _install(req: CreateRequest, lock: LockFile, packages: Sequence[LockedPackag
     env.write_env_meta(req.prefix, {**new_meta, "state": "incomplete"})
     if state == "env":
         for record in env.damaged_records(req.prefix):
-            record.unlink()  # re-link packages whose files went missing
+            beneath.unlink(req.prefix, f"conda-meta/{record.name}")  # re-link packages whose files went missing
     try:
         install.link(records, req.prefix, req.platform, cache, progress)
         if wheel_paths:  # after the conda part (its python), rolled back with it
@@ -265,11 +271,15 @@ def _linking_failed(exc: BaseException, prefix: Path, state: str, packages: Sequ
         raise EnvCreateError(err.message if err else f"linking into {prefix} failed", hint=hint) from None
 
 
+def _python_version(packages: Sequence[LockedPackage]) -> str:
+    """X.Y of the lock's conda python, '' when it has none."""
+    return next((".".join(p.version.split(".")[:2]) for p in packages if p.name == "python"), "")
+
+
 def _python_of(packages: Sequence[LockedPackage]) -> str:
     """X.Y of the lock's conda python (the PyPI part installs into its site-packages)."""
-    for p in packages:
-        if p.name == "python":
-            return ".".join(p.version.split(".")[:2])
+    if _python_version(packages):
+        return _python_version(packages)
     raise LockfileError("the lock has PyPI packages but no python to install them into",
                         hint="re-lock with `envlock lock` (a toolchain-only lock has no PyPI part)")
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from envlock import UPGRADE_HINT, __version__
+from envlock import UPGRADE_HINT, __version__, beneath
 from envlock.errors import ArchiveError, EnvCreateError, LockfileError, SpecError, UnsafeNameError
 from envlock.gate import component, relative, shown, under
 
@@ -227,8 +227,7 @@ def unpack(req: UnpackRequest, progress: Any = None) -> Any:
                                               lock_record=kept / manifest["lock"]), progress)
             # The lock and spec stay with the env: conda-meta/envlock points at that copy (doctor's repair hint).
             for rel in sorted(m for m in manifest["members"] if m.startswith(("locks/", "environments/"))):
-                (kept / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(work / rel, kept / rel)
+                beneath.copy_in(work / rel, req.prefix, f"share/envlock/{rel}")  # never through a link out of it
             return replace(result, lock_path=req.archive)
         finally:
             shutil.rmtree(work, ignore_errors=True)

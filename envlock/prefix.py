@@ -19,7 +19,8 @@ from typing import Any, Literal
 
 from envlock.activation import hook_files
 from envlock.errors import EnvCreateError
-from envlock.fs import FileLock, new_file_mode, write_json_atomic
+from envlock import beneath
+from envlock.fs import FileLock, new_file_mode
 
 ENVLOCK_JSON = "envlock"
 ENVLOCK_JSON_VERSION = 1
@@ -70,8 +71,9 @@ def read_env_meta(prefix: Path) -> dict[str, Any]:
 
 
 def write_env_meta(prefix: Path, meta: Mapping[str, Any]) -> None:
-    """conda-meta/envlock, atomically, with the usual file mode (other users' doctor must read it)."""
-    write_json_atomic(prefix / "conda-meta" / ENVLOCK_JSON, dict(meta), mode=new_file_mode())
+    """conda-meta/envlock, atomically, with the usual file mode (other users' doctor must read it); never through
+    a symlink (envlock/beneath.py)."""
+    beneath.write_json(prefix, f"conda-meta/{ENVLOCK_JSON}", dict(meta), mode=new_file_mode())
 
 
 def installed_dists(prefix: Path) -> set[str]:
@@ -103,19 +105,14 @@ def share_records(prefix: Path) -> None:
     A shared env (a cluster's) must be readable by its other users: conda, `conda list` and envlock's
     doctor read conda-meta/*.json and conda-meta/envlock.
     """
-    mode = new_file_mode()
-    for path in (prefix / "conda-meta").iterdir():
-        if path.is_file() and not path.is_symlink() and path.stat().st_mode & 0o777 != mode:
-            path.chmod(mode)
+    beneath.chmod_files(prefix, "conda-meta", new_file_mode())
 
 
 def install_hooks(prefix: Path, platform: str, torch_source: str, has_cudnn: bool) -> tuple[str, ...]:
     """Write etc/conda/{activate,deactivate}.d/envlock-cuda.* for the prefix; return their paths."""
     written = []
     for rel, text in hook_files(platform, str(prefix), torch_source, has_cudnn).items():
-        path = prefix / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(text.encode("utf-8"))
+        beneath.write_bytes(prefix, rel, text.encode("utf-8"))  # never through a symlink out of the prefix
         written.append(rel)
     return tuple(sorted(written))
 

@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote
 
-from envlock import net
+from envlock import beneath, net
 from envlock.errors import ChannelError, EnvCreateError, EnvlockError
 from envlock.fs import entry_lock, new_file_mode, replace
 from envlock.mirrors import PYPI
@@ -202,8 +202,10 @@ def install_wheels(prefix: Path, wheels: Sequence[Path], *, platform: str, pytho
     """
     if not wheels:
         return
-    target = prefix / site_packages(platform, python)
-    target.mkdir(parents=True, exist_ok=True)
+    rel = site_packages(platform, python)
+    with beneath.directory(prefix, rel):  # made without following a symlink out of the prefix
+        pass
+    target = under(prefix, rel, "the environment's site-packages")
     args = ["pip", "install", "--no-config", "--no-deps", "--offline", "--no-index", "--quiet",
             "--target", str(target), "--python", sys.executable, "--python-version", python,
             "--python-platform", python_platform(platform, glibc), *map(str, wheels)]
@@ -227,18 +229,14 @@ def _move_scripts(prefix: Path, target: Path, python: str) -> None:
     scripts = target / "bin"
     if not scripts.is_dir():
         return
-    bindir = prefix / "bin"
-    bindir.mkdir(exist_ok=True)
     interpreter = str(prefix / "bin" / f"python{python}")
     moved = set()
     for src in sorted(scripts.iterdir()):
         data = src.read_bytes()
         if data.startswith(b"#!") and b"python" in data.split(b"\n", 1)[0]:
             data = _shebang(interpreter) + data.split(b"\n", 1)[1]
-        dst = bindir / src.name
-        dst.unlink(missing_ok=True)
-        dst.write_bytes(data)
-        dst.chmod(0o755)
+        # bin/<name> replaced, never written through a symlink (in bin/ or as bin/ itself) out of the prefix
+        beneath.write_bytes(prefix, f"bin/{component(src.name, 'the script name', decode=False)}", data, mode=0o755)
         src.unlink()
         moved.add(f"bin/{src.name}")
     scripts.rmdir()

@@ -73,6 +73,22 @@ def write_lock(path: Path, packages: Sequence[LockedPackage], wheels: Sequence[P
     return path
 
 
+def craft_archive(tmp_path: Path, lock_text: str, extra: dict[str, bytes], manifest: dict[str, Any] | None = None) -> Path:
+    """A pack archive as an attacker makes it: any members, a manifest whose hashes match them."""
+    staging = tmp_path / "craft"
+    for rel, data in {"locks/hostile/conda-lock.yml": lock_text.encode(), **extra}.items():
+        (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+        (staging / rel).write_bytes(data)
+    doc = {"envlock_pack_version": 1, "envlock_version": "0.0", "name": "hostile", "platform": "linux-64",
+           "lock": "locks/hostile/conda-lock.yml", "channels": {"https://conda.anaconda.org/conda-forge/": "channels/conda-forge"},
+           "pypi": "pypi/simple", **(manifest or {})}
+    out = tmp_path / "hostile.tar"
+    from envlock.pack import _write_tar  # the real writer: the attacker's archive is well-formed
+
+    _write_tar(staging, doc, out)
+    return out
+
+
 # --------------------------------------------------------------------------- a server of any path
 
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from envlock.pack import _write_tar
 from tests.channelbuilder import PackageSpec, index_channel, write_package
 from tests.security.hostile import (
-    AnyPathServer, Outside, assert_refused, built, cli_env, envlock, locked, python311, tool, wheel_entry, write_lock,
+    AnyPathServer, Outside, assert_refused, built, cli_env, craft_archive, envlock, locked, python311, tool, wheel_entry,
+    write_lock,
 )
 from tests.wheelindex import build_wheel
 
@@ -61,20 +61,6 @@ def test_a_wheel_url_cannot_write_outside_the_wheel_cache(spelling: str, tmp_pat
     assert not (tmp_path / "env").exists()
 
 
-def _craft_archive(tmp_path: Path, lock_text: str, extra: dict[str, bytes], manifest: dict | None = None) -> Path:
-    """A pack archive as an attacker makes it: any members, a manifest whose hashes match them."""
-    staging = tmp_path / "craft"
-    for rel, data in {"locks/hostile/conda-lock.yml": lock_text.encode(), **extra}.items():
-        (staging / rel).parent.mkdir(parents=True, exist_ok=True)
-        (staging / rel).write_bytes(data)
-    doc = {"envlock_pack_version": 1, "envlock_version": "0.0", "name": "hostile", "platform": "linux-64",
-           "lock": "locks/hostile/conda-lock.yml", "channels": {"https://conda.anaconda.org/conda-forge/": "channels/conda-forge"},
-           "pypi": "pypi/simple", **(manifest or {})}
-    out = tmp_path / "hostile.tar"
-    _write_tar(staging, doc, out)
-    return out
-
-
 def test_unpack_of_a_crafted_archive_cannot_write_outside_the_wheel_cache(tmp_path: Path) -> None:
     """The archive's own simple index points at a file name that climbs out of the wheel cache."""
     chan = tmp_path / "chanbuild"
@@ -88,7 +74,7 @@ def test_unpack_of_a_crafted_archive_cannot_write_outside_the_wheel_cache(tmp_pa
     members = {f"channels/conda-forge/linux-64/{archive.name}": archive.read_bytes(),
                "pypi/simple/ninja/index.html": f'<a href="{href}#sha256={w.sha256}">x</a>'.encode(),
                "pypi/files/a/b/c/d/keep": b"", "pypi/files/standin/zz.sh": PAYLOAD}
-    tar = _craft_archive(tmp_path, lock.read_text(), members)
+    tar = craft_archive(tmp_path, lock.read_text(), members)
     (tmp_path / "standin").mkdir()
     env = cli_env(tmp_path)
     outside = Outside(tmp_path, tmp_path / "cache", tmp_path / "env")
@@ -209,7 +195,7 @@ def test_unpack_reads_channels_only_inside_the_archive(field: str, rel: str, tmp
     lock = write_lock(tmp_path / "lk" / "conda-lock.yml", [locked(spec, archive)])
     channels = {"https://conda.anaconda.org/conda-forge/": rel if field == "channels" else "channels/conda-forge"}
     members = {f"channels/conda-forge/linux-64/{archive.name}": archive.read_bytes()} if field == "pypi" else {"x": b""}
-    tar = _craft_archive(tmp_path, lock.read_text(), members,
+    tar = craft_archive(tmp_path, lock.read_text(), members,
                          {"channels": channels, "pypi": rel if field == "pypi" else None})
     env = cli_env(tmp_path)
     outside = Outside(tmp_path, tmp_path / "cache", tmp_path / "env")
@@ -226,7 +212,7 @@ def test_a_manifest_of_the_wrong_types_is_one_error(change: dict, tmp_path: Path
     spec = tool()
     archive = write_package(spec, tmp_path / "b" / "linux-64")
     lock = write_lock(tmp_path / "lk" / "conda-lock.yml", [locked(spec, archive)])
-    tar = _craft_archive(tmp_path, lock.read_text(), {f"channels/conda-forge/linux-64/{archive.name}": archive.read_bytes()},
+    tar = craft_archive(tmp_path, lock.read_text(), {f"channels/conda-forge/linux-64/{archive.name}": archive.read_bytes()},
                          {"pypi": None, **change})
     done = envlock("unpack", str(tar), "-p", str(tmp_path / "env"), env=cli_env(tmp_path))
     assert_refused(done, str(tar))
