@@ -156,6 +156,12 @@ class PypiPackage:
     url: str  # canonical URL (mirrors are never written)
     sha256: str
     dependencies: tuple[str, ...] = ()  # canonical names of the locked packages it requires
+    # (name, PEP 440 specifier) from the wheel's Requires-Dist for those names ('' or absent: any version)
+    requires: tuple[tuple[str, str], ...] = ()
+
+    def specifier(self, dependency: str) -> str:
+        """What this wheel's metadata requires of `dependency` ('' when it names no version)."""
+        return next((spec for name, spec in self.requires if name == dependency), "")
 
     @property
     def filename(self) -> str:

@@ -18,13 +18,7 @@ import yaml
 
 from envlock import UPGRADE_HINT, __version__
 from envlock.errors import LockfileError, NewerFormatError
-from envlock.formats.model import (
-    LOCK_FORMAT,
-    META_PREFIX,
-    ForeignEntry,
-    LockFile,
-    custom_value,
-)
+from envlock.formats.model import LOCK_FORMAT, META_PREFIX, ForeignEntry, LockFile, custom_value
 from envlock.models import LockedPackage, PypiPackage
 from envlock.names import conda_build, match_spec_name, split_match_spec, strip_credentials
 
@@ -103,7 +97,8 @@ def package_entries(
                     "version": w.version,
                     "manager": "pip",
                     "platform": w.platform,
-                    "dependencies": {d: "*" for d in sorted(w.dependencies)},
+                    # Requires-Dist specifiers ('' = any): rattler reads name+value as PEP 508 ('*' is not)
+                    "dependencies": {d: w.specifier(d) for d in sorted(w.dependencies)},
                     "url": strip_credentials(w.url),
                     "hash": {"sha256": w.sha256},
                     "category": "main",
@@ -339,13 +334,14 @@ def _text(entry: Mapping[str, Any], key: str, compare: bool) -> str:
 
 
 def _pypi_from_entry(entry: Mapping[str, Any], compare: bool) -> PypiPackage:
-    sha = (entry.get("hash") or {}).get("sha256")
+    sha, deps = (entry.get("hash") or {}).get("sha256"), entry.get("dependencies") or {}
     if not sha and not compare:
         raise ValueError(f"pip package {entry.get('name')} has no sha256")
     return PypiPackage(
         name=_text(entry, "name", compare), version=_text(entry, "version", compare),
         platform=_text(entry, "platform", compare), url=_text(entry, "url", compare), sha256=str(sha or ""),
-        dependencies=tuple(str(k) for k in (entry.get("dependencies") or {})),
+        dependencies=tuple(str(k) for k in deps),
+        requires=tuple((str(k), str(v)) for k, v in deps.items() if v not in (None, "", "*")),
     )
 
 

@@ -169,7 +169,8 @@ def _compile_platform(cache: Path, req: CompileRequest, platform: str) -> tuple[
                 raise SolveError(f"uv resolved the PyPI part of {platform} differently twice in a row",
                                  hint="the index changed during the lock; run the command again")
         _write_vias(cache, key, vias)
-    packages = _choose_wheels(entries, vias, platform, req)
+    packages, fetched = _choose_wheels(entries, vias, platform, req)
+    packages = _with_requires(packages, fetched, cache, platform, req)
     warnings = [_upload_date_warning(pylock.stderr)] if "is missing an upload date" in pylock.stderr else []
     return packages, warnings
 
@@ -265,14 +266,26 @@ def _parse_pylock(text: str, platform: str) -> list[dict[str, Any]]:
     return list(doc.get("packages") or [])
 
 
+def _with_requires(packages: tuple[PypiPackage, ...], fetched: Mapping[str, str], cache: Path, platform: str,
+                   req: CompileRequest) -> tuple[PypiPackage, ...]:
+    """Each edge's version specifier, from the wheels' metadata (envlock.pypi.requires)."""
+    from envlock.pypi import requires
+
+    logins = [i.url for i in (req.index, *req.extra_indexes)]
+    metadata = requires.metadata_of(packages, fetched, cache, offline=req.offline, logins=logins)
+    return requires.with_specifiers(packages, metadata, req.requirements, platform, req.python)
+
+
 def _choose_wheels(
     entries: list[dict[str, Any]], vias: Mapping[str, set[str]], platform: str, req: CompileRequest
-) -> tuple[PypiPackage, ...]:
+) -> tuple[tuple[PypiPackage, ...], dict[str, str]]:
+    """The best wheel of each locked package for the platform (dependency order), and where uv found each."""
     from packaging.utils import canonicalize_name
 
     ranks = _tag_ranks(platform, req.glibc, req.python)
     names = {str(canonicalize_name(e["name"])) for e in entries}
     out: list[PypiPackage] = []
+    fetched: dict[str, str] = {}
     for e in entries:
         name = str(canonicalize_name(e["name"]))
         best = None
@@ -290,8 +303,9 @@ def _choose_wheels(
             )
         deps = tuple(sorted(n for n, parents in vias.items() if name in parents and n in names))
         out.append(PypiPackage(name, str(e["version"]), platform, _canonical_url(best[1], req), best[2], deps))
+        fetched[name] = best[1]
     # A dependency-first order (ties by name), as conda's part is written.
-    return tuple(_dependency_order(out))
+    return tuple(_dependency_order(out)), fetched
 
 
 def _canonical_url(url: str, req: CompileRequest) -> str:

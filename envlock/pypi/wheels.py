@@ -31,7 +31,7 @@ def wheel_cache(cache: Path) -> Path:
     return cache / "wheels"
 
 
-def _cached_path(cache: Path, pkg: PypiPackage) -> Path:
+def cached_wheel(cache: Path, pkg: PypiPackage) -> Path:
     """`<cache>/wheels/<sha[:2]>/<sha256>/<wheel file name>`, through envlock/gate.py (a lock's URL or sha256 never
     leads elsewhere). Content-addressed: a file is only ever renamed here after its sha256 matched."""
     sha = sha256_hex(pkg.sha256, f"the sha256 of {pkg.name}")
@@ -41,7 +41,7 @@ def _cached_path(cache: Path, pkg: PypiPackage) -> Path:
 def fetch_wheels(packages: Sequence[PypiPackage], cache: Path, *, offline: bool, mirrors: Mapping[str, str] = {},
                  jobs: int = 4, progress: Any = None) -> tuple[list[Path], int]:
     """Every locked wheel in envlock's cache, sha256-verified; (paths, how many were downloaded)."""
-    paths = [_cached_path(cache, p) for p in packages]
+    paths = [cached_wheel(cache, p) for p in packages]
     missing = [p for p, path in zip(packages, paths) if not path.is_file()]
     if missing and offline:
         names = ", ".join(p.filename for p in missing[:3]) + (" …" if len(missing) > 3 else "")
@@ -131,9 +131,15 @@ def _hrefs(html: str) -> list[str]:
     return found
 
 
+def fetch_one(pkg: PypiPackage, cache: Path, session: Any) -> Path:
+    """One wheel from its own URL into envlock's cache (sha256-checked); its path there."""
+    _fetch_one(pkg, cache, {}, session)
+    return cached_wheel(cache, pkg)
+
+
 def _fetch_one(pkg: PypiPackage, cache: Path, mirrors: Mapping[str, str], session: Any, progress: Any = None,
                sized: int = 0) -> None:
-    final = _cached_path(cache, pkg)
+    final = cached_wheel(cache, pkg)
     with entry_lock(wheel_cache(cache), final.parent.name):  # once per cache, even when processes share it
         if not final.is_file():
             _fetch_locked(pkg, final, mirrors, session, progress, sized)
