@@ -195,6 +195,23 @@ def test_second_create_is_a_no_op_that_says_so(project: Path, tmp_path: Path, mi
     assert tree(prefix) == before
 
 
+def test_an_env_is_not_a_cache(project: Path, project_124: Path, tmp_path: Path, mirror: dict[str, str]) -> None:
+    """rattler's installer leaves a CACHEDIR.TAG at the prefix's root: backup tools run with --exclude-caches
+    would skip the env. Gone after a create and after an update; one that a package installed stays."""
+    from envlock.conda.install import CACHE_TAG_SIGNATURE, drop_cache_tag
+
+    prefix = tmp_path / "env"
+    create_env(req(lock_of(project), prefix, tmp_path, mirror))
+    assert not (prefix / "CACHEDIR.TAG").exists() and not list(prefix.glob("*.TAG"))
+    assert create_env(req(lock_of(project_124), prefix, tmp_path, mirror)).action == "updated"
+    assert not (prefix / "CACHEDIR.TAG").exists()
+    (prefix / "CACHEDIR.TAG").write_bytes(CACHE_TAG_SIGNATURE + b"\n# a package's own\n")
+    record = next((prefix / "conda-meta").glob("cuda-version-*.json"))
+    doc = json.loads(record.read_text())
+    record.write_text(json.dumps({**doc, "files": [*doc["files"], "CACHEDIR.TAG"]}))
+    assert not drop_cache_tag(prefix) and (prefix / "CACHEDIR.TAG").is_file()
+
+
 def test_create_repairs_files_deleted_by_hand(project: Path, tmp_path: Path, mirror: dict[str, str]) -> None:
     prefix = tmp_path / "env"
     create_env(req(lock_of(project), prefix, tmp_path, mirror))

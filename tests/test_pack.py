@@ -108,6 +108,7 @@ def test_pack_on_a_connected_machine_then_unpack_offline_and_nvcc_runs(
     nvcc = subprocess.run(cli_args("run", "-p", str(prefix), "--", "nvcc", "--version"), capture_output=True,
                           text=True, env=env)
     assert nvcc.returncode == 0 and "release 12.1" in nvcc.stdout, nvcc.stderr
+    assert not (prefix / "CACHEDIR.TAG").exists()  # rattler's tag is removed: an env is not a cache
     meta = json.loads((prefix / "conda-meta" / "envlock").read_text())
     kept = prefix / "share" / "envlock" / "locks" / "torch2.3.0-cu121" / "conda-lock.yml"
     assert meta["lock_path"] == str(kept) and kept.read_bytes() == lock_of(project).read_bytes()
