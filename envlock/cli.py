@@ -26,7 +26,8 @@ from envlock.errors import EnvlockError, Interrupted, UsageError  # noqa: E402
 
 #: Each command and the module of envlock/commands/ that adds it, in the order `--help` lists them.
 COMMANDS = {
-    "resolve": "resolve", "create": "create", "run": "create", "shell-hook": "create", "doctor": "doctor",
+    "resolve": "resolve", "create": "create", "run": "create", "shell-hook": "create", "hook": "create",
+    "doctor": "doctor",
     "lock": "lifecycle", "check": "lifecycle", "update": "lifecycle", "diff": "lifecycle", "export": "export",
     "config": "config", "mirror": "mirror", "pack": "pack", "unpack": "pack",
 }  # fmt: skip

@@ -168,6 +168,9 @@ def _conda_specs(packages: Any, channels: Mapping[str, str], platform: str, name
         f"#   conda create --offline -p PREFIX --override-channels {chans} --file conda-{platform}.txt",
         "# (no GPU on this machine: CONDA_OVERRIDE_CUDA=X.Y before it; a PyPI part: PREFIX/bin/python -m pip install",
         f"#  --no-index --find-links pypi/files --no-deps --require-hashes -r locks/{name}/requirements-{platform}.txt)",
+        "# then the lock's CUDA activation, so that `conda activate PREFIX` sets CUDA_HOME, CPATH, ... (its hooks):",
+        f"#   for k in activate deactivate; do mkdir -p PREFIX/etc/conda/$k.d && cp locks/{name}/$k.sh "
+        "PREFIX/etc/conda/$k.d/envlock-cuda.sh; done",
         "# envlock's own way, which also checks every package against the lock: envlock unpack ARCHIVE -p PREFIX",
     ]
     return "\n".join(head + [f"{p.name}={p.version}={p.build}" for p in packages]) + "\n"

@@ -117,6 +117,35 @@ def install_hooks(prefix: Path, platform: str, torch_source: str, has_cudnn: boo
     return tuple(sorted(written))
 
 
+def add_hooks(prefix: Path, torch_source: str | None = None) -> tuple[tuple[str, ...], str, str, bool]:
+    """`envlock hook`: envlock's activation hooks (what `create` installs) in an env another tool made
+    (conda, conda-lock, conda-pack, micromamba): (paths written, platform, torch source, has cuDNN).
+
+    Platform, torch source and cuDNN come from the env's package records unless `torch_source` is given. The
+    hook folders must lie inside the prefix: a symlink out of it is refused before anything is written.
+    """
+    from envlock.activation.conda import prefix_activation
+
+    root = prefix.resolve()
+    for kind in ("activate", "deactivate"):
+        folder = prefix / "etc" / "conda" / f"{kind}.d"
+        if root not in (folder.resolve(), *folder.resolve().parents):
+            raise EnvCreateError(f"{folder} leads out of the environment (a symlink to {folder.resolve()})",
+                                 hint=f"remove the link and run `envlock hook -p {prefix}` again")
+    platform, guessed, has_cudnn = prefix_activation(prefix)
+    source = torch_source or guessed
+    written = install_hooks(prefix, platform, source, has_cudnn)
+    # The record says how the env is activated (`envlock run`, shell-hook and doctor read it); one that
+    # `envlock create` wrote keeps its lock and anchor.
+    from envlock import __version__
+
+    meta = read_env_meta(prefix) or {"envlock_json_version": ENVLOCK_JSON_VERSION, "envlock_version": __version__,
+                                     "platform": platform, "made_by": "another tool (activation: envlock hook)",
+                                     "state": "complete"}
+    write_env_meta(prefix, {**meta, "activation": {"torch_source": source, "has_cudnn": has_cudnn}})
+    return written, platform, source, has_cudnn
+
+
 def hooks_current(prefix: Path, platform: str, torch_source: str, has_cudnn: bool) -> bool:
     """Whether the prefix holds this envlock's hooks, byte for byte (an older envlock's are rewritten)."""
     for rel, text in hook_files(platform, str(prefix), torch_source, has_cudnn).items():

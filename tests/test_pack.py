@@ -316,3 +316,17 @@ def test_the_archives_channel_installs_with_plain_conda(conda_venv: Path, packed
               for p in read_lock(lock_of(project)).packages_for("linux-64")}
     assert {p.stem for p in (prefix / "conda-meta").glob("*.json")} == wanted
     assert (prefix / "bin" / "nvcc").is_file()
+    # The recipe's activation step (no envlock): `conda activate` then sets CUDA_HOME to the env, as
+    # `envlock run` does, and `conda deactivate` gives the old one back.
+    lines = (unpacked / "conda-linux-64.txt").read_text().splitlines()
+    step = next(ln for ln in lines if ln.startswith("#   for k in activate deactivate")).removeprefix("#   ")
+    proc = subprocess.run(["bash", "-c", step.replace("PREFIX", shlex.quote(str(prefix)))], cwd=unpacked, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    hook = f'eval "$(\'{conda_venv}/bin/python\' -m conda shell.bash hook)"'
+    script = (f"{hook}; conda activate '{prefix}'; echo \"$CUDA_HOME|$(command -v nvcc)\"; conda deactivate; "
+              "echo \"$CUDA_HOME\"")
+    shell = subprocess.run(["bash", "-c", script], env={**env, "CUDA_HOME": "/usr/local/cuda-11.8"},
+                           capture_output=True, text=True, timeout=120)
+    assert shell.returncode == 0, shell.stderr
+    assert shell.stdout.splitlines() == [f"{prefix}|{prefix}/bin/nvcc", "/usr/local/cuda-11.8"]

@@ -73,19 +73,36 @@ def read_record(prefix: Path) -> dict[str, object]:
 
 
 def prefix_activation(prefix: Path) -> tuple[str, str, bool]:
-    """(platform, torch_source, has_cudnn) of a prefix: from conda-meta/envlock, else guessed from its files."""
+    """(platform, torch_source, has_cudnn) of a prefix: from conda-meta/envlock, else from its package records
+    (an env made by conda, conda-lock or conda-pack): the packages' subdir, conda's pytorch, cuDNN."""
     meta = read_record(prefix)
     act = meta.get("activation") if isinstance(meta.get("activation"), dict) else {}
     anchor = meta.get("anchor") if isinstance(meta.get("anchor"), dict) else {}
-    from envlock.models import host_platform
-
-    platform = str(meta.get("platform") or host_platform())
-    torch_source = str(act.get("torch_source") or anchor.get("torch_source") or "pip")  # type: ignore[union-attr]
+    records = sorted((prefix / "conda-meta").glob("*.json")) if (prefix / "conda-meta").is_dir() else []
+    names = {(split_conda_filename(p.stem) or ("",))[0] for p in records}
+    platform = str(meta.get("platform") or _subdir(records))
+    torch_source = str(act.get("torch_source") or anchor.get("torch_source")  # type: ignore[union-attr]
+                       or ("conda-forge" if "pytorch" in names else "pip"))
     if "has_cudnn" in act:  # type: ignore[operator]
         return platform, torch_source, bool(act["has_cudnn"])  # type: ignore[index]
-    records = (prefix / "conda-meta").glob("*.json") if (prefix / "conda-meta").is_dir() else ()
-    has_cudnn = any((split_conda_filename(p.stem) or ("",))[0] in CUDNN_NAMES for p in records)
-    return platform, torch_source, has_cudnn
+    return platform, torch_source, bool(names & CUDNN_NAMES)
+
+
+def _subdir(records: list[Path]) -> str:
+    """The platform of an env's packages (the first record that is not noarch), else this machine's."""
+    from envlock.models import host_platform
+
+    for path in records:
+        try:
+            subdir = json.loads(path.read_text(encoding="utf-8")).get("subdir")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if subdir in _PLATFORMS:  # a record's text is not trusted: only a platform envlock knows
+            return str(subdir)
+    return host_platform()
+
+
+_PLATFORMS = ("linux-64", "linux-aarch64", "linux-ppc64le", "win-64")
 
 
 # --------------------------------------------------------------------------- conda's rules

@@ -1,4 +1,4 @@
-"""`envlock create`, `envlock run`, `envlock shell-hook` (adapters: options → one call → render)."""
+"""`envlock create`, `envlock run`, `envlock shell-hook`, `envlock hook` (adapters: options → one call → render)."""
 
 from __future__ import annotations
 
@@ -184,6 +184,32 @@ def shell_hook_cmd(
     return 0
 
 
+def hook_cmd(
+    prefix: Optional[str] = typer.Option(None, "-p", "--prefix", help="Environment path."),
+    env_name: Optional[str] = typer.Option(None, "-n", "--name", help="Environment name (under the envs dir)."),
+    torch_source: Optional[str] = typer.Option(
+        None, "--torch-source", metavar="pip|conda-forge", help="Where the env's torch comes from: pip (its CUDA "
+        "libraries before the env's) or conda-forge (default: conda-forge when the env has conda's pytorch, else pip)."
+    ),
+) -> int:
+    """Add envlock's activation to an env another tool made (conda create --file, conda env create, conda-lock
+    install, conda-pack): `conda activate` then sets what `envlock run` sets."""
+    import shlex
+
+    from envlock.formats.spec import check_torch_source
+    from envlock.prefix import add_hooks
+
+    source = check_torch_source(torch_source, "--torch-source", UsageError) if torch_source is not None else None
+    path = _target_prefix(prefix, env_name)
+    written, platform, used, _ = add_hooks(path, source)
+    for rel in written:
+        sys.stderr.write(f"wrote {path / rel}\n")
+    quoted = shlex.quote(str(path))
+    sys.stderr.write(f"{platform} env, torch from {used}: `conda activate {quoted}`\n"
+                     f"now sets what `envlock run -p {quoted}` sets (CUDA_HOME, CUDA_PATH, CPATH, ...)\n")
+    return 0
+
+
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the app."""
     app.command("create")(create_cmd)
@@ -191,3 +217,4 @@ def register(app: typer.Typer) -> None:
         "run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
     )(run_cmd)
     app.command("shell-hook")(shell_hook_cmd)
+    app.command("hook")(hook_cmd)

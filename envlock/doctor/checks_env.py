@@ -1,10 +1,11 @@
 """Checks of what is diagnosed, torch, nvcc and CUDA_HOME (pure: Observation + Tables -> findings).
 
-Codes: env.target, torch.found, nvcc.found, nvcc.skew, nvcc.deepspeed, cuda_home.consistent.
+Codes: env.target, env.activation, torch.found, nvcc.found, nvcc.skew, nvcc.deepspeed, cuda_home.consistent.
 """
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from envlock.doctor.data import Tables
@@ -81,8 +82,31 @@ def check_target(obs: Observation, t: Tables) -> list[Finding]:
                 details=details,
             )
         ]
-    kind = "envlock environment" if obs.meta is not None else "conda environment (not made by envlock)"
+    kind = ("conda environment (not made by envlock)" if obs.meta is None else "envlock environment"
+            if obs.meta.get("lock_path") else "conda environment with envlock's activation (envlock hook)")
     return [Finding("env.target", "ok", f"{obs.prefix}: {kind}, {how}", details=details)]
+
+
+def check_activation(obs: Observation, t: Tables) -> list[Finding]:
+    """env.activation: a CUDA env made by another tool (conda, conda-lock, conda-pack…) without envlock's hook:
+    `conda activate` leaves CUDA_HOME and CPATH as they were. Said only where it matters: a prefix with nvcc."""
+    prefix = obs.prefix
+    if prefix is None or not obs.conda_meta or obs.hook or obs.nvcc is None or obs.nvcc.path.parent != prefix / "bin":
+        return []
+    home = obs.env.get("CUDA_HOME")
+    if home and obs.real(home) == obs.real(prefix):
+        return []  # the env's own activation (not envlock's) already points torch at it
+    quoted = shlex.quote(str(prefix))
+    return [
+        Finding(
+            "env.activation",
+            "error",
+            f"{prefix} has no envlock activation hook: `conda activate` leaves CUDA_HOME="
+            f"{home or '(unset)'} and the env's CUDA headers off CPATH, so torch would build with another toolkit",
+            hint=f"add it once: envlock hook -p {quoted}   (then `conda activate` sets what `envlock run` sets)",
+            details={"hook": f"{prefix}/etc/conda/activate.d/envlock-cuda.sh", "cuda_home": home},
+        )
+    ]
 
 
 def check_torch(obs: Observation, t: Tables) -> list[Finding]:

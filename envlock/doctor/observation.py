@@ -154,6 +154,7 @@ class Observation:
     conda_meta: bool = False  # PREFIX/conda-meta/ is a folder
     meta: Mapping[str, Any] | None = None  # conda-meta/envlock, as `envlock create` wrote it
     meta_problem: str | None = None  # an envlock env whose record cannot be read: why
+    hook: bool = False  # envlock's activation hook is in PREFIX/etc/conda/activate.d
     # the toolkit
     torch_home: Path | None = None  # what torch's _find_cuda_home() picks
     torch_home_source: str = ""

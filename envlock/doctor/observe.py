@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envlock.activation.model import HOOK_NAME
 from envlock.doctor import programs
 from envlock.doctor.data import Tables, header_names
 from envlock.doctor.observation import (
@@ -72,7 +73,7 @@ def read_meta(prefix: Path) -> tuple[dict[str, Any] | None, str | None]:
         doc, reason = None, f"its record {path} is not valid JSON"
     if isinstance(doc, dict):
         return doc, None
-    if reason is None and any((prefix / "etc" / "conda" / "activate.d").glob("envlock-cuda.*")):
+    if reason is None and any((prefix / "etc" / "conda" / "activate.d").glob(f"{HOOK_NAME}.*")):
         reason = "it has envlock's activation hook but no record conda-meta/envlock"
     return None, reason
 
@@ -288,6 +289,7 @@ def observe(options: DoctorOptions, tables: Tables) -> Observation:
         conda_meta=prefix is not None and (prefix / "conda-meta").is_dir(),
         meta=meta,
         meta_problem=meta_problem,
+        hook=prefix is not None and any((prefix / "etc" / "conda" / "activate.d").glob(f"{HOOK_NAME}.*")),
         torch_home=torch_home,
         torch_home_source=source,
         root=root,

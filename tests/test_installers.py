@@ -1,0 +1,200 @@
+"""Every tool that installs the lock gets envlock's activation (issue 23, "Who can install this lock").
+
+With the real conda 26.7.1 (../shared/tools/conda, offline, packages from a cache seeded with the test channel's
+files under their canonical URLs, as tests/test_conda.py sets it up) and the real conda-lock:
+
+  * `conda create --file locks/<name>/conda-linux-64.lock`, `conda-lock install`: an env with the toolchain but
+    no envlock activation. `envlock doctor -p` says so and names the one command that adds it; after
+    `envlock hook -p PREFIX`, `conda activate` (bash, zsh, fish) gives exactly what `envlock run` gives, and
+    doctor is green on the test channel's toolchain.
+  * without envlock at all: the lock's own activate.sh / deactivate.sh, copied into the env's activate.d /
+    deactivate.d, are conda hooks (conda sources them with its own arguments; they take $CONDA_PREFIX).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_activation import snapshots
+from tests.test_conda import ENVLOCK, _hook, _shell, _view, conda_env, conda_venv  # noqa: F401 - fixtures
+from tests.test_create import lock_of, project  # noqa: F401 - session fixture
+
+OLD_CUDA = "/usr/local/cuda-11.8"  # what the user's shell had: conda activate must not leave it
+
+
+def _conda(venv: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([f"{venv}/bin/python", "-m", "conda", *args], env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def _envlock(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ENVLOCK, *args], env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def conda_made(conda_venv: Path, conda_env: dict[str, str], project: Path,  # noqa: F811
+               tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`conda create --offline -p T --file locks/<name>/conda-linux-64.lock` (conda refuses spaces in T; the
+    tests copy it to paths with one)."""
+    target = tmp_path_factory.mktemp("conda-made") / "cu121"
+    explicit = lock_of(project).parent / "conda-linux-64.lock"
+    done = _conda(conda_venv, "create", "--offline", "-p", str(target), "--file", str(explicit), env=conda_env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert (target / "bin" / "nvcc").is_file() and not (target / "etc" / "conda" / "activate.d" / "envlock-cuda.sh").exists()
+    return target
+
+
+def _copy_env(src: Path, dest: Path) -> Path:
+    shutil.copytree(src, dest, symlinks=True)
+    return dest
+
+
+def _doors(venv: Path, env: dict[str, str], prefix: Path, shell: str, tmp: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """(what `conda activate PREFIX` leaves in `shell`, what `envlock run -p PREFIX` runs a command in)."""
+    exe = _shell(shell)
+    (via_conda,) = snapshots(exe, [_hook(shell, venv) + f"; conda activate '{prefix}'"], env, tmp)
+    run = " ".join(f"'{a}'" for a in ENVLOCK) + f" run -p '{prefix}' -- /usr/bin/env -0 > '{tmp}/run'"
+    snapshots(exe, [run], env, tmp)
+    via_run = dict(item.split("=", 1) for item in (tmp / "run").read_bytes().decode().split("\0") if item)
+    condabin = f"{venv}/condabin"
+    return _view(via_conda, condabin), _view(via_run, condabin)
+
+
+def test_doctor_names_the_missing_activation_and_envlock_hook_adds_it(conda_venv: Path, conda_env: dict[str, str],  # noqa: F811
+                                                                     conda_made: Path, tmp_path: Path) -> None:
+    env = {**conda_env, "CUDA_HOME": OLD_CUDA}
+    spaced = _copy_env(conda_made, tmp_path / "env copy")
+    before = _envlock("doctor", "-p", str(spaced), env=env)
+    assert before.returncode == 1
+    line = next(ln for ln in before.stdout.splitlines() if "env.activation" in ln)
+    assert "no envlock activation hook" in line and f"CUDA_HOME={OLD_CUDA}" in line
+    assert f"fix: add it once: envlock hook -p '{spaced}'" in before.stdout  # the exact command, quoted
+    # (doctor runs the env's CXX as a command line, so a green run needs a path without spaces)
+    target = _copy_env(conda_made, tmp_path / "env-copy")
+    added = _envlock("hook", "-p", str(target), env=env)
+    assert added.returncode == 0, added.stderr
+    assert "wrote " + str(target / "etc/conda/activate.d/envlock-cuda.sh") in added.stderr
+    after = _envlock("doctor", "-p", str(target), env=env)
+    assert after.returncode == 0, after.stdout  # green: no error finding
+    assert "env.activation" not in after.stdout and after.stdout.splitlines()[-1].startswith("0 error(s)")
+    assert "conda environment with envlock's activation (envlock hook)" in after.stdout
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_after_envlock_hook_conda_activate_gives_envlock_run_s_variables(
+    conda_venv: Path, conda_env: dict[str, str], conda_made: Path, tmp_path: Path, shell: str  # noqa: F811
+) -> None:
+    target = _copy_env(conda_made, tmp_path / "hooked")
+    env = {**conda_env, "CUDA_HOME": OLD_CUDA, "CPATH": "/opt/inc"}
+    assert _envlock("hook", "-p", str(target), env=env).returncode == 0
+    via_conda, via_run = _doors(conda_venv, env, target, shell, tmp_path)
+    assert via_conda == via_run
+    assert via_conda["CUDA_HOME"] == via_conda["CUDA_PATH"] == str(target)
+    assert via_conda["CPATH"] == f"{target}/targets/x86_64-linux/include:/opt/inc"
+    assert via_conda["CXX"] == f"{target}/bin/x86_64-conda-linux-gnu-c++"
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+def test_without_envlock_the_locks_own_scripts_are_conda_hooks(conda_venv: Path, conda_env: dict[str, str],  # noqa: F811
+                                                               conda_made: Path, project: Path,  # noqa: F811
+                                                               tmp_path: Path, shell: str) -> None:
+    """The documented step for a machine without envlock: copy locks/<name>/activate.sh and deactivate.sh into
+    the env. conda sources them with its own arguments (`activate`): before issue 23 that failed with
+    "no conda environment at 'activate'"."""
+    target = _copy_env(conda_made, tmp_path / "copied")
+    locks = lock_of(project).parent
+    for kind in ("activate", "deactivate"):
+        folder = target / "etc" / "conda" / f"{kind}.d"
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copy(locks / f"{kind}.sh", folder / "envlock-cuda.sh")
+    env = {**conda_env, "CUDA_HOME": OLD_CUDA}
+    via_conda, via_run = _doors(conda_venv, env, target, shell, tmp_path)
+    assert via_conda == via_run and via_conda["CUDA_HOME"] == str(target)
+    assert via_conda["CPATH"].split(":")[0] == f"{target}/targets/x86_64-linux/include"
+    exe = _shell(shell)
+    start = _hook(shell, conda_venv) + f"; conda activate '{target}'"
+    again, after = snapshots(exe, [start + f"; conda activate '{target}'", "conda deactivate"], env, tmp_path)
+    assert again["CUDA_HOME"] == str(target)  # conda's reactivation (`reactivate`) keeps it
+    assert after["CUDA_HOME"] == OLD_CUDA and f"{target}/bin" not in after["PATH"].split(":")
+    assert after.get("CPATH", "") == ""  # conda "unsets" with export X=''
+
+
+def test_envlock_hook_refuses_a_hook_folder_that_leads_out_of_the_env(conda_made: Path, conda_env: dict[str, str],
+                                                                      tmp_path: Path) -> None:
+    """A hostile env: etc/conda/activate.d is a symlink to a folder outside it. Nothing is written there."""
+    target = _copy_env(conda_made, tmp_path / "hostile")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.rmtree(target / "etc" / "conda" / "activate.d")
+    (target / "etc" / "conda" / "activate.d").symlink_to(outside)
+    done = _envlock("hook", "-p", str(target), env=conda_env)
+    assert done.returncode == 1 and done.stderr.count("error: ") == 1 and "hint: " in done.stderr, done.stderr
+    assert "leads out of the environment" in done.stderr and "Traceback" not in done.stderr
+    assert list(outside.iterdir()) == [] and not (target / "etc" / "conda" / "deactivate.d" / "envlock-cuda.sh").exists()
+
+
+def test_envlock_hook_usage_errors(conda_made: Path, conda_env: dict[str, str], tmp_path: Path) -> None:
+    bad = _envlock("hook", "-p", str(conda_made), "--torch-source", "condaforge", env=conda_env)
+    assert bad.returncode == 2 and "did you mean --torch-source conda-forge" in bad.stderr
+    missing = _envlock("hook", "-p", str(tmp_path / "nothing"), env=conda_env)
+    assert missing.returncode == 1 and "is not a conda environment" in missing.stderr
+
+
+def test_conda_lock_install_then_envlock_hook(conda_venv: Path, conda_env: dict[str, str], project: Path,  # noqa: F811
+                                              tmp_path: Path) -> None:
+    """The real `conda-lock install` (conda-lock's own renderer, then `conda create --file`) offline, with the
+    real conda; conda-lock wants a `conda` executable, and a venv's bin/conda is conda's pip-installed stub
+    ("Conda has not been initialized"), so a two-line shim runs `python -m conda`."""
+    shim = tmp_path / "bin" / "conda"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nexec "{conda_venv}/bin/python" -m conda "$@"\n')
+    shim.chmod(0o755)
+    target = tmp_path / "conda-lock-env"  # conda refuses spaces
+    done = subprocess.run([sys.executable, "-m", "conda_lock", "install", "--conda", str(shim), "-p", str(target),
+                           str(lock_of(project))], env={**conda_env, "PATH": f"{shim.parent}:{conda_env['PATH']}"},
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert (target / "bin" / "nvcc").is_file()
+    env = {**conda_env, "CUDA_HOME": OLD_CUDA}
+    assert _envlock("hook", "-p", str(target), env=env).returncode == 0
+    via_conda, via_run = _doors(conda_venv, env, target, "bash", tmp_path)
+    assert via_conda == via_run and via_conda["CUDA_HOME"] == str(target)
+    assert os.path.isfile(via_conda["CUDA_HOME"] + "/targets/x86_64-linux/include/cusparse.h")
+
+
+def test_a_conda_packed_env_keeps_the_activation_where_it_is_unpacked(conda_made: Path, project: Path,  # noqa: F811
+                                                                      tmp_path: Path) -> None:
+    """conda-pack of a conda-made env with the lock's own scripts as hooks: they read $CONDA_PREFIX, so after
+    the archive is unpacked elsewhere (conda-unpack, then conda-pack's bin/activate) CUDA_HOME is the new
+    place with nothing to rewrite (an env of `envlock create`: tests/test_conda_pack.py)."""
+    conda_pack = Path(sys.executable).parent / "conda-pack"
+    if not conda_pack.is_file():
+        pytest.skip("conda-pack is not installed (pip install -e '.[test]')")
+    original = _copy_env(conda_made, tmp_path / "built" / "cu121")
+    for kind in ("activate", "deactivate"):
+        (original / "etc" / "conda" / f"{kind}.d").mkdir(parents=True, exist_ok=True)
+        shutil.copy(lock_of(project).parent / f"{kind}.sh", original / "etc" / "conda" / f"{kind}.d" / "envlock-cuda.sh")
+    archive = tmp_path / "env.tar.gz"
+    done = subprocess.run([str(conda_pack), "-p", str(original), "-o", str(archive)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    original.rename(tmp_path / "built" / "gone")
+    moved = tmp_path / "elsewhere" / "train-env"
+    moved.mkdir(parents=True)
+    import tarfile
+
+    with tarfile.open(archive) as tf:
+        tf.extractall(moved, filter="tar")
+    done = subprocess.run([sys.executable, str(moved / "bin" / "conda-unpack")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    script = f". '{moved}/bin/activate'; printf '%s\\n' \"$CUDA_HOME\" \"$(command -v nvcc)\" \"$CPATH\""
+    shell = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+                           env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "CUDA_HOME": OLD_CUDA})
+    assert shell.returncode == 0, shell.stderr
+    assert shell.stdout.splitlines() == [str(moved), f"{moved}/bin/nvcc", f"{moved}/targets/x86_64-linux/include"]
