@@ -150,7 +150,14 @@ def metadata_of(packages: Sequence[PypiPackage], fetch_urls: Mapping[str, str], 
 
 
 def _cache_file(cache: Path, sha256: str) -> Path:
-    return cache / "pypi-metadata" / sha256[:2] / f"{sha256}.metadata"
+    """`<cache>/pypi-metadata/<sha[:2]>/<sha256>.metadata`, through envlock/gate.py (an index's sha256 is
+    not trusted to be one)."""
+    from pathlib import PurePosixPath
+
+    from envlock.gate import sha256_hex, under
+
+    sha = sha256_hex(sha256, "a wheel's sha256")
+    return under(cache / "pypi-metadata", PurePosixPath(sha[:2], f"{sha}.metadata"), "the metadata cache entry")
 
 
 def _cached(pkg: PypiPackage, cache: Path) -> str | None:
