@@ -55,16 +55,16 @@ def doctor(
         help="The python whose torch to check (default: PREFIX/bin/python, else python3 on PATH).",
     ),
     for_: list[str] = typer.Option(
-        [], "--for", help="Also check what a library needs: deepspeed (which of its JIT ops would build)."
+        [], "--for", help="Also check what sources need: a source folder, an sdist or wheel, an installed package "
+        "(which of its extensions / JIT ops would build), or deepspeed (its 0.19.8 ops, no sources needed)."
     ),
 ) -> int:
     """Can this environment JIT-compile a CUDA extension? One line per check; exit 1 on any error."""
     from envlock.doctor import FOR_CHOICES, DoctorOptions, exit_code, result_json, run_doctor
     from envlock.errors import UsageError
 
-    unknown = [f for f in for_ if f not in FOR_CHOICES]
-    if unknown:
-        raise UsageError(f"--for {unknown[0]!r} is not known", hint=f"use one of: {', '.join(FOR_CHOICES)}")
+    if any(not f.strip() for f in for_):
+        raise UsageError("--for needs a value", hint=f"use {', '.join(FOR_CHOICES)}, a source folder, an sdist or a package")
     if prefix is not None and env_name:
         raise UsageError("give either -p/--prefix or -n/--name, not both", hint="-p takes a path, -n a name")
     if env_name:
@@ -76,7 +76,13 @@ def doctor(
 
             raise SpecError(f"no environment named {env_name} in {envs_dir()}",
                             hint="create it with `envlock create -n NAME`, or pass -p PREFIX")
-    options = DoctorOptions(prefix=prefix, compile=compile_, python_exe=python_exe, for_=tuple(for_))
+    scans = ()
+    if any(f not in FOR_CHOICES for f in for_):
+        from envlock.sources.load import load_scan
+
+        python = python_exe or (str(prefix / "bin" / "python") if prefix and (prefix / "bin" / "python").exists() else None)
+        scans = tuple(load_scan(f, python) for f in for_ if f not in FOR_CHOICES)
+    options = DoctorOptions(prefix=prefix, compile=compile_, python_exe=python_exe, for_=tuple(for_), scans=scans)
     findings = run_doctor(options)
     if as_json:
         sys.stdout.write(json.dumps(result_json(findings), indent=2) + "\n")

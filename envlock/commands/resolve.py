@@ -55,9 +55,21 @@ def resolve_cmd(
         [], "--with", help="Add a group of CUDA headers (repeatable): curand, profiler-api, cufft, nvrtc, nvtx, "
         "cufile, nvml, cupti, nvjitlink, npp, nvjpeg, or the bundles deepspeed, all."
     ),
+    for_: list[str] = typer.Option(
+        [], "--for", help="Add the --with groups these sources need (repeatable): a source folder, an sdist or "
+        "wheel, an installed package, or deepspeed (see `envlock doctor --for`)."
+    ),
 ) -> int:
     """Anchor on torch's CUDA, plan the toolchain, solve every platform and write spec + locks."""
     from envlock.resolve import ResolveRequest, resolve
+
+    if for_:  # the spec records the groups, not the sources: `envlock lock` re-locks without them
+        from envlock.sources.load import groups_for
+
+        found, lines = groups_for(for_, python_exe)
+        for line in lines:
+            sys.stderr.write(f"envlock: {line}\n")
+        with_ = [*with_, *(g for g in found if g not in with_)]
 
     req = ResolveRequest(
         torch=torch.strip(),

@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from envlock.doctor import checks_build, checks_compile, checks_env, checks_gpu, checks_groups, checks_runtime
+from envlock.doctor import (
+    checks_build,
+    checks_compile,
+    checks_env,
+    checks_gpu,
+    checks_groups,
+    checks_runtime,
+    checks_sources,
+)
 from envlock.doctor.data import CUDNN_HEADER, FOR_CHOICES, HEADERS, Tables, load_tables
 from envlock.doctor.observation import Observation
 from envlock.doctor.observe import DoctorOptions, observe
@@ -51,6 +59,7 @@ CHECKS: tuple[Check, ...] = (
     checks_runtime.check_ld_library_path,
     checks_groups.check_header_groups,
     checks_groups.check_deepspeed,  # --for deepspeed
+    checks_sources.check_sources,  # --for SOURCE
     checks_gpu.check_gpu,
 )
 COMPILE_CHECKS: tuple[Check, ...] = (checks_compile.check_compile_nvcc, checks_compile.check_compile_torch)

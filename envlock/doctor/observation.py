@@ -142,6 +142,7 @@ class Observation:
 
     # what was asked
     for_: tuple[str, ...] = ()
+    scans: tuple[Any, ...] = ()  # `--for SOURCE`: envlock.sources.scan.Scan (frozen) of each source
     compile: bool = False
     proc_driver_version: Path = Path("/proc/driver/nvidia/version")
     # the target

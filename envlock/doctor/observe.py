@@ -53,6 +53,7 @@ class DoctorOptions:
     proc_driver_version: Path = Path("/proc/driver/nvidia/version")
     timeout_s: float = 900.0
     for_: tuple[str, ...] = ()  # `--for deepspeed`: the ops it would build
+    scans: tuple[Any, ...] = ()  # `--for SOURCE`: envlock.sources.scan.Scan of each source read
 
 
 def read_meta(prefix: Path) -> tuple[dict[str, Any] | None, str | None]:
@@ -268,6 +269,8 @@ def observe(options: DoctorOptions, tables: Tables) -> Observation:
         _builds(options, working, cudart, python, py, env) if options.compile else (None, None, [])
     )
     names = [*header_names(tables), *(n for n in map(missing_header, logs) if n)]
+    names += [n.name for scan in options.scans for u in scan.units for n in u.needs if n.provider.kind == "cuda"
+              and n.what == "header"]  # fmt: skip
     files = frozenset(
         str(d / n)
         for d in dict.fromkeys([d for _, d in host_dirs] + list(nvcc_dirs))
@@ -278,6 +281,7 @@ def observe(options: DoctorOptions, tables: Tables) -> Observation:
     seen += [nvcc.top, nvcc.path.parent.parent] if nvcc else []
     return Observation(
         for_=tuple(options.for_),
+        scans=tuple(options.scans),
         compile=options.compile,
         proc_driver_version=options.proc_driver_version,
         mode="prefix" if prefix is not None else "system",

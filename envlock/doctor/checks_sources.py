@@ -1,0 +1,92 @@
+"""`--for SOURCE`: would each extension / JIT op of a project's sources build in this env? (pure)
+
+Codes:
+  source.<unit>  one per build unit the scan found (a setup.py extension, a JIT load(), an op builder):
+                 ok when every CUDA header it includes (through the project's own headers and the torch
+                 headers of data/sources.yaml's through_torch) is where the host compiler looks and every
+                 CUDA library it links comes with a group the env has; warning naming what is missing and
+                 the `--with` group that adds it ("may fail" when only includes under an undecided #if are
+                 missing); warning when it includes a header torch no longer ships (fails whatever the
+                 toolkit); info when it needs something no CUDA package gives (CUTLASS, libaio, …).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from envlock.doctor.checks_groups import CCCL_DIRS, missing
+from envlock.doctor.data import Tables
+from envlock.doctor.hints import Hints
+from envlock.doctor.observation import Observation
+from envlock.models import Finding
+
+_OUTSIDE = ("not_cuda", "unknown", "driver")
+
+
+def code_of(name: str) -> str:
+    """A unit name as a finding code's tail (letters, digits, `._-*`)."""
+    return "source." + (re.sub(r"[^\w.*-]+", "_", name) or "_")
+
+
+def check_sources(obs: Observation, t: Tables) -> list[Finding]:
+    """source.<unit> for each unit of each `--for SOURCE` scan."""
+    out: list[Finding] = []
+    extras, hints = t.extras.extras, Hints(obs)
+    group_headers = {g: list(e.headers) for g, e in extras.items()}
+    for scan in obs.scans:
+        for unit in scan.units:
+            out.append(_unit_finding(obs, scan, unit, group_headers, extras, hints))
+    return out
+
+
+def _unit_finding(obs: Observation, scan: Any, unit: Any, group_headers: dict[str, list[str]], extras: Any,
+                  hints: Hints) -> Finding:  # fmt: skip
+    cuda = [n for n in unit.needs if n.provider.kind == "cuda" and n.what == "header"]
+    absent, hidden = missing(obs, [n.name for n in cuda])
+    hidden = [h for h in hidden if not h.startswith(CCCL_DIRS)]  # nvcc's own -isystem include/cccl is enough
+    lacking = set(absent + hidden)
+    libs = []
+    for n in unit.needs:
+        if n.what == "library" and n.provider.kind == "cuda" and n.provider.group and not n.provider.default:
+            if missing(obs, group_headers.get(n.provider.group, []))[0]:
+                libs.append(n)  # its group's -dev package (which has libNAME.so) is not in the env
+    short = [n for n in cuda if n.name in lacking] + libs
+    gone = [n for n in unit.needs if n.provider.kind == "gone"]
+    outside = [n for n in unit.needs if n.provider.kind in _OUTSIDE and not n.conditional]
+    details: dict[str, Any] = {
+        "source": scan.origin, "kind": unit.kind, "where": unit.where, "sources": len(unit.sources),
+        "cuda_headers": sorted(n.name for n in cuda), "missing": sorted(lacking),
+        "missing_libraries": [n.name for n in libs], "only_nvcc_sees": hidden,
+        "groups": unit.groups(), "outside": {n.name: n.provider.why or n.provider.kind for n in outside},
+        "gone": {n.name: n.provider.why for n in gone}, "computed_includes": list(unit.computed),
+    }  # fmt: skip
+    code = code_of(unit.name)
+    note = f"; it also {unit.note}" if unit.note else ""
+    if short:
+        groups = sorted({n.provider.group for n in short if n.provider.group})
+        parts = [f"{n.name}{' (lib)' if n.what == 'library' else ''}" for n in short[:4]]
+        more = f" and {len(short) - 4} more" if len(short) > 4 else ""
+        sure = all(n.conditional for n in short)
+        verb = "may fail to build (only under an #if envlock cannot decide)" if sure else "would fail to build"
+        where = f" ({short[0].via})"
+        with_ = " ".join(f"--with {g}" for g in groups)
+        msg = f"{unit.name} {verb}: missing {', '.join(parts)}{more}{where}{' → ' + with_ if with_ else ''}{note}"
+        packages = ", ".join(dict.fromkeys(n.provider.package or n.name for n in short if n.provider.group))
+        hint = hints.group(" --with ".join(groups), packages) if groups else "see the header.* findings above"
+        return Finding(code, "warning", msg, hint=hint, details=details)
+    if gone:
+        msg = f"{unit.name} fails whatever the toolkit: {gone[0].name} ({gone[0].via}): {gone[0].provider.why}"
+        return Finding(code, "warning", msg, details=details)
+    if outside or unit.note:
+        what = "; ".join(dict.fromkeys(n.provider.why or _unknown(n) for n in outside))
+        reason = unit.note or f"needs {what}"
+        return Finding(code, "info", f"{unit.name}: its CUDA headers are here, but it {reason}", details=details)
+    return Finding(code, "ok", f"{unit.name}: every CUDA header it includes is here ({len(cuda)})", details=details)
+
+
+def _unknown(need: Any) -> str:
+    if need.provider.kind == "driver":
+        return f"the NVIDIA driver's lib{need.name} ({need.via})"
+    what = "header" if need.what == "header" else "library"
+    return f"{need.name}, a {what} that is not in the sources and no CUDA package gives ({need.via})"
