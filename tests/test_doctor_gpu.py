@@ -152,12 +152,14 @@ def test_doctor_runs_the_real_nvcc_list_and_reads_the_arch_list(tmp_path: Path) 
     assert set(got["arch_list.nvcc"]["details"]["nvcc_arches"]) == NVCC_13_0
 
 
-def test_for_takes_known_names_only(tmp_path: Path) -> None:
+def test_for_a_name_that_is_neither_a_path_nor_an_installed_package_is_a_usage_error(tmp_path: Path) -> None:
     r = subprocess.run(
         [sys.executable, "-m", "envlock", "doctor", "--for", "flash-attn"],
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    assert r.returncode == 2 and r.stderr.startswith("error: --for 'flash-attn'") and "hint: use one of: deepspeed" in r.stderr
+    error, hint = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and error.startswith("error: --for flash-attn: no such file or folder")
+    assert hint.startswith("hint: give a source folder, an sdist")
 
 
 # ----------------------------------------------------------------------------------------- on a GPU
