@@ -8,4 +8,5 @@ file contents: an sdist is read without extracting it, setup.py is parsed, never
     classify.py   who provides an outside header or library (data/sources.yaml, extras.yaml, cuda.yaml)
     scan.py       per unit: follow the includes through the project, classify what is outside
     profiles.py   data/profiles.yaml: projects that need more than the generic reading (DeepSpeed's builders)
+    load.py       a `--for` value (a path, an installed package's name) -> Scan; the groups resolve adds
 """

@@ -130,7 +130,7 @@ def builder_units(files: Mapping[str, str], profile: Mapping[str, Any]) -> list[
         if path in skip_modules:
             continue
         ev = Evaluator([tree.body], defs, cls, path)
-        mro = [c.name for c in ev._mro()]
+        mro = [c.name for c in ev.mro()]
         if any(b in skip for b in mro[1:2]) or not any(isinstance(s, ast.Assign) for s in cls.body):
             continue  # a base class, or a builder of a CPU-only family
         name = ev.value(ast.Attribute(ast.Name("self"), "NAME"))

@@ -193,13 +193,13 @@ class Evaluator:
                 self._limit[name] = limit
 
     def _class_attr(self, attr: str, d: int) -> Val:
-        for cls in self._mro():
+        for cls in self.mro():
             for st in cls.body:
                 if isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id == attr for t in st.targets):
                     return self.value(st.value, d)
         return ("?", ())
 
-    def _mro(self) -> list[ast.ClassDef]:
+    def mro(self) -> list[ast.ClassDef]:
         out, todo = [], [self.cls] if self.cls else []
         while todo:
             c = todo.pop(0)
@@ -211,7 +211,7 @@ class Evaluator:
 
     def method(self, name: str, d: int = 0, skip_first: bool = False) -> Val:
         """The union of what a method of this class (or its bases) returns."""
-        for cls in self._mro()[1 if skip_first else 0 :]:
+        for cls in self.mro()[1 if skip_first else 0 :]:
             fn = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == name), None)
             if fn is not None:
                 inner = Evaluator([self._module, fn.body], self.classes, cls, self.file)
@@ -284,6 +284,6 @@ def _product(parts: Sequence[tuple[str, ...]], sep: str) -> tuple[str, ...]:
 
 
 def _squash(s: str) -> str:
-    while "**" in s.replace("/**/", "/") and "***" in s:
+    while "***" in s:
         s = s.replace("***", "**")
     return s
