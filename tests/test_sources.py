@@ -227,3 +227,14 @@ def test_resolve_for_a_source_tree_adds_the_groups_it_needs_and_locks_them(tmp_p
     assert f"--for {tree}: --with profiler-api (cuda_profiler_api.h, src/k.cu:1)" in out.err
     spec = (tmp_path / "p/environments/torch2.11.0-cu130.yml").read_text()
     assert "  with: [profiler-api]\n" in spec  # the spec keeps the groups: a re-lock needs no sources
+
+
+def test_a_default_set_header_missing_is_not_a_with_to_add(tmp_path: Path, cudart_stub: Path) -> None:
+    """curand is in the default dev set: an env without it is incomplete, and `--with curand` is not the fix."""
+    tree = write(tmp_path / "proj", {"src/k.cu": "#include <curand_kernel.h>\n"})
+    from envlock.sources.load import load_scan
+
+    got = doctor(prefix_with(tmp_path / "a", cudart_stub), base_env(tmp_path), for_=(str(tree),),
+                 scans=(load_scan(str(tree)),))["source.all_sources"]  # fmt: skip
+    assert got.severity == "warning" and "curand_kernel.h" in got.message and "--with" not in got.message
+    assert got.hint == "see the header.* findings above"

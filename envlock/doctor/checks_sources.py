@@ -64,7 +64,9 @@ def _unit_finding(obs: Observation, scan: Any, unit: Any, group_headers: dict[st
     code = code_of(unit.name)
     note = f"; it also {unit.note}" if unit.note else ""
     if short:
-        groups = sorted({n.provider.group for n in short if n.provider.group})
+        # a group of the default dev set (curand) is not a --with to add: the env lacks what every env has
+        groups = sorted({n.provider.group for n in short if n.provider.group and not n.provider.default})
+        base = any(n.provider.default or not n.provider.group for n in short)
         parts = [f"{n.name}{' (lib)' if n.what == 'library' else ''}" for n in short[:4]]
         more = f" and {len(short) - 4} more" if len(short) > 4 else ""
         sure = all(n.conditional for n in short)
@@ -72,8 +74,11 @@ def _unit_finding(obs: Observation, scan: Any, unit: Any, group_headers: dict[st
         where = f" ({short[0].via})"
         with_ = " ".join(f"--with {g}" for g in groups)
         msg = f"{unit.name} {verb}: missing {', '.join(parts)}{more}{where}{' → ' + with_ if with_ else ''}{note}"
-        packages = ", ".join(dict.fromkeys(n.provider.package or n.name for n in short if n.provider.group))
+        packages = ", ".join(dict.fromkeys(n.provider.package or n.name for n in short
+                                           if n.provider.group and not n.provider.default))  # fmt: skip
         hint = hints.group(" --with ".join(groups), packages) if groups else "see the header.* findings above"
+        if groups and base:
+            hint += "; the default dev set is incomplete too: see the header.* findings above"
         return Finding(code, "warning", msg, hint=hint, details=details)
     if gone:
         msg = f"{unit.name} fails whatever the toolkit: {gone[0].name} ({gone[0].via}): {gone[0].provider.why}"

@@ -169,7 +169,7 @@ def scan(src: SourceFiles, tables: SourceTables, profile: Mapping[str, Any] | No
             files = [s for s in u.sources if s in src.files]
         units.append(closure.run(u, files, notes.get(u.name)))
     if not units and all_sources:
-        whole = PyUnit("all", "(every C/C++/CUDA source)", src.origin, ("*",))
+        whole = PyUnit("all", "all_sources", src.origin, ("*",))  # no Python declares a build: every source
         units.append(closure.run(whole, all_sources, None))
     units.sort(key=lambda u: (u.name, u.where))
     return Scan(src.origin, tuple(units), src.skipped, (profile or {}).get("name"))
