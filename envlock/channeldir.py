@@ -39,6 +39,7 @@ from envlock.mirrors import CANONICAL_BASE, channel_of
 from envlock.models import LockedPackage, PypiPackage
 from envlock.gate import component, conda_archive, relative, under, wheel_file
 from envlock.names import strip_credentials
+from envlock.untrusted import read_json
 
 PYPI_DIR = "pypi"
 WHEELS_JSON = "pypi/wheels.json"
@@ -182,13 +183,14 @@ def _indexed(root: Path, packages: Sequence[LockedPackage]) -> dict[str, dict[st
     """Records of the existing repodata.json files that hold some of `packages` (path -> record)."""
     out: dict[str, dict[str, Any]] = {}
     for sub in {str(Path(package_path(p)).parent) for p in packages}:
-        try:
-            doc = json.loads((under(root, sub) / "repodata.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        doc = read_json(under(root, sub) / "repodata.json")
+        if not isinstance(doc, dict):
             continue
         for key in ("packages", "packages.conda"):
-            for fn, rec in (doc.get(key) or {}).items():
-                out[f"{sub}/{fn}"] = rec
+            records = doc.get(key)
+            for fn, rec in records.items() if isinstance(records, dict) else ():
+                if isinstance(rec, dict):
+                    out[f"{sub}/{fn}"] = rec
     return out
 
 
@@ -253,11 +255,8 @@ def store_wheels(root: Path, wheels: Sequence[PypiPackage], upload_bound: Mappin
 
 
 def _read_wheels_json(root: Path) -> dict[str, dict[str, str]]:
-    try:
-        data = json.loads((root / WHEELS_JSON).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    data = read_json(root / WHEELS_JSON)
+    return {k: v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
 
 
 def _core_metadata(wheel: Path) -> bytes:

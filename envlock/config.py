@@ -113,16 +113,13 @@ def split_entries(text: str) -> list[str]:
 
 def _read_file(path: Path) -> list[tuple[str, str]]:
     """The `[mirrors]` table of one envlock.toml, values resolved against the file's directory."""
+    from envlock.untrusted import SPEC_CAP, load_toml, read_capped
+
     try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = read_capped(path, SPEC_CAP, SpecError)
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"cannot read {path}: {exc}", hint="fix or remove that config file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{path} is not valid TOML: {exc}", hint="fix or remove that config file") from None
+    doc = load_toml(text, path, SpecError, hint="fix or remove that config file")
     unknown = sorted(set(doc) - set(_KNOWN_TABLES))
     if unknown:
         raise SpecError(f"{path}: unknown setting {unknown[0]!r}",

@@ -14,6 +14,7 @@ from typing import Any
 from envlock.errors import LockfileError, SpecError
 from envlock.formats import LockFile, parse_lock, read_lock
 from envlock.names import strip_credentials
+from envlock.untrusted import LOCK_CAP, read_capped
 
 LOCK_NAME = "conda-lock.yml"
 
@@ -127,7 +128,7 @@ def diff_entries(old: Entries, new: Entries, old_label: str, new_label: str) -> 
 def _read_text(path: Path) -> str:
     target = path / LOCK_NAME if path.is_dir() else path
     try:
-        return target.read_text(encoding="utf-8")
+        return read_capped(target, LOCK_CAP, LockfileError)
     except FileNotFoundError:
         raise LockfileError(
             f"no lock at {target}", hint="pass two lock files (conda-lock.yml, .lock or pixi.lock)"
@@ -189,7 +190,7 @@ def diff_git(project_dir: Path, ref: str, path: Path | None = None) -> list[Lock
         shown = _git(root, "show", f"{ref}:{rel}")
         old_text = shown.stdout if shown.returncode == 0 else None
         new_path = root / rel
-        new_text = new_path.read_text(encoding="utf-8") if new_path.is_file() else None
+        new_text = _read_text(new_path) if new_path.is_file() else None
         if old_text is None and new_text is None:
             raise LockfileError(
                 f"{rel} exists neither at {ref} nor in the working tree", hint="check the path"

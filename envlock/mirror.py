@@ -18,6 +18,7 @@ from typing import Any
 from envlock import UPGRADE_HINT, __version__
 from envlock.errors import SpecError
 from envlock.mirrors import MIRROR_MANIFEST
+from envlock.untrusted import read_json
 
 MANIFEST_VERSION = 1
 
@@ -125,19 +126,24 @@ def _update_manifest(dest: Path, chosen: Sequence[tuple[Any, tuple[str, ...]]], 
     from envlock.channeldir import write_text_atomic
 
     path = dest / MIRROR_MANIFEST
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        doc = {}
-    if doc.get("envlock_mirror_version", MANIFEST_VERSION) > MANIFEST_VERSION:
+    doc = read_json(path)  # whoever can write the directory wrote it: what is not of envlock's shape is dropped
+    doc = doc if isinstance(doc, dict) else {}
+    version = doc.get("envlock_mirror_version", MANIFEST_VERSION)
+    if isinstance(version, int) and version > MANIFEST_VERSION:
         raise SpecError(f"{path} was written by a newer envlock", hint=UPGRADE_HINT)
-    locks = dict(doc.get("locks") or {})
+    locks = {k: v for k, v in _mapping(doc.get("locks")).items() if isinstance(v, dict)}
     for lock, platforms in chosen:
         name = lock.envlock_meta().get("env_name") or (lock.path.parent.name if lock.path else "lock")
-        locks[name] = {"platforms": sorted(set(platforms) | set((locks.get(name) or {}).get("platforms", ()))),
+        had = (locks.get(name) or {}).get("platforms")
+        had = [p for p in had if isinstance(p, str)] if isinstance(had, list) else []
+        locks[name] = {"platforms": sorted(set(platforms) | set(had)),
                        "content_hash": {p: lock.content_hash.get(p, "") for p in platforms}}
-    channels = {**(doc.get("channels") or {}), **dict(keys)}
+    channels = {**{k: v for k, v in _mapping(doc.get("channels")).items() if isinstance(v, str)}, **dict(keys)}
     doc = {"envlock_mirror_version": MANIFEST_VERSION, "envlock_version": __version__, "locks": locks,
            "channels": channels, "pypi": bool(doc.get("pypi")) or has_wheels}
     write_text_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return doc
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}

@@ -36,6 +36,7 @@ from typing import Any
 from envlock import UPGRADE_HINT, __version__, beneath
 from envlock.errors import ArchiveError, EnvCreateError, LockfileError, SpecError, UnsafeNameError
 from envlock.gate import component, relative, shown, under
+from envlock.untrusted import DOC_CAP, load_json, over_cap
 
 MANIFEST = "envlock-pack.json"
 FORMAT = 1
@@ -246,15 +247,21 @@ def _mkdtemp(prefix: str, parent: Path) -> Path:
 
 
 def _read_manifest(tf: tarfile.TarFile, archive: Path) -> dict[str, Any]:
+    not_ours = ArchiveError(f"{archive} is not an envlock pack archive (no {MANIFEST} as its first member)",
+                            hint="give the .tar file `envlock pack` wrote")
     try:
         first = tf.next()
-        fh = tf.extractfile(first) if first is not None and first.name == MANIFEST else None
-        doc = json.loads(fh.read()) if fh is not None else None
-    except (OSError, tarfile.TarError, ValueError):
-        doc = None
+        if first is None or first.name != MANIFEST or not first.isfile():
+            raise not_ours
+        if first.size > DOC_CAP:
+            raise ArchiveError(f"{archive}: {MANIFEST} {over_cap(first.size, DOC_CAP)}", hint="re-create the archive with `envlock pack`")
+        fh = tf.extractfile(first)
+        data = fh.read(DOC_CAP + 1) if fh is not None else b""
+    except (OSError, tarfile.TarError):
+        raise not_ours from None
+    doc = load_json(data, f"{archive}: {MANIFEST}", ArchiveError, hint="re-create the archive with `envlock pack`")
     if not isinstance(doc, dict) or not isinstance(doc.get("members"), dict) or "envlock_pack_version" not in doc:
-        raise ArchiveError(f"{archive} is not an envlock pack archive (no {MANIFEST} as its first member)",
-                           hint="give the .tar file `envlock pack` wrote")
+        raise not_ours
     version = doc["envlock_pack_version"]
     if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT:
         raise ArchiveError(f"{archive} was packed by a newer envlock ({shown(doc.get('envlock_version'))})",

@@ -8,12 +8,12 @@ is created as is. create.py calls `check_extracted` on every archive it has just
 
 from __future__ import annotations
 
-import json
 import os
 import posixpath
 from pathlib import Path
 
 from envlock.errors import EnvCreateError
+from envlock.untrusted import read_json
 
 
 def unsafe_path(rel: str) -> str | None:
@@ -44,7 +44,7 @@ def _listed_paths(root: Path) -> list[str]:
     paths_json = root / "info" / "paths.json"
     if paths_json.is_file():
         try:
-            doc = json.loads(paths_json.read_text(encoding="utf-8"))
+            doc = read_json(paths_json)
             return [str(entry.get("_path", "")) for entry in doc.get("paths", [])]
         except (ValueError, AttributeError, TypeError):
             return [""]  # unreadable: refuse rather than guess
@@ -182,10 +182,8 @@ class PrefixView:
 
 
 def _is_noarch_python(entry: Path) -> bool:
-    try:
-        return json.loads((entry / "info" / "index.json").read_text(encoding="utf-8")).get("noarch") == "python"
-    except (OSError, ValueError, AttributeError):
-        return False
+    doc = read_json(entry / "info" / "index.json")  # the package's own metadata: any shape at all
+    return isinstance(doc, dict) and doc.get("noarch") == "python"
 
 
 def _linked_at(rel: str, python: str) -> str:

@@ -8,7 +8,6 @@ makes rattler fail with "failed to determine the currently installed packages" (
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import tempfile
@@ -21,6 +20,7 @@ from envlock.activation import hook_files
 from envlock.errors import EnvCreateError
 from envlock import beneath
 from envlock.fs import FileLock, new_file_mode
+from envlock.untrusted import read_json
 
 ENVLOCK_JSON = "envlock"
 ENVLOCK_JSON_VERSION = 1
@@ -63,10 +63,7 @@ def prefix_lock(prefix: Path, cache_root: Path) -> FileLock:
 
 def read_env_meta(prefix: Path) -> dict[str, Any]:
     """conda-meta/envlock (JSON), or {} when absent or unreadable."""
-    try:
-        data = json.loads((prefix / "conda-meta" / ENVLOCK_JSON).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    data = read_json(prefix / "conda-meta" / ENVLOCK_JSON)
     return data if isinstance(data, dict) else {}
 
 
@@ -89,12 +86,9 @@ def damaged_records(prefix: Path) -> list[Path]:
     """
     damaged = []
     for record in sorted((prefix / "conda-meta").glob("*.json")):
-        try:
-            files = json.loads(record.read_text(encoding="utf-8")).get("files") or []
-        except (OSError, ValueError):
-            damaged.append(record)
-            continue
-        if any(not os.path.lexists(prefix / f) for f in files):
+        doc = read_json(record)
+        files = doc.get("files") if isinstance(doc, dict) else None
+        if not isinstance(files, list) or any(not os.path.lexists(prefix / str(f)) for f in files):
             damaged.append(record)
     return damaged
 

@@ -17,7 +17,6 @@ would sort to. `run_environ` executes the sh form in bash and reads the environm
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from collections.abc import Mapping
@@ -27,6 +26,7 @@ from pathlib import Path
 from envlock.activation.model import HOOK_NAME, activate_environ, deactivate_environ, is_windows
 from envlock.models import CUDNN_NAMES
 from envlock.names import split_conda_filename
+from envlock.untrusted import read_json
 
 ENVLOCK_RECORD = "envlock"  # conda-meta/envlock, written by `envlock create`
 _UNSET = "***unset***"  # conda's CONDA_ENV_VARS_UNSET_VAR
@@ -65,10 +65,7 @@ class Hooks:
 
 def read_record(prefix: Path) -> dict[str, object]:
     """conda-meta/envlock (JSON), or {} when absent or unreadable."""
-    try:
-        data = json.loads((prefix / "conda-meta" / ENVLOCK_RECORD).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    data = read_json(prefix / "conda-meta" / ENVLOCK_RECORD)
     return data if isinstance(data, dict) else {}
 
 
@@ -93,10 +90,8 @@ def _subdir(records: list[Path]) -> str:
     from envlock.models import host_platform
 
     for path in records:
-        try:
-            subdir = json.loads(path.read_text(encoding="utf-8")).get("subdir")
-        except (OSError, ValueError, AttributeError):
-            continue
+        doc = read_json(path)
+        subdir = doc.get("subdir") if isinstance(doc, dict) else None
         if subdir in _PLATFORMS:  # a record's text is not trusted: only a platform envlock knows
             return str(subdir)
     return host_platform()
@@ -162,16 +157,12 @@ def env_vars(prefix: str) -> dict[str, str]:
     out: dict[str, str] = {}
     pkg_dir = Path(prefix, "etc", "conda", "env_vars.d")
     if pkg_dir.is_dir():
-        for path in sorted(str(p) for p in pkg_dir.iterdir()):
-            try:
-                out.update(json.loads(Path(path).read_text(encoding="utf-8")))
-            except (OSError, ValueError):
-                continue
-    try:
-        state = json.loads(Path(prefix, "conda-meta", "state").read_text(encoding="utf-8"))
-        out.update(state.get("env_vars", {}) if isinstance(state, dict) else {})
-    except (OSError, ValueError):
-        pass
+        for path in sorted(pkg_dir.iterdir()):  # a package's files: any shape at all
+            doc = read_json(path)
+            out.update(doc if isinstance(doc, dict) else {})
+    state = read_json(Path(prefix, "conda-meta", "state"))
+    found = state.get("env_vars") if isinstance(state, dict) else None
+    out.update(found if isinstance(found, dict) else {})
     return {str(k): str(v) for k, v in out.items() if k not in _RESERVED}
 
 

@@ -9,7 +9,6 @@ filesystem fetch every package once.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import struct
@@ -28,6 +27,7 @@ from envlock.gate import conda_dist, under
 from envlock.models import LockedPackage
 from envlock.pkgcheck import check_extracted
 from envlock.progress import Progress
+from envlock.untrusted import read_json
 
 
 @dataclass(frozen=True)
@@ -58,10 +58,12 @@ def sidecar(cache: Path, pkg: LockedPackage) -> Path:
 
 def cached(cache: Path, pkg: LockedPackage) -> Fetched | None:
     """The verified cache entry for `pkg`, if there is one."""
+    side = read_json(sidecar(cache, pkg))
     try:
-        side = json.loads(sidecar(cache, pkg).read_text())
         rattler_lock = entry(cache, pkg, ".lock").read_bytes()
-    except (OSError, ValueError):
+    except OSError:
+        return None
+    if not isinstance(side, dict):
         return None
     algo, want = expected(pkg)
     if side.get(algo) != want or rattler_lock[8:40].hex() != side.get("sha256"):

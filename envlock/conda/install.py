@@ -89,14 +89,16 @@ CACHE_TAG_SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
 def drop_cache_tag(prefix: Path) -> bool:
     """Remove the CACHEDIR.TAG rattler's installer leaves at a prefix's root (no package owns it): backup tools
     run with --exclude-caches would skip the whole environment. A tag a package installed stays."""
-    import json
+    from envlock.untrusted import read_json
 
     tag = prefix / "CACHEDIR.TAG"
     try:
         if tag.is_symlink() or not tag.is_file() or not tag.read_bytes().startswith(CACHE_TAG_SIGNATURE):
             return False
-        for record in (prefix / "conda-meta").glob("*.json"):
-            if "CACHEDIR.TAG" in (json.loads(record.read_text(encoding="utf-8")).get("files") or ()):
+        for record in (prefix / "conda-meta").glob("*.json"):  # a package's record: any shape at all
+            doc = read_json(record)
+            files = doc.get("files") if isinstance(doc, dict) else None
+            if not isinstance(files, list) or "CACHEDIR.TAG" in files:
                 return False
         tag.unlink()
     except (OSError, ValueError, AttributeError):

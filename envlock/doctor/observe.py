@@ -13,7 +13,6 @@ with that environment (programs.py); nothing is imported into envlock's own proc
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -40,6 +39,7 @@ from envlock.doctor.observation import (
 )
 from envlock.doctor.probe import CUDA_LIB_PREFIXES
 from envlock.errors import SpecError
+from envlock.untrusted import DOC_CAP, json_value
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,12 +65,14 @@ def read_meta(prefix: Path) -> tuple[dict[str, Any] | None, str | None]:
     """
     path, reason = prefix / "conda-meta" / "envlock", None
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as fh:
+            data = fh.read(DOC_CAP + 1)
+        doc = json_value(data, default=ValueError)
     except FileNotFoundError:
         doc = None
     except OSError as exc:
         doc, reason = None, f"its record {path} cannot be read ({exc.strerror or exc})"
-    except ValueError:
+    if doc is ValueError:  # not JSON, nested too deeply, or too big
         doc, reason = None, f"its record {path} is not valid JSON"
     if isinstance(doc, dict):
         return doc, None

@@ -28,6 +28,7 @@ from envlock.formats.condalock import parse as _parse_conda_lock
 from envlock.formats.explicit import header_value, is_explicit, parse_explicit, render_explicit
 from envlock.formats.model import LOCK_FORMAT, META_PREFIX, LockFile, custom_value
 from envlock.formats.requirements import render_requirements
+from envlock.untrusted import LOCK_CAP, read_capped
 
 __all__ = [
     "LOCK_FORMAT", "META_PREFIX", "LockFile", "LockHead", "custom_value", "dependency_order", "header_value",
@@ -39,10 +40,12 @@ LOCK_NAME = "conda-lock.yml"
 MAKE_HINT = "run `envlock resolve --torch VERSION` to make one"
 
 
-def read_text(path: Path, *, missing: str, missing_hint: str, error: type[EnvlockError] = LockfileError) -> str:
-    """A text file's content, or one EnvlockError (missing: LockfileError; unreadable: `error`)."""
+def read_text(path: Path, *, missing: str, missing_hint: str, error: type[EnvlockError] = LockfileError,
+              cap: int = LOCK_CAP) -> str:
+    """A text file's content, or one EnvlockError (missing: LockfileError; unreadable or over `cap` bytes:
+    `error`)."""
     try:
-        return path.read_text(encoding="utf-8")
+        return read_capped(path, cap, error)
     except FileNotFoundError:
         raise LockfileError(f"{missing} at {path}", hint=missing_hint) from None
     except (OSError, UnicodeDecodeError) as exc:

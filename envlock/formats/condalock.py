@@ -21,8 +21,9 @@ from envlock.errors import LockfileError, NewerFormatError
 from envlock.formats.model import LOCK_FORMAT, META_PREFIX, ForeignEntry, LockFile, custom_value
 from envlock.models import LockedPackage, PypiPackage
 from envlock.names import conda_build, match_spec_name, split_match_spec, strip_credentials
+from envlock.untrusted import LOCK_CAP, load_json
+from envlock.untrusted import load_yaml as load_checked
 
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when PyYAML has it: ~8x faster
 RESTORE_HINT = "restore it from git (`git checkout -- <file>`) or re-create it with `envlock lock`"
 COMPARE_HINT = "pass a conda-lock.yml, an @EXPLICIT .lock or a pixi.lock"
 COMPARE_READS = "envlock diff reads conda-lock v1/v2, @EXPLICIT and pixi.lock v4-v6 files"
@@ -226,14 +227,13 @@ def _bad(p: Path | None, what: str) -> LockfileError:
 
 
 def load_yaml(text: str, p: Path | None, *, compare: bool = False) -> dict[str, Any]:
-    """A lock's YAML document (a mapping), or one LockfileError worded for the reader's purpose."""
-    try:
-        doc = yaml.load(text, Loader=_LOADER)  # a safe loader (C or pure)
-    except yaml.YAMLError as exc:
-        if compare:
-            raise LockfileError(f"{p} is not valid YAML", hint=COMPARE_HINT) from None
-        mark = getattr(exc, "problem_mark", None)
-        raise _bad(p, f"YAML error{f' (line {mark.line + 1})' if mark is not None else ''}") from None
+    """A lock's YAML document (a mapping), or one LockfileError worded for the reader's purpose (the checked
+    loader: size cap, no aliases, bounded nesting)."""
+    if compare:
+        doc = load_checked(text, p, LockfileError, hint=COMPARE_HINT, cap=LOCK_CAP)
+    else:
+        doc = load_checked(text, p or "lock", LockfileError, hint=RESTORE_HINT, cap=LOCK_CAP,
+                           invalid="is not a valid conda-lock v1 file: YAML error (line {line})")
     if not isinstance(doc, dict):
         if compare:
             raise LockfileError(f"{p} is not a lock file", hint=COMPARE_HINT)
@@ -272,7 +272,13 @@ def _custom(meta: dict[str, Any], p: Path | None) -> dict[str, str]:
     raw = meta.get("custom_metadata") or {}
     if not isinstance(raw, dict):  # found by tests/reliability/test_fuzz.py
         raise _bad(p, "`custom_metadata` is not a mapping")
-    return {str(k): str(v) for k, v in raw.items()}
+    if any(isinstance(v, (dict, list, set)) for v in raw.values()):  # str() of a nested value: unbounded
+        raise _bad(p, "a `custom_metadata` value is not a string")
+    out = {str(k): str(v) for k, v in raw.items()}
+    for key, value in out.items():  # envlock's JSON values: read once here, so no reader meets a hostile one
+        if key.startswith(META_PREFIX) and value.lstrip().startswith(("{", "[")):
+            load_json(value, f"{p or 'lock'}: custom_metadata {key}", LockfileError, hint=RESTORE_HINT)
+    return out
 
 
 def _check_format(custom: Mapping[str, str], p: Path | None) -> None:

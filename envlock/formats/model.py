@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from envlock.models import LockedPackage, PypiPackage
+from envlock.untrusted import json_value
 
 #: Version of what envlock writes into `custom_metadata` (refuse newer ones on read).
 LOCK_FORMAT = 1
@@ -17,12 +17,7 @@ META_PREFIX = "envlock."
 def custom_value(custom: dict[str, str], key: str, default: Any = None) -> Any:
     """envlock's JSON value `envlock.<key>` of a lock's custom metadata (default when absent or unreadable)."""
     raw = custom.get(META_PREFIX + key)
-    if not raw:
-        return default
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return default
+    return json_value(raw, default) if raw else default
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from envlock import UPGRADE_HINT
 from envlock.errors import NewerFormatError, SpecError
 from envlock.models import TORCH_SOURCES, TorchSource
 from envlock.names import strip_credentials
+from envlock.untrusted import SPEC_CAP, load_yaml
 
 SPEC_VERSION = 1
 SELECTORS = {"linux-64": "linux64", "linux-aarch64": "aarch64", "win-64": "win64"}
@@ -178,9 +179,9 @@ def dependencies_by_platform(text: str, dependencies: Sequence[str], platforms: 
         if m is None or not m.group("sel"):
             continue
         try:
-            value = yaml.safe_load(m.group("value"))
-        except yaml.YAMLError:
-            continue
+            value = load_yaml(m.group("value"), "a dependency line", SpecError, hint="", cap=SPEC_CAP)
+        except SpecError:
+            continue  # the document as a whole was read already: a line alone may not be YAML
         if isinstance(value, (str, int, float)):
             selected[str(value)] = [names.get(t.strip(), t.strip()) for t in m.group("sel").split(" or ")]
     return {p: tuple(d for d in dependencies if p in selected.get(d, platforms)) for p in platforms}
@@ -191,7 +192,7 @@ def read_spec(path: Path) -> EnvSpec:
     hint = "run `envlock resolve --torch VERSION` to make one"
     from envlock.formats import read_text
 
-    text = read_text(path, missing="no spec", missing_hint=hint, error=SpecError)
+    text = read_text(path, missing="no spec", missing_hint=hint, error=SpecError, cap=SPEC_CAP)
     spec = parse_spec(text, path)
     return _with_selected(spec, text)
 
@@ -204,12 +205,7 @@ def _with_selected(spec: EnvSpec, text: str) -> EnvSpec:
 
 def parse_spec(text: str, path: Path | None = None) -> EnvSpec:
     where = str(path) if path else "spec"
-    try:
-        doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe loader, C when built
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" at line {mark.line + 1}" if mark is not None else ""
-        raise SpecError(f"{where} is not valid YAML{line}", hint="fix the YAML syntax (indentation, colons)") from None
+    doc = load_yaml(text, where, SpecError, hint="fix the YAML syntax (indentation, colons)", cap=SPEC_CAP)
     if not isinstance(doc, dict):
         raise SpecError(f"{where} is not a mapping", hint="a spec has name, channels, dependencies, platforms, envlock")
     block = doc.get("envlock")

@@ -6,7 +6,6 @@ what the spec gives today (`Current`: the anchor, the plan, the hash inputs), of
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from envlock.formats.spec import EnvSpec
 from envlock.names import match_spec_name
 from envlock.project.document import content_hash, packages_fingerprint, pypi_fingerprint
 from envlock.project.layout import LOCK_NAME, rel
+from envlock.untrusted import json_value
 
 RELOCK_HINT = "run `envlock lock` and commit environments/ and locks/"
 #: Change kinds `lock` and `update` refuse to write over (a corrupt or edited lock they may replace).
@@ -223,10 +223,8 @@ def integrity_changes(lock: LockHead) -> list[Change]:
         recorded = lock.meta(f"inputs.{platform}")
         have = lock.content_hash.get(platform)
         if recorded is not None:
-            try:
-                expect = content_hash(json.loads(recorded))
-            except ValueError:
-                expect = None
+            inputs = json_value(recorded)
+            expect = content_hash(inputs) if isinstance(inputs, dict) else None
             if expect != have:
                 out.append(
                     Change("hand-edited", "content_hash or envlock metadata was edited by hand", platform)

@@ -199,10 +199,10 @@ def _run_uv(args: list[str], stdin: str, cache: Path, platform: str, req: Compil
 
 
 def _read_vias(cache: Path, key: str) -> dict[str, set[str]] | None:
-    import json  # noqa: PLC0415
+    from envlock.untrusted import read_json  # noqa: PLC0415
 
     try:
-        data = json.loads((cache / "pypi-graphs" / f"{key}.json").read_text(encoding="utf-8"))
+        data = read_json(cache / "pypi-graphs" / f"{key}.json")
         return {str(k): set(v) for k, v in data.items()}
     except (OSError, ValueError, AttributeError, TypeError):
         return None

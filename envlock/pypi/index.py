@@ -8,7 +8,6 @@ named here. HTTP goes through envlock.net (``requests`` is imported only when th
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from envlock.errors import AnchorError, ChannelError
 from envlock.pypi.pins import parse_cuda_pins, requires_dist_of
 from envlock.pypi.pipconf import configured_index_url
 from envlock.pypi.simple import IndexFile, python_of, wheel_rank, parse_simple_page, redact
+from envlock.untrusted import read_json
 
 if TYPE_CHECKING:
     import requests
@@ -83,10 +83,7 @@ def _cache_file(version: str, settings: IndexSettings) -> Path:
 def _read_cache(version: str, settings: IndexSettings) -> dict[str, Any] | None:
     """The cached answer for version, or None (a corrupt entry counts as absent)."""
     path = _cache_file(version, settings)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    data = read_json(path)
     if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT or data.get("version") != version:
         return None
     return data

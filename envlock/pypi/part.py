@@ -112,22 +112,21 @@ def spec_indexes(torch: str, torch_source: str, mirrors: Mapping[str, str]) -> t
 def canonical_wheel_urls(pypi_index: str) -> dict[str, str]:
     """file name -> canonical URL, from the wheels.json beside a `pypi=` mirror's simple index (re-locking;
     `envlock mirror` writes it: envlock/channeldir.py)."""
-    import json
-
     from envlock.errors import ChannelError
     from envlock.names import file_url_path
     from envlock.net import get_text
+    from envlock.untrusted import DOC_CAP, load_json, read_capped
 
     url = index_root(pypi_index) + "wheels.json"
     why = ("locking through a pypi= mirror needs the canonical URL of each wheel, which `envlock mirror` writes there")
     hint = "mirror the lock with `envlock mirror`, or lock against the index itself (PIP_INDEX_URL)"
     try:
         if url.startswith("file:"):
-            text = file_url_path(url).read_text(encoding="utf-8")
+            text = read_capped(file_url_path(url), DOC_CAP, ChannelError)
         else:
             text = get_text(url, what=scrub(url), hint=hint)
-        doc = json.loads(text)
-        return {fn: str(rec["url"]) for fn, rec in doc.items()}
+        doc = load_json(text, scrub(url), ChannelError, hint=hint)
+        return {str(fn): str(rec["url"]) for fn, rec in doc.items()}
     except ChannelError as exc:
         raise ChannelError(f"{exc.message}: {why}", hint=hint) from None
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:  # unreadable, or not wheels.json

@@ -25,6 +25,7 @@ from envlock.models import PypiPackage
 from envlock.net import scrub
 from envlock.pypi import uv
 from envlock.pypi.part import index_root, python_platform
+from envlock.untrusted import DOC_CAP, read_capped
 
 
 def wheel_cache(cache: Path) -> Path:
@@ -100,8 +101,8 @@ def _read_page(page: str, pkg: PypiPackage, session: Any) -> str:
     if page.startswith("file:"):
         path = file_url_path(page) / "index.html"
         try:
-            return path.read_text(encoding="utf-8")
-        except OSError:
+            return read_capped(path, DOC_CAP, ChannelError)
+        except (OSError, UnicodeDecodeError):
             raise ChannelError(f"{pkg.name} is not on the pypi mirror ({path} is missing)",
                                hint="fill the mirror with `envlock mirror` for this lock, or fix the pypi= mirror URL") from None
     import requests  # noqa: PLC0415 - the session's own exceptions
