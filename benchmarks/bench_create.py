@@ -5,16 +5,19 @@ tests/channelbuilder.py, linux-64); one `envlock create` fills envlock's package
 process and interleaved (A, B, A, B …) so drift hits both alike, each side installs into a fresh
 prefix --runs times. Two scenarios:
 
-  toy        the test channel as it is: 27 packages of a few files each (worst case for envlock's
+  toy        the test channel as it is: 28 packages of a few files each (worst case for envlock's
              fixed per-create cost, since linking is almost free)
-  realistic  the same, with --files extra files in the python package (a real CUDA dev env links a
-             few thousand files; linking cost is per file, as the cache is hardlinked)
+  realistic  the same toolchain-only lock shaped like a real CUDA dev env (cuda_shaped): --files headers
+             where a real one has them (cuda-cccl's cub/thrust/libcu++ in targets/x86_64-linux/include,
+             g++'s libstdc++ headers, the sysroot's glibc headers, cudart/cublas/cusparse/cusolver -dev
+             headers, nvvm) and --lib-mb of incompressible shared libraries in targets/x86_64-linux/lib
+             with lib/ symlinks (real ones are ~100x larger: what scales with bytes is said apart)
 
   envlock  create_env(): read + check the lock, check every cache entry against the lock's sha256,
            build the records, rattler.install, write the activation hooks and conda-meta/envlock
   bare     rattler.install() of the records envlock built (same cache dir, same platform), nothing else
 
-    python benchmarks/bench_create.py [--runs 7] [--keep DIR]
+    python benchmarks/bench_create.py [--runs 7] [--files 3200] [--lib-mb 64] [--keep DIR]
 
 Target: envlock ≤ 1.2 × bare (median).
 """
@@ -35,18 +38,67 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 
-def make_lock(root: Path, extra_files: int = 0) -> tuple[Path, str]:
-    """Build the test channel and resolve torch 2.3.0 for linux-64; return (lock path, channel URL)."""
+#: Where a real CUDA 12 dev toolchain env (nvcc, cudart/cublas/cusparse/cusolver/curand -dev, cuDNN, gcc/g++
+#: 12) keeps its files, and the share of them each package holds: cuda-cccl's headers (cub, thrust,
+#: libcu++) are most of them, then g++'s libstdc++ headers and the sysroot's glibc headers.
+SHAPE = (
+    ("cuda-cccl_linux-64", "targets/x86_64-linux/include", ("cub", "thrust", "cuda/std/detail/libcxx/include", "nv"), 0.46),
+    ("gxx_impl_linux-64", "x86_64-conda-linux-gnu/include/c++/12.4.0", ("bits", "ext", "tr1", "debug", ""), 0.20),
+    ("sysroot_linux-64", "x86_64-conda-linux-gnu/sysroot/usr/include", ("linux", "asm-generic", "sys", "bits", ""), 0.16),
+    ("gcc_impl_linux-64", "lib/gcc/x86_64-conda-linux-gnu/12.4.0/include", ("", "sanitizer", "ssp"), 0.06),
+    ("cuda-cudart-dev_linux-64", "targets/x86_64-linux/include", ("", "crt", "cooperative_groups"), 0.04),
+    ("libcublas-dev", "targets/x86_64-linux/include", ("",), 0.02),
+    ("libcusparse-dev", "targets/x86_64-linux/include", ("",), 0.01),
+    ("libcusolver-dev", "targets/x86_64-linux/include", ("",), 0.01),
+    ("cuda-nvcc-impl", "nvvm", ("include", "libdevice", "lib64", "bin"), 0.04),
+)  # fmt: skip
+#: The shared libraries (real sizes: libcublasLt alone is ~500 MB; here a few MB each, incompressible).
+LIBS = (("libcublas", "libcublas", 8), ("libcublas", "libcublasLt", 16), ("libcusparse", "libcusparse", 8),
+        ("libcusolver", "libcusolver", 8), ("libcurand", "libcurand", 4), ("cudnn", "libcudnn", 4),
+        ("cudnn", "libcudnn_ops", 8), ("cudnn", "libcudnn_cnn", 8), ("libnvjitlink", "libnvJitLink", 4))
+
+
+def cuda_shaped(specs: list, files: int, lib_mb: float) -> None:  # type: ignore[type-arg]
+    """Give the toolchain packages `files` headers (and the libraries `lib_mb` MB) where a real CUDA env has them.
+
+    Build strings stay as they are (other packages pin them); each file's bytes differ, as real headers do.
+    """
+    import random
+
+    rng = random.Random(25)
+    by_name: dict[str, list] = {}  # type: ignore[type-arg]
+    for s in specs:  # every build of a name (the gcc the lock picks is one of several)
+        if s.subdir in ("linux-64", "noarch"):
+            by_name.setdefault(s.name, []).append(s)
+    for name, root, subdirs, share in SHAPE:
+        headers = {}
+        for i in range(round(files * share)):
+            sub = subdirs[i % len(subdirs)]
+            stem = name.split("_")[0].replace("-", "_")  # packages sharing an include dir hold different headers
+            rel = f"{root}/{sub}/{stem}_{i:05d}.h".replace("//", "/")
+            lines = rng.randint(20, 400)  # real headers: a few hundred bytes to tens of KB
+            headers[rel] = f"/* {name} {i} */\n" + "".join(f"#define ENVLOCK_{i}_{j} {rng.random()}\n" for j in range(lines))
+        for spec in by_name[name]:
+            spec.files.update(headers)
+    if lib_mb:
+        total = sum(mb for *_, mb in LIBS)
+        for owner, lib, mb in LIBS:
+            real = f"targets/x86_64-linux/lib/{lib}.so.12.1.0" if owner != "cudnn" else f"lib/{lib}.so.8.9.7"
+            data = rng.randbytes(int(mb / total * lib_mb * 1e6))
+            for spec in by_name[owner]:
+                spec.files[real] = data
+                if owner != "cudnn":
+                    spec.symlinks[f"lib/{lib}.so.12"] = f"../{real}"
+
+
+def make_lock(root: Path, extra_files: int = 0, lib_mb: float = 0) -> tuple[Path, str]:
+    """Build the test channel and resolve torch 2.3.0 for linux-64 (toolchain only); return (lock path, channel URL)."""
     from envlock.resolve import ResolveRequest, resolve
     from tests.channelbuilder import conda_forge_catalog, index_channel, write_packages
 
     specs = [s for _, s in conda_forge_catalog(cuda_minors=["12.1"], subdirs=("linux-64",), pythons=("3.11",))]
-    for spec in specs:
-        if spec.name == "python" and extra_files:
-            body = "# envlock benchmark filler\n" + "x = 1\n" * 300  # ~2 KB, a typical small module
-            spec.files.update({f"lib/python3.11/site-packages/filler/m{i:05d}.py": body for i in range(extra_files)})
-            spec.build = ""
-            spec.__post_init__()  # the build hash covers the file list
+    if extra_files:
+        cuda_shaped(specs, extra_files, lib_mb)
     channel = root / "channels" / "conda-forge"
     write_packages(specs, channel)
     index_channel(channel)
@@ -61,20 +113,21 @@ def make_lock(root: Path, extra_files: int = 0) -> tuple[Path, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="installs per side (≥ 5)")
-    parser.add_argument("--files", type=int, default=3000, help="extra files in the realistic scenario")
+    parser.add_argument("--files", type=int, default=3200, help="headers added in the realistic scenario")
+    parser.add_argument("--lib-mb", type=float, default=64, help="MB of shared libraries in the realistic scenario")
     parser.add_argument("--keep", type=Path, default=None, help="work dir to keep (default: a temp dir)")
     args = parser.parse_args(argv)
     runs = max(5, args.runs)
     base = args.keep or Path(tempfile.mkdtemp(prefix="envlock-bench-create-"))
     worst = 0.0
-    for scenario, files in (("toy", 0), ("realistic", args.files)):
-        worst = max(worst, bench(base / scenario, runs, scenario, files))
+    for scenario, files, lib_mb in (("toy", 0, 0), ("realistic", args.files, args.lib_mb)):
+        worst = max(worst, bench(base / scenario, runs, scenario, files, lib_mb))
     if args.keep is None:
         shutil.rmtree(base, ignore_errors=True)
     return 0
 
 
-def bench(root: Path, runs: int, scenario: str, files: int) -> float:
+def bench(root: Path, runs: int, scenario: str, files: int, lib_mb: float) -> float:
     """One scenario: print its table, return the median ratio."""
     from rattler import Subdir, install
 
@@ -85,7 +138,7 @@ def bench(root: Path, runs: int, scenario: str, files: int) -> float:
     from envlock.progress import NoProgress
 
     root.mkdir(parents=True, exist_ok=True)
-    lock_path, channel = make_lock(root, files)
+    lock_path, channel = make_lock(root, files, lib_mb)
     cache = root / "pkgs"
     mirrors = {"conda-forge": channel}
 
@@ -113,7 +166,8 @@ def bench(root: Path, runs: int, scenario: str, files: int) -> float:
     med = {k: statistics.median(v) for k, v in times.items()}
     ratio = med["envlock create"] / med["bare rattler.install"]
     nfiles = sum(1 for p in (root / "warmup").rglob("*") if not p.is_dir())
-    print(f"\n[{scenario}] {len(packages)} packages, {nfiles} files in the prefix (linux-64, torch 2.3.0 → "
+    mb = sum(p.stat().st_size for p in (root / "warmup").rglob("*") if p.is_file() and not p.is_symlink()) / 1e6
+    print(f"\n[{scenario}] {len(packages)} packages, {nfiles} files in the prefix ({mb:.0f} MB; linux-64, torch 2.3.0 → "
           f"CUDA 12.1), warm cache, {runs} runs each, interleaved")
     print(f"{'':24} {'median':>9} {'min':>9} {'max':>9}")
     for label, values in times.items():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ BENCH = REPO / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 from gen_channel import ChannelInfo, GenConfig, generate, older_versions  # noqa: E402
+from measure import Launcher  # noqa: E402
 from server import CountingServer, summarize  # noqa: E402
 
 pytestmark = pytest.mark.shared
@@ -121,6 +123,32 @@ def test_history_versions_sort_below_the_real_one() -> None:
     assert list(older_versions("0.0.1", 5)) == ["0.0.0"] and list(older_versions("2024a", 3)) == []
 
 
+OWN_PEAK = "import sys; sys.stdout.write(open('/proc/self/status').read().split('VmHWM:')[1].split()[0])"
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="reads VmHWM from /proc (Linux)")
+def test_launcher_reports_each_command_s_own_peak_rss_not_the_harness_s() -> None:
+    """A harness holding 300 MB: its own child reads >= 300 MB (Linux keeps the peak across fork + exec), a
+    command started by the launcher reads its own VmHWM, and a bigger command reads its bigger peak."""
+    held = bytearray(300 << 20)
+    held[:: 4096] = b"\1" * len(held[:: 4096])  # touch every page
+    direct = subprocess.Popen([sys.executable, "-c", "pass"])
+    assert os.wait4(direct.pid, 0)[2].ru_maxrss / 1024 >= 300  # the trap the launcher exists for
+    with Launcher() as launcher:
+        wall, rss, rc, out, _ = launcher.run([sys.executable, "-c", OWN_PEAK])
+        assert rc == 0 and wall > 0
+        assert abs(rss - int(out) / 1024) < 1.5 and rss < 60  # its own few MB, not the harness's 300
+        grow = "b = bytearray(120 << 20); b[::4096] = b'\\1' * len(b[::4096])"
+        _, big, rc, _, err = launcher.run([sys.executable, "-c", grow])
+        assert rc == 0, err
+        assert 120 <= big < 250
+        _, _, rc, out, _ = launcher.run([sys.executable, "-c", "import sys, os; print(os.getcwd(), sys.stdin.read())"],
+                                        cwd=Path("/"), stdin="fed", env={"PATH": os.environ["PATH"]})
+        assert rc == 0 and out.split() == ["/", "fed"]
+        assert launcher.run(["/nonexistent/program"])[2] == 127
+    del held
+
+
 @pytest.mark.slow
 def test_run_py_small_mode_prints_every_section(shared_dir: Path, tmp_path: Path) -> None:
     out_json = tmp_path / "bench.json"
@@ -128,11 +156,17 @@ def test_run_py_small_mode_prints_every_section(shared_dir: Path, tmp_path: Path
                            str(tmp_path / "cache"), "--json", str(out_json)], capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    for section in ("[resolve --torch 2.7.1, 3 platforms]", "[start-up]", "[scaling (warm, sharded)]", "[lifecycle]",
-                    "[create (warm package cache)]"):
+    for section in ("[resolve --torch 2.7.1, 3 platforms (toolchain-only)]", "[start-up]", "[scaling (warm, sharded)]",
+                    "[lifecycle]", "[create (warm package cache)]", "[full env: resolve --torch 2.7.1, linux-64",
+                    "[snapshot: resolve --toolchain-only, linux-64"):
         assert section in proc.stdout
     rows = {r["label"]: r for r in json.loads(out_json.read_text())["rows"]}
     assert "FAILED" not in rows, [r["note"] for r in rows.values() if r["label"] == "FAILED"]
-    for label in ("cold, sharded", "warm, sharded", "cold, plain", "warm, plain", "envlock --help"):
+    for label in ("cold, sharded", "warm, sharded", "cold, plain", "warm, plain", "envlock --help", "warm",
+                  "torch 2.7.1", "torch 2.11.0"):
         assert len(rows[label]["values"]) >= 1 and rows[label]["baseline"]
+    own = rows["peak RSS of a bare `python -c pass`"]
+    assert own["ok"] and own["median"] < 60  # the RSS column is each process's own
+    realistic = next(r for r in rows.values() if r["label"].startswith("envlock create, realistic"))
+    assert int(realistic["label"].split(" files")[0].rsplit(" ", 1)[1]) >= 3000
     assert 0 < rows["sharded cold bytes / plain cold bytes"]["median"] < 100
