@@ -38,7 +38,8 @@ def test_a_waiter_names_the_holder_after_a_second_then_gets_the_lock(tmp_path: P
     assert holder.wait() == 0
     assert 1.5 <= waited and len(said) == 1  # it waited for the 2 s holder, and said so once
     assert said[0].startswith(f"envlock: waiting for the lock of demo, held by pid {holder.pid} (envlock")
-    assert lock.read_text() == ""  # released: no stale holder line
+    # Released: no stale holder line (blanked in place, not truncated: see FileLock._record).
+    assert lock.read_text().strip() == "" and FileLock(lock, "the lock of demo").holder() == ""
 
 
 def test_a_lock_whose_holder_was_killed_is_free_again(tmp_path: Path) -> None:
