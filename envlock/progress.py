@@ -33,6 +33,11 @@ def report(key: str, text: str) -> None:
         reporter.status(key, text)
 
 
+def active() -> bool:
+    """Whether status lines are shown (work done only to tell the user what is happening can be skipped)."""
+    return _current.get() is not None
+
+
 def done(key: str) -> None:
     """`key` has finished: its line goes."""
     reporter = _current.get()

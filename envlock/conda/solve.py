@@ -69,6 +69,7 @@ class RattlerSolver:
         self._optional: tuple[str, ...] = ()
         self._extras: tuple[str, ...] = ()  # the spec's own dependencies (CUDA-independent)
         self._torch: str | None = None
+        self._present_cache: dict[tuple[str, tuple[str, ...], tuple[str, ...]], list[str]] = {}
 
     def _channel(self, name: str) -> tuple[Channel, str, str]:
         fetch = fetch_url(name, self.options.mirrors)
@@ -106,15 +107,18 @@ class RattlerSolver:
         return [r for recs in res for r in recs if (r.name.normalized, str(r.version), str(r.build)) in wanted]
 
     async def _present(self, chans: list[rattler.Channel], platform: str, names: Sequence[str]) -> list[str]:
-        """The names among `names` the channels have any record of for the platform (optional specs)."""
+        """The names among `names` the channels have any record of for the platform (optional specs); asked
+        once per platform and channels, not once per candidate."""
         if not names:
             return []
-        res = await self._gateway_for().query(chans, [platform, "noarch"], list(names), recursive=False)
-        cutoff = _cutoff(self.options.exclude_newer)
-        found = {
-            r.name.normalized for recs in res for r in recs if cutoff is None or r.timestamp is None or r.timestamp <= cutoff
-        }
-        return [n for n in names if n in found]
+        key = (platform, tuple(str(c.base_url) for c in chans), tuple(names))
+        if key not in self._present_cache:
+            res = await self._gateway_for().query(chans, [platform, "noarch"], list(names), recursive=False)
+            cutoff = _cutoff(self.options.exclude_newer)
+            found = {r.name.normalized for recs in res for r in recs
+                     if cutoff is None or r.timestamp is None or r.timestamp <= cutoff}
+            self._present_cache[key] = [n for n in names if n in found]
+        return self._present_cache[key]
 
     async def _solve_candidate(
         self, platform: str, cand: Candidate, keep: Sequence[LockedPackage] = ()
@@ -148,7 +152,9 @@ class RattlerSolver:
         for cand in pp.candidates:
             if cand.cuda in lacking:
                 continue  # cuDNN relaxations cannot bring the extra: said once for the minor
-            if not attempts and cand is pp.candidates[0]:
+            if not attempts and cand is pp.candidates[0] and progress.active():
+                # The fetch as a phase of its own, for the person watching: the solve would fetch the same
+                # records itself, and the query makes a Python object of every one of them (~5 ms a platform).
                 progress.report(pp.platform, f"fetching repodata ({solve_why.channel_label(cand.channels)})")
                 chans = [self._channel(c)[0] for c in cand.channels]
                 await self._gateway_for().query(chans, [pp.platform, "noarch"], list(cand.specs), recursive=True)
