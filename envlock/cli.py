@@ -18,11 +18,13 @@ import envlock  # its import owns Ctrl-C until main() runs (see envlock/__init__
 envlock._take_startup_sigint()  # `python -m envlock`: __main__ is known only now
 
 import json  # noqa: E402 - after the start-up Ctrl-C handler on purpose
-
-import typer  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
 
 from envlock import __version__  # noqa: E402
 from envlock.errors import EnvlockError, Interrupted, UsageError  # noqa: E402
+
+if TYPE_CHECKING:
+    import typer
 
 #: Each command and the module of envlock/commands/ that adds it, in the order `--help` lists them.
 COMMANDS = {
@@ -31,22 +33,31 @@ COMMANDS = {
     "lock": "lifecycle", "check": "lifecycle", "update": "lifecycle", "diff": "lifecycle", "export": "export",
     "config": "config", "mirror": "mirror", "pack": "pack", "unpack": "pack",
 }  # fmt: skip
+#: Commands whose plain command lines run without typer (envlock/commands/fastargs.py; `FAST` of their module).
+FAST_COMMANDS = ("resolve", "check")
 
 
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"envlock {__version__}")
-        raise typer.Exit(0)
+def _root_callback() -> Any:
+    """The app's own options (`--version`), typer's objects made only when typer is loaded."""
+    import typer
 
+    def _version(value: bool) -> None:
+        if value:
+            typer.echo(f"envlock {__version__}")
+            raise typer.Exit(0)
 
-def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
-) -> None:
-    """envlock: torch → CUDA anchor → skew-ruled toolchain → per-platform locks."""
+    def _root(
+        version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
+    ) -> None:
+        """envlock: torch → CUDA anchor → skew-ruled toolchain → per-platform locks."""
+
+    return _root
 
 
 def build_app(command: str | None = None) -> typer.Typer:
     """The app: every command, or only those of `command`'s module when it names one (what a run needs)."""
+    import typer
+
     app = typer.Typer(
         name="envlock",
         help="Lock a CUDA development toolchain (nvcc, headers, cuDNN, host compilers) matched to your torch.",
@@ -58,7 +69,7 @@ def build_app(command: str | None = None) -> typer.Typer:
         rich_markup_mode="rich" if sys.stdout.isatty() else None,
         context_settings={"help_option_names": ["-h", "--help"]},
     )
-    app.callback()(_root)
+    app.callback()(_root_callback())
     modules = [COMMANDS[command]] if command in COMMANDS else dict.fromkeys(COMMANDS.values())
     for module in modules:
         importlib.import_module(f"envlock.commands.{module}").register(app)
@@ -111,6 +122,8 @@ def usage_error(exc: Any, args: list[str], app: typer.Typer | None = None) -> En
 
         words = [a for a in args if not a.startswith("-")]
         try:
+            import typer.main
+
             root = typer.main.get_command(app or build_app(_command_of(args)))
             ctx = root.make_context("envlock", [], resilient_parsing=True)
             for word in words:
@@ -159,6 +172,17 @@ class _SigintSeen:
             signal.signal(signal.SIGINT, self.previous)
 
 
+def _fast(own: list[str], args: list[str]) -> Any:
+    """The command function and its arguments when the line is a plain `resolve`/`check` one, else None."""
+    if own != args or not own or own[0] not in FAST_COMMANDS:
+        return None
+    from envlock.commands.fastargs import parse
+
+    func = importlib.import_module(f"envlock.commands.{COMMANDS[own[0]]}").FAST[own[0]]
+    kwargs = parse(func, own[1:])
+    return None if kwargs is None else (func, kwargs)
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (never raises, never prints a traceback)."""
     args = sys.argv[1:] if argv is None else argv
@@ -169,6 +193,10 @@ def run(argv: list[str] | None = None) -> int:
     app = None
     try:
         with sigint:
+            fast = _fast(own, args)
+            if fast is not None:  # the same function typer would call, with the same arguments
+                result = fast[0](**fast[1])
+                return result if isinstance(result, int) else 0
             app = build_app(_command_of(own))
             result = app(args=args, prog_name="envlock", standalone_mode=False)
         if sigint.seen and result == 130:  # typer's silent Exit(130) for a KeyboardInterrupt
@@ -178,13 +206,16 @@ def run(argv: list[str] | None = None) -> int:
         return report_error(err, as_json=as_json, verbose=verbose)
     except KeyboardInterrupt:
         return report_error(interrupted, as_json=as_json)
-    except typer.Exit as exc:
-        if exc.exit_code == 130 and (sigint.seen or isinstance(exc.__cause__, KeyboardInterrupt)):
-            return report_error(interrupted, as_json=as_json)
-        return exc.exit_code
-    except typer.Abort:
-        return report_error(interrupted, as_json=as_json)
-    except Exception as exc:  # click usage errors and anything unforeseen
+    except Exception as exc:  # typer's Exit/Abort, click usage errors and anything unforeseen
+        if app is not None:  # typer read the line (the fast path raises none of typer's exceptions)
+            import typer
+
+            if isinstance(exc, typer.Exit):
+                if exc.exit_code == 130 and (sigint.seen or isinstance(exc.__cause__, KeyboardInterrupt)):
+                    return report_error(interrupted, as_json=as_json)
+                return int(exc.exit_code)
+            if isinstance(exc, typer.Abort):
+                return report_error(interrupted, as_json=as_json)
         # typer >= 0.28 raises its vendored click's exceptions, older typer plain click's: match by name.
         kinds = {cls.__name__ for cls in type(exc).__mro__}
         if "UsageError" in kinds:

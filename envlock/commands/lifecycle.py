@@ -10,11 +10,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-import typer
-
+from envlock.commands.fastargs import arg, opt, typer_command
 from envlock.errors import UsageError
 
 if TYPE_CHECKING:
+    import typer
+
     from envlock.lockdiff import LockDiff
     from envlock.resolve import SolveSettings
 
@@ -50,11 +51,11 @@ def _columns(rows: list[list[str]], indent: str = "") -> None:
 
 
 def check_cmd(
-    names: Optional[list[str]] = typer.Argument(
+    names: Optional[list[str]] = arg(
         None, metavar="[NAME]...", help="Environments to check (default: every one)."
     ),
-    project_dir: str = typer.Option(".", "--project-dir", metavar="DIR", help=PROJECT_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable report on stdout."),
+    project_dir: str = opt(".", "--project-dir", metavar="DIR", help=PROJECT_HELP),
+    as_json: bool = opt(False, "--json", help="Machine-readable report on stdout."),
 ) -> int:
     """Exit 0 if every lock matches its spec, else 1 naming what changed. No network, no solve."""
     from envlock.resolve import check
@@ -86,21 +87,21 @@ def check_cmd(
 
 
 def lock_cmd(
-    names: Optional[list[str]] = typer.Argument(
+    names: Optional[list[str]] = arg(
         None, help="Environments to re-lock (default: every stale one)."
     ),
-    all_: bool = typer.Option(False, "--all", help="Re-solve every environment, fresh or not."),
-    project_dir: Path = typer.Option(Path("."), "--project-dir", help=PROJECT_HELP),
-    mirror: list[str] = typer.Option(
+    all_: bool = opt(False, "--all", help="Re-solve every environment, fresh or not."),
+    project_dir: Path = opt(Path("."), "--project-dir", help=PROJECT_HELP),
+    mirror: list[str] = opt(
         [], "--mirror", help="NAME=URL: fetch NAME from URL, keep canonical URLs."
     ),
-    offline: bool = typer.Option(False, "--offline", help="Use only the cache."),
-    allow_insecure: bool = typer.Option(False, "--allow-insecure", help="Allow plain-http channels."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
-    refresh: bool = typer.Option(
+    offline: bool = opt(False, "--offline", help="Use only the cache."),
+    allow_insecure: bool = opt(False, "--allow-insecure", help="Allow plain-http channels."),
+    as_json: bool = opt(False, "--json", help="Machine-readable result on stdout."),
+    refresh: bool = opt(
         False, "--refresh", help="Move the resolution cutoff (envlock.exclude_newer) to now and re-lock."
     ),
-    verbose: bool = typer.Option(
+    verbose: bool = opt(
         False, "--verbose", "-v", help="On a failed solve, print every attempt in full (what the solver said)."
     ),
 ) -> int:
@@ -156,19 +157,19 @@ def _shown(path: Path, base: Path) -> str:
 
 
 def update_cmd(
-    packages: list[str] = typer.Argument(..., help="Packages to move; everything else stays as locked."),
-    name: Optional[str] = typer.Option(
+    packages: list[str] = arg(..., help="Packages to move; everything else stays as locked."),
+    name: Optional[str] = opt(
         None, "--name", help="Only this environment (default: every lock that has them)."
     ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Solve and show what would move; write nothing."),
-    project_dir: Path = typer.Option(Path("."), "--project-dir", help=PROJECT_HELP),
-    mirror: list[str] = typer.Option(
+    dry_run: bool = opt(False, "--dry-run", help="Solve and show what would move; write nothing."),
+    project_dir: Path = opt(Path("."), "--project-dir", help=PROJECT_HELP),
+    mirror: list[str] = opt(
         [], "--mirror", help="NAME=URL: fetch NAME from URL, keep canonical URLs."
     ),
-    offline: bool = typer.Option(False, "--offline", help="Use only the cache."),
-    allow_insecure: bool = typer.Option(False, "--allow-insecure", help="Allow plain-http channels."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
-    verbose: bool = typer.Option(
+    offline: bool = opt(False, "--offline", help="Use only the cache."),
+    allow_insecure: bool = opt(False, "--allow-insecure", help="Allow plain-http channels."),
+    as_json: bool = opt(False, "--json", help="Machine-readable result on stdout."),
+    verbose: bool = opt(
         False, "--verbose", "-v", help="On a failed solve, print every attempt in full (what the solver said)."
     ),
 ) -> int:
@@ -222,14 +223,14 @@ def _render_platforms(diff: LockDiff, indent: str = "") -> None:
 
 
 def diff_cmd(
-    paths: Optional[list[str]] = typer.Argument(
+    paths: Optional[list[str]] = arg(
         None, help="Two locks (A B), or with --git one lock path (optional)."
     ),
-    git: Optional[str] = typer.Option(
+    git: Optional[str] = opt(
         None, "--git", help="Compare the working tree's locks with their version at REF."
     ),
-    project_dir: Path = typer.Option(Path("."), "--project-dir", help=PROJECT_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable diff on stdout."),
+    project_dir: Path = opt(Path("."), "--project-dir", help=PROJECT_HELP),
+    as_json: bool = opt(False, "--json", help="Machine-readable diff on stdout."),
 ) -> int:
     """Per platform: packages added, removed and changed (old → new version and build). Exit 0."""
     from envlock.lockdiff import diff_files, diff_git
@@ -280,9 +281,14 @@ def freshness_check(project_dir: Path, lock_path: Path, *, locked: bool) -> Call
     return check
 
 
+#: The commands a plain command line runs without typer (envlock/commands/fastargs.py): `check` runs in
+#: pre-commit hooks and CI on every commit.
+FAST = {"check": check_cmd}
+
+
 def register(app: typer.Typer) -> None:
     """Add `lock`, `check`, `update` and `diff` to the app."""
-    app.command("lock")(lock_cmd)
-    app.command("check")(check_cmd)
-    app.command("update")(update_cmd)
-    app.command("diff")(diff_cmd)
+    app.command("lock")(typer_command(lock_cmd))
+    app.command("check")(typer_command(check_cmd))
+    app.command("update")(typer_command(update_cmd))
+    app.command("diff")(typer_command(diff_cmd))

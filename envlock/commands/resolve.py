@@ -8,9 +8,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-import typer
+from envlock.commands.fastargs import opt, typer_command
 
 if TYPE_CHECKING:
+    import typer
+
     from envlock.mirrors import MirrorMap
     from envlock.resolve import ResolveResult
 
@@ -23,35 +25,35 @@ def parse_mirrors(values: list[str], project_dir: Path = Path(".")) -> MirrorMap
 
 
 def resolve_cmd(
-    torch: str = typer.Option(..., "--torch", help="torch version (2.3.0, 2.3.0+cu118) or 'installed'."),
-    cuda: Optional[str] = typer.Option(None, "--cuda", help="Override the CUDA anchor (X.Y)."),
-    torch_source: str = typer.Option("pip", "--torch-source", help="Where torch comes from: pip or conda-forge."),
-    python: Optional[str] = typer.Option(None, "--python", help="Python X.Y for the env (default 3.11)."),
-    platform: list[str] = typer.Option([], "--platform", help="Platform to lock (repeatable)."),
-    channel: list[str] = typer.Option([], "--channel", help="Channel name or URL (repeatable)."),
-    mirror: list[str] = typer.Option(
+    torch: str = opt(..., "--torch", help="torch version (2.3.0, 2.3.0+cu118) or 'installed'."),
+    cuda: Optional[str] = opt(None, "--cuda", help="Override the CUDA anchor (X.Y)."),
+    torch_source: str = opt("pip", "--torch-source", help="Where torch comes from: pip or conda-forge."),
+    python: Optional[str] = opt(None, "--python", help="Python X.Y for the env (default 3.11)."),
+    platform: list[str] = opt([], "--platform", help="Platform to lock (repeatable)."),
+    channel: list[str] = opt([], "--channel", help="Channel name or URL (repeatable)."),
+    mirror: list[str] = opt(
         [], "--mirror", help="NAME=URL or NAME=PATH: fetch channel NAME (and its labels) from there; the lock keeps "
         "canonical URLs. Adds to ENVLOCK_MIRRORS and envlock.toml (see `envlock config`)."
     ),
-    offline: bool = typer.Option(False, "--offline", help="Use only the cache."),
-    name: Optional[str] = typer.Option(None, "--name", help="Environment name (default torch<ver>-cu<XY>)."),
-    project_dir: Path = typer.Option(Path("."), "--project-dir", help="Project directory (default: cwd)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Anchor and plan only: no solve, no network, no files."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable result on stdout (a failure's detail too)."),
-    verbose: bool = typer.Option(
+    offline: bool = opt(False, "--offline", help="Use only the cache."),
+    name: Optional[str] = opt(None, "--name", help="Environment name (default torch<ver>-cu<XY>)."),
+    project_dir: Path = opt(Path("."), "--project-dir", help="Project directory (default: cwd)."),
+    dry_run: bool = opt(False, "--dry-run", help="Anchor and plan only: no solve, no network, no files."),
+    as_json: bool = opt(False, "--json", help="Machine-readable result on stdout (a failure's detail too)."),
+    verbose: bool = opt(
         False, "--verbose", "-v", help="On a failed solve, print every attempt in full (what the solver said)."
     ),
-    timestamp: bool = typer.Option(False, "--timestamp", help="Record the creation time in the lock."),
-    python_exe: Optional[str] = typer.Option(None, "--python-exe", help="Python whose torch `installed` means."),
-    allow_insecure: bool = typer.Option(False, "--allow-insecure", help="Allow plain-http channels."),
-    toolchain_only: bool = typer.Option(
+    timestamp: bool = opt(False, "--timestamp", help="Record the creation time in the lock."),
+    python_exe: Optional[str] = opt(None, "--python-exe", help="Python whose torch `installed` means."),
+    allow_insecure: bool = opt(False, "--allow-insecure", help="Allow plain-http channels."),
+    toolchain_only: bool = opt(
         False, "--toolchain-only", help="Only the conda toolchain: no python, no torch (beside a torch you have)."
     ),
-    pip: list[str] = typer.Option([], "--pip", help="A PyPI requirement for the env's `- pip:` list (repeatable)."),
-    exclude_newer: Optional[str] = typer.Option(
+    pip: list[str] = opt([], "--pip", help="A PyPI requirement for the env's `- pip:` list (repeatable)."),
+    exclude_newer: Optional[str] = opt(
         None, "--exclude-newer", help="Resolution cutoff (ISO UTC; default: the spec's, else now)."
     ),
-    with_: list[str] = typer.Option(
+    with_: list[str] = opt(
         [], "--with", help="Add a group of CUDA headers (repeatable): curand, profiler-api, cufft, nvrtc, nvtx, "
         "cufile, nvml, cupti, nvjitlink, npp, nvjpeg, or the bundles deepspeed, all."
     ),
@@ -114,6 +116,10 @@ def render_summary(result: ResolveResult, project_dir: Path) -> None:
     render(result, project_dir, Console(highlight=False, width=width(), no_color="NO_COLOR" in os.environ))
 
 
+#: The command a plain `envlock resolve ...` line runs without typer (envlock/commands/fastargs.py).
+FAST = {"resolve": resolve_cmd}
+
+
 def register(app: typer.Typer) -> None:
     """Add `resolve` to the app."""
-    app.command("resolve")(resolve_cmd)
+    app.command("resolve")(typer_command(resolve_cmd))
