@@ -44,6 +44,7 @@ from envlock.tables.torch import (
     cuda_of_tag,
     parse_cuda_pins,
     parse_torch_table,
+    torch_table_of,
 )
 
 __all__ = [
@@ -70,10 +71,12 @@ def _yaml(name: str) -> Any:
 
 
 def _structured(name: str, parse: Any) -> Any:
+    from envlock.tables.compiled import document
     from envlock.tables.cuda import table_error
 
+    doc = document(name)  # the compiled copy of this very YAML (envlock/tables/compiled.py), else the YAML
     try:
-        return parse(_yaml(name))
+        return parse(_yaml(name) if doc is None else doc)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise table_error(f"{name}: {exc}") from exc
 
@@ -81,7 +84,10 @@ def _structured(name: str, parse: Any) -> Any:
 @functools.cache
 def torch_table() -> TorchTable:
     """data/torch.yaml (duplicate keys refused: PyYAML would keep the last one silently)."""
-    return parse_torch_table(text_of("torch.yaml"))
+    from envlock.tables.compiled import document
+
+    doc = document("torch.yaml")  # compiled from this very YAML (duplicate keys refused there), else the YAML
+    return parse_torch_table(text_of("torch.yaml")) if doc is None else torch_table_of(doc)
 
 
 @functools.cache

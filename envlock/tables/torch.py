@@ -332,7 +332,11 @@ def _parse_variants(minor: str, raw: Any, default_cuda: str) -> tuple[TorchVaria
 
 def parse_torch_table(text: str) -> TorchTable:
     """Validate the table's YAML text into frozen rows (AnchorError on any defect)."""
-    data = _yaml_load_unique(text)
+    return torch_table_of(_yaml_load_unique(text))
+
+
+def torch_table_of(data: Any) -> TorchTable:
+    """Validate the table's document (YAML's, or the compiled copy's: envlock/tables/compiled.py) into frozen rows."""
     if not isinstance(data, dict):
         raise _table_error("the top level must be a mapping")
     if data.get("schema_version") != SUPPORTED_TABLE_SCHEMA:
