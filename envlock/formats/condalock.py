@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from envlock import UPGRADE_HINT, __version__
 from envlock.errors import LockfileError, NewerFormatError
 from envlock.formats.model import LOCK_FORMAT, META_PREFIX, ForeignEntry, LockFile, custom_value
+from envlock.formats.yamlout import NeedsPyYAML, dump, scalar
 from envlock.models import LockedPackage, PypiPackage
 from envlock.names import conda_build, match_spec_name, split_match_spec, strip_credentials
 from envlock.untrusted import LOCK_CAP, load_json
@@ -59,11 +58,15 @@ def dependency_order(packages: Sequence[LockedPackage]) -> list[LockedPackage]:
 
 
 def _dump(doc: Mapping[str, Any]) -> str:
-    # libyaml's emitter when PyYAML has it: byte-identical output for this document shape (checked on
-    # real locks) and ~6x faster; the pure-Python dumper was a third of a warm 3-platform resolve
-    # (benchmarks/README.md). Same options either way.
-    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    return yaml.dump(doc, Dumper=dumper, sort_keys=False, default_flow_style=False, width=4096, allow_unicode=True)
+    """`doc` as PyYAML's block style writes it: envlock.formats.yamlout (no PyYAML), else PyYAML itself
+    (libyaml's emitter when built: the same bytes for this shape, checked on real locks, ~6x faster)."""
+    try:
+        return dump(doc)
+    except NeedsPyYAML:
+        import yaml
+
+        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+        return yaml.dump(doc, Dumper=dumper, sort_keys=False, default_flow_style=False, width=4096, allow_unicode=True)
 
 
 def _dependency(spec: str) -> tuple[str, str]:
@@ -109,24 +112,18 @@ def package_entries(
     return entries
 
 
-_PLAIN = re.compile(r"(?:[A-Za-z0-9_][A-Za-z0-9_.+\-]*|https?://[A-Za-z0-9_.+\-/~%]+)\Z")
-_RESOLVER = yaml.resolver.Resolver()
-_STR_TAG = "tag:yaml.org,2002:str"
-
-
 class _MultiLine(Exception):
     """A scalar PyYAML writes over several lines (never seen in real repodata)."""
 
 
 @functools.lru_cache(maxsize=16384)
 def _scalar(value: str, key: bool = False) -> str:
-    """How PyYAML's SafeDumper writes a string as a block mapping key or value.
-
-    Plain when it is plainly safe (a conservative pattern, and YAML would read it back as a string);
-    anything else is asked of PyYAML itself, so the bytes always equal a PyYAML dump.
-    """
-    if _PLAIN.match(value) and _RESOLVER.resolve(yaml.ScalarNode, value, (True, False)) == _STR_TAG:
-        return value
+    """How PyYAML's SafeDumper writes a string as a block mapping key or value: envlock.formats.yamlout's
+    port of its rule for one line of printable ASCII, else PyYAML itself, so the bytes always equal a dump."""
+    try:
+        return scalar(value, key=key)
+    except NeedsPyYAML:
+        pass  # PyYAML's to write
     if key:
         text = _dump({value: 0})
         out = text[: text.rindex(": 0\n")]

@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from envlock import UPGRADE_HINT
 from envlock.errors import NewerFormatError, SpecError
+from envlock.formats.yamlout import NeedsPyYAML, scalar
 from envlock.models import TORCH_SOURCES, TorchSource
 from envlock.names import strip_credentials
 from envlock.untrusted import SPEC_CAP, load_yaml
@@ -92,7 +91,12 @@ def validate_name(name: str) -> str:
 
 
 def _q(value: str) -> str:
-    """A YAML scalar that round-trips as the same string."""
+    """A YAML scalar that round-trips as the same string (as `yaml.safe_dump(value)` writes it)."""
+    try:
+        return scalar(value)  # envlock.formats.yamlout: PyYAML's rule for one line of printable ASCII
+    except NeedsPyYAML:
+        import yaml
+
     dumped = yaml.safe_dump(value, default_style=None, width=4096).strip()
     return dumped.removesuffix("\n...").strip()
 
@@ -178,6 +182,8 @@ def dependencies_by_platform(text: str, dependencies: Sequence[str], platforms: 
         m = _DEP_LINE.match(raw)
         if m is None or not m.group("sel"):
             continue
+        import yaml
+
         try:
             value = load_yaml(m.group("value"), "a dependency line", SpecError, hint="", cap=SPEC_CAP)
         except SpecError:
@@ -204,6 +210,8 @@ def _with_selected(spec: EnvSpec, text: str) -> EnvSpec:
 
 
 def parse_spec(text: str, path: Path | None = None) -> EnvSpec:
+    import yaml
+
     where = str(path) if path else "spec"
     doc = load_yaml(text, where, SpecError, hint="fix the YAML syntax (indentation, colons)", cap=SPEC_CAP)
     if not isinstance(doc, dict):
