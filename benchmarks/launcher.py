@@ -10,7 +10,7 @@ reads max(its own peak, the launcher's), and the launcher's is below any Python 
 Protocol on stdin/stdout (binary, no json import: that alone is ~1.5 MB):
     request:  8-digit length, then NUL-separated fields:
               cwd, stdout path, stderr path, stdin path ("" = /dev/null), argv..., "\x01", KEY=VALUE...
-    reply:    one line "wall_s maxrss_kb exit_code"
+    reply:    one line "wall_s maxrss_kb exit_code cpu_s" (cpu: user + system, the command and its waited children)
 `wall_s` is spawn to reap (fork, exec, wait4); `maxrss_kb` is wait4's ru_maxrss, which on Linux covers
 the command and the children it waited for (uv under envlock): the largest single process of the tree.
 """
@@ -50,7 +50,8 @@ def _serve() -> None:
             os._exit(127)
         _, status, usage = os.wait4(pid, 0)
         wall = time.perf_counter() - t0
-        write(f"{wall:.6f} {usage.ru_maxrss} {os.waitstatus_to_exitcode(status)}\n".encode())
+        cpu = usage.ru_utime + usage.ru_stime
+        write(f"{wall:.6f} {usage.ru_maxrss} {os.waitstatus_to_exitcode(status)} {cpu:.6f}\n".encode())
         sys.stdout.buffer.flush()
 
 

@@ -31,6 +31,7 @@ class Sample:
     stdout: str = ""
     stderr: str = ""
     net: dict[str, int] = field(default_factory=dict)
+    cpu: float = 0.0  # user + system seconds (the process and the children it waited for)
 
 
 class Launcher:
@@ -43,8 +44,8 @@ class Launcher:
         self._dir = tempfile.TemporaryDirectory(prefix="envlock-bench-io-")
 
     def run(self, cmd: Sequence[str], *, env: dict[str, str] | None = None, cwd: Path | None = None,
-            stdin: str | None = None) -> tuple[float, float, int, str, str]:
-        """(wall s, peak RSS MB, exit code, stdout, stderr) of one command."""
+            stdin: str | None = None) -> tuple[float, float, int, str, str, float]:
+        """(wall s, peak RSS MB, exit code, stdout, stderr, cpu s) of one command."""
         io = Path(self._dir.name)
         out, err, inp = io / "out", io / "err", io / "in"
         if stdin is not None:
@@ -57,10 +58,10 @@ class Launcher:
         self._proc.stdin.write(b"%08d" % len(payload) + payload)
         self._proc.stdin.flush()
         reply = self._proc.stdout.readline().split()
-        if len(reply) != 3:
+        if len(reply) != 4:
             raise RuntimeError(f"the launcher stopped (reply {reply!r})")
-        wall, rss_kb, rc = float(reply[0]), int(reply[1]), int(reply[2])
-        return (wall, rss_kb / 1024, rc, out.read_text(errors="replace"), err.read_text(errors="replace"))
+        wall, rss_kb, rc, cpu = float(reply[0]), int(reply[1]), int(reply[2]), float(reply[3])
+        return (wall, rss_kb / 1024, rc, out.read_text(errors="replace"), err.read_text(errors="replace"), cpu)
 
     def close(self) -> None:
         if self._proc.stdin:
@@ -92,9 +93,9 @@ def run_proc(cmd: Sequence[str], *, env: dict[str, str] | None = None, server: A
     from server import summarize
 
     mark = server.mark() if server else 0
-    wall, rss, rc, out, err = launcher().run(cmd, env=env, cwd=cwd, stdin=stdin)
+    wall, rss, rc, out, err, cpu = launcher().run(cmd, env=env, cwd=cwd, stdin=stdin)
     net = summarize(server.since(mark)) if server else {}
-    return Sample(wall, rss, rc, out, err, net)
+    return Sample(wall, rss, rc, out, err, net, cpu)
 
 
 def envlock_cmd() -> list[str]:

@@ -135,14 +135,14 @@ def test_launcher_reports_each_command_s_own_peak_rss_not_the_harness_s() -> Non
     direct = subprocess.Popen([sys.executable, "-c", "pass"])
     assert os.wait4(direct.pid, 0)[2].ru_maxrss / 1024 >= 300  # the trap the launcher exists for
     with Launcher() as launcher:
-        wall, rss, rc, out, _ = launcher.run([sys.executable, "-c", OWN_PEAK])
-        assert rc == 0 and wall > 0
+        wall, rss, rc, out, _, cpu = launcher.run([sys.executable, "-c", OWN_PEAK])
+        assert rc == 0 and wall > 0 and cpu > 0
         assert abs(rss - int(out) / 1024) < 1.5 and rss < 60  # its own few MB, not the harness's 300
         grow = "b = bytearray(120 << 20); b[::4096] = b'\\1' * len(b[::4096])"
-        _, big, rc, _, err = launcher.run([sys.executable, "-c", grow])
+        _, big, rc, _, err, _ = launcher.run([sys.executable, "-c", grow])
         assert rc == 0, err
         assert 120 <= big < 250
-        _, _, rc, out, _ = launcher.run([sys.executable, "-c", "import sys, os; print(os.getcwd(), sys.stdin.read())"],
+        _, _, rc, out, _, _ = launcher.run([sys.executable, "-c", "import sys, os; print(os.getcwd(), sys.stdin.read())"],
                                         cwd=Path("/"), stdin="fed", env={"PATH": os.environ["PATH"]})
         assert rc == 0 and out.split() == ["/", "fed"]
         assert launcher.run(["/nonexistent/program"])[2] == 127
