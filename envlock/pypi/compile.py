@@ -215,7 +215,8 @@ def _write_vias(cache: Path, key: str, vias: Mapping[str, set[str]]) -> None:
 
     path = cache / "pypi-graphs" / f"{key}.json"
     try:
-        write_atomic(path, json.dumps({k: sorted(v) for k, v in sorted(vias.items())}), skip_unchanged=False)
+        # The same set gives the same bytes: a re-lock that read them rewrites (and syncs) nothing.
+        write_atomic(path, json.dumps({k: sorted(v) for k, v in sorted(vias.items())}))
     except OSError:
         pass  # a cache that cannot be written only costs a second uv run next time
 
