@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import rattler
 import rattler.exceptions
@@ -23,6 +24,9 @@ from envlock.formats import dependency_order
 from envlock.models import Candidate, LockedPackage, Plan, PlatformPlan, PlatformResult
 from envlock.names import strip_credentials
 from envlock.net import HttpSettings, settings
+
+if TYPE_CHECKING:
+    from envlock.solve_report import Attempt
 
 
 @dataclass(frozen=True)
@@ -144,10 +148,10 @@ class RattlerSolver:
         return dependency_order([_locked(r, platform, rewrite) for r in records])
 
     async def _solve_platform(self, pp: PlatformPlan, keep: Sequence[LockedPackage] = ()) -> PlatformResult:
-        from envlock import progress, solve_report
-        from envlock.conda import why as solve_why
+        from envlock import progress
 
-        attempts: list[solve_report.Attempt] = []
+        # Why a candidate failed (envlock.conda.why, envlock.solve_report) is loaded when one does.
+        attempts: list[Attempt] = []
         lacking: set[str] = set()  # CUDA minors for which the channel lacks an asked-for extra
         for cand in pp.candidates:
             if cand.cuda in lacking:
@@ -155,6 +159,8 @@ class RattlerSolver:
             if not attempts and cand is pp.candidates[0] and progress.active():
                 # The fetch as a phase of its own, for the person watching: the solve would fetch the same
                 # records itself, and the query makes a Python object of every one of them (~5 ms a platform).
+                from envlock.conda import why as solve_why
+
                 progress.report(pp.platform, f"fetching repodata ({solve_why.channel_label(cand.channels)})")
                 chans = [self._channel(c)[0] for c in cand.channels]
                 await self._gateway_for().query(chans, [pp.platform, "noarch"], list(cand.specs), recursive=True)
@@ -164,6 +170,9 @@ class RattlerSolver:
             try:
                 packages = await self._solve_candidate(pp.platform, cand, keep)
             except rattler.exceptions.SolverError as exc:
+                from envlock import solve_report
+                from envlock.conda import why as solve_why
+
                 raw = str(exc)
                 if keep:  # `update`: the reason a lock records must not depend on what was held (it is re-read
                     try:  # by `lock --all`), so it is the reason of the same candidate solved without holding
@@ -187,6 +196,8 @@ class RattlerSolver:
             progress.done(pp.platform)
             return PlatformResult(pp.platform, cand, tuple(packages), tuple(a.recorded for a in attempts))
         progress.done(pp.platform)
+        from envlock import solve_report
+
         raise solve_report.platform_failure(pp.platform, attempts, lacking=bool(lacking))
 
     async def _solve_all(self, plan: Plan, locked: Mapping[str, Sequence[LockedPackage]]) -> list[PlatformResult]:

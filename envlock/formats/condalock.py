@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path

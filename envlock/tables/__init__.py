@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envlock.tables.cuda import (
     TOOLCHAINS,
@@ -27,15 +27,6 @@ from envlock.tables.cuda import (
     parse_cuda,
     parse_extras,
 )
-from envlock.tables.other import (
-    DockerTables,
-    parse_deepspeed_ops,
-    parse_docker,
-    parse_driver,
-    parse_gpu_arch,
-    parse_pypi,
-    split_ref,
-)
 from envlock.tables.torch import (
     CudaPins,
     TorchRow,
@@ -46,6 +37,22 @@ from envlock.tables.torch import (
     parse_torch_table,
     torch_table_of,
 )
+
+if TYPE_CHECKING:
+    from envlock.tables.other import DockerTables, split_ref
+
+#: The smaller tables' names, loaded from envlock/tables/other.py on first use (doctor, export: not resolve).
+_OTHER = ("DockerTables", "parse_deepspeed_ops", "parse_docker", "parse_driver", "parse_gpu_arch", "parse_pypi",
+          "split_ref")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _OTHER:
+        from envlock.tables import other
+
+        return getattr(other, name)
+    raise AttributeError(f"module 'envlock.tables' has no attribute {name!r}")
+
 
 __all__ = [
     "TOOLCHAINS", "Bundle", "CudaMinor", "CudaPins", "CudaTables", "DockerTables", "Extra", "ExtrasTables",
@@ -105,28 +112,38 @@ def extras_tables() -> ExtrasTables:
 @functools.cache
 def driver_table() -> dict[str, Any]:
     """data/driver.yaml."""
+    from envlock.tables.other import parse_driver
+
     return parse_driver(_yaml("driver.yaml"))
 
 
 @functools.cache
 def gpu_arch_table() -> dict[str, dict[str, Any]]:
     """data/gpu_arch.yaml."""
+    from envlock.tables.other import parse_gpu_arch
+
     return parse_gpu_arch(_yaml("gpu_arch.yaml"))
 
 
 @functools.cache
 def deepspeed_ops_table() -> dict[str, Any]:
     """data/deepspeed_ops.yaml."""
+    from envlock.tables.other import parse_deepspeed_ops
+
     return parse_deepspeed_ops(_yaml("deepspeed_ops.yaml"))
 
 
 @functools.cache
 def pypi_table() -> dict[str, Any]:
     """data/pypi.yaml."""
+    from envlock.tables.other import parse_pypi
+
     return parse_pypi(_yaml("pypi.yaml"))
 
 
 @functools.cache
 def docker_table() -> DockerTables:
     """data/docker.yaml."""
+    from envlock.tables.other import parse_docker
+
     return parse_docker(_yaml("docker.yaml"))
