@@ -6,6 +6,7 @@ One parser each (pure, imports nothing of envlock), used by every reader, writer
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
@@ -46,6 +47,7 @@ def wheel_name_version(filename: str) -> tuple[str, str]:
     return (parts[0], parts[1]) if len(parts) > 1 else (parts[0], "")
 
 
+@functools.lru_cache(maxsize=8192)  # a lock's dependency lines repeat across records and platforms
 def split_match_spec(spec: str) -> tuple[str, str]:
     """(package name, the rest) of a conda match spec: 'conda-forge::python >=3.10' -> ('python', '>=3.10').
 
