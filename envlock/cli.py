@@ -93,6 +93,8 @@ if not envlock._is_the_program():
     envlock._give_back_sigint()
 
 INTERRUPTED_HINT = "nothing was left half-written; run the command again"
+#: main() sets it: the process leaves with os._exit once run() returns.
+_EXITS_AFTER_RUN = False
 
 
 def report_error(err: EnvlockError, *, as_json: bool, verbose: bool = False) -> int:
@@ -192,8 +194,10 @@ def run(argv: list[str] | None = None) -> int:
     interrupted = Interrupted("interrupted", hint=INTERRUPTED_HINT)
     sigint = _SigintSeen()
     app = None
+    from envlock.conda import one_command  # no rattler: what the command's solves share
+
     try:
-        with sigint:
+        with sigint, one_command(process_exits=_EXITS_AFTER_RUN):
             fast = _fast(own, args)
             if fast is not None:  # the same function typer would call, with the same arguments
                 result = fast[0](**fast[1])
@@ -247,6 +251,8 @@ def main() -> None:
         # ~50 times per resolve (~10-20 ms here) finding next to nothing. One collection per 200,000 objects,
         # as mypy sets it, bounds what cyclic garbage a long `lock --all` or `create` can hold.
         gc.set_threshold(200_000, 30, 30)
+        global _EXITS_AFTER_RUN
+        _EXITS_AFTER_RUN = True  # what the command built is left to os._exit, not freed piece by piece
         code = run()
     except KeyboardInterrupt:  # between two statements of run(), outside its own handlers
         code = report_error(Interrupted("interrupted", hint=INTERRUPTED_HINT), as_json="--json" in sys.argv[1:])

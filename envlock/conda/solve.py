@@ -87,9 +87,18 @@ class RattlerSolver:
         self._per_channel.setdefault(base, _source_config(base, self.options.offline))
         return channel, base, canonical_channel_url(name)
 
+    def _gateway_key(self) -> tuple[object, ...]:
+        """What a Gateway is made of (the per-channel configs follow from the URLs and `offline`)."""
+        o = self.options
+        return (str(o.cache_dir), o.offline, o.http, tuple(sorted(self._per_channel)))
+
     def _gateway_for(self) -> rattler.Gateway:
+        from envlock import conda
         from envlock.conda.client import http_client
 
+        if self._gateway is None:
+            shared = conda.shared_gateways  # one per command and settings (envlock.conda.one_command)
+            self._gateway = shared.get(self._gateway_key()) if shared is not None else None
         if self._gateway is None:
             self._gateway = rattler.Gateway(
                 cache_dir=self.options.cache_dir,
@@ -97,6 +106,8 @@ class RattlerSolver:
                 per_channel_config=dict(self._per_channel),
                 client=http_client(self.options.http),
             )
+            if conda.shared_gateways is not None:
+                conda.shared_gateways[self._gateway_key()] = self._gateway
         return self._gateway
 
     async def _locked_records(
@@ -266,7 +277,11 @@ class RattlerSolver:
             except (rattler.exceptions.FetchRepoDataError, rattler.exceptions.GatewayError) as exc:
                 if attempt == restarts or not is_truncated_body(str(exc)):
                     raise
-            self._gateway = None  # the old one remembers the failed fetch
+            self._gateway = None  # the old one remembers the failed fetch: nobody gets it again
+            from envlock import conda
+
+            if conda.shared_gateways is not None:
+                conda.shared_gateways.pop(self._gateway_key(), None)
             time.sleep(0.5 * 2**attempt)
         raise AssertionError("unreachable")
 
