@@ -157,37 +157,51 @@ def test_ctrl_c_during_start_up_with_json_is_the_json_object(tmp_path: Path) -> 
 
 
 def test_ctrl_c_at_any_moment_of_start_up_never_prints_a_traceback_from_envlock(tmp_path: Path) -> None:
-    """SIGINT 0–120 ms after the console script starts: `interrupted` + 130 once envlock's code runs.
+    """SIGINT 0–120 ms after the console script starts, and 0–5.5 ms after envlock's own start-up handler is in
+    place: `interrupted` + 130 once envlock's code runs.
 
     Before the script's first line Python itself is starting (site, .pth files): a KeyboardInterrupt
     there is the interpreter's, with no envlock frame in it (or only `envlock/__init__.py", line 0`: the
-    import entering the module, before its first line); that is the one other outcome allowed.
+    import entering the module, before its first line); that is the one other outcome allowed. How much of
+    the first sweep lands there depends on the machine's load (Python's start-up took ~100 ms of a shared
+    2-core machine); the second sweep starts from envlock's announcement, so it lands in envlock's code.
     """
     if not SCRIPT.is_file():
         pytest.skip(f"no console script at {SCRIPT}")
     package = str(Path(__file__).resolve().parent.parent / "envlock") + os.sep
     outcomes: list[str] = []
-    for i in range(24):
+    anchored: list[str] = []
+    for i in range(36):
+        after_startup = i >= 24  # the second sweep: from envlock's own start-up (test hook), i-24 times 0.5 ms
+        env = {**os.environ, "ENVLOCK_CACHE_DIR": str(tmp_path)}
+        if after_startup:
+            env["ENVLOCK_TEST_ANNOUNCE_STARTUP"] = "1"
         proc = subprocess.Popen([str(SCRIPT), "check", "--project-dir", str(tmp_path)], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env={**os.environ, "ENVLOCK_CACHE_DIR": str(tmp_path)})
-        time.sleep(i * 0.005)
+                                stderr=subprocess.PIPE, text=True, env=env)
+        if after_startup:
+            assert proc.stderr is not None and proc.stderr.readline() == "envlock-test: start-up\n"
+            time.sleep((i - 24) * 0.0005)
+        else:
+            time.sleep(i * 0.005)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
         lines = err.strip().splitlines()
         if proc.returncode == 130:
             assert lines[-2:] == ["error: interrupted", lines[-1]] and lines[-1].startswith("hint: "), err
             assert "Traceback" not in err
-            outcomes.append("interrupted")
+            outcome = "interrupted"
         elif proc.returncode == 1 and lines[:1] and lines[0].startswith(f"error: no environments in {tmp_path}"):
-            outcomes.append("finished")  # the command ran to its end before the signal
+            outcome = "finished"  # the command ran to its end before the signal
         else:
             # interrupted inside Python's own start-up, not in envlock; `envlock/__init__.py", line 0` is the
             # import machinery entering the module before its first line runs (CI saw it once): nothing of
             # envlock's has run there to catch the signal.
+            assert not after_startup, err
             entered = re.sub(r'  File "[^"]*envlock/__init__\.py", line 0, in <module>\n', "", err)
             assert package not in entered, err
-            outcomes.append("python start-up")
-    assert outcomes.count("interrupted") >= 6, outcomes
+            outcome = "python start-up"
+        (anchored if after_startup else outcomes).append(outcome)
+    assert anchored.count("interrupted") >= 6, anchored  # the sweeps reach envlock's code, whatever the load
 
 
 @pytest.fixture
