@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
+# Parameters are declared with opt()/arg() (typer.Option/Argument's arguments), never typer's own objects:
+# a plain command line runs this module without importing typer (envlock/commands/fastargs.py).
 from envlock.commands.fastargs import arg, opt, typer_command
 from envlock.errors import UsageError
 

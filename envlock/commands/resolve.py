@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
+# Parameters are declared with opt()/arg() (typer.Option/Argument's arguments), never typer's own objects:
+# a plain command line runs this module without importing typer (envlock/commands/fastargs.py).
 from envlock.commands.fastargs import opt, typer_command
 
 if TYPE_CHECKING:
@@ -57,7 +59,7 @@ def resolve_cmd(
         [], "--with", help="Add a group of CUDA headers (repeatable): curand, profiler-api, cufft, nvrtc, nvtx, "
         "cufile, nvml, cupti, nvjitlink, npp, nvjpeg, or the bundles deepspeed, all."
     ),
-    for_: list[str] = typer.Option(
+    for_: list[str] = opt(
         [], "--for", help="Add the --with groups these sources need (repeatable): a source folder, an sdist or "
         "wheel, an installed package, or deepspeed (see `envlock doctor --for`)."
     ),
