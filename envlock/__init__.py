@@ -65,6 +65,10 @@ try:
             return
         if _os.environ.get("ENVLOCK_TEST_ANNOUNCE_STARTUP"):  # test hook (tests/test_cli_usage.py)
             _os.write(2, b"envlock-test: start-up\n")
+            if _os.environ["ENVLOCK_TEST_ANNOUNCE_STARTUP"] == "pause":  # hold start-up until the test's SIGINT
+                import time as _time
+
+                _time.sleep(10)  # the handler ends the process when the signal comes
 
 
     def _give_back_sigint() -> None:

@@ -128,8 +128,10 @@ def test_check_bogus_is_not_read_as_stale_by_ci() -> None:
 
 
 def _interrupt_after_startup(cmd: list[str], tmp_path: Path) -> tuple[int, list[str], str]:
-    """Start cmd, wait for envlock's start-up announcement (test hook), send SIGINT at once."""
-    env = {**os.environ, "ENVLOCK_TEST_ANNOUNCE_STARTUP": "1", "ENVLOCK_CACHE_DIR": str(tmp_path / "cache")}
+    """Start cmd, wait for envlock's start-up announcement (test hook, which then holds start-up: a start-up
+    without typer is over a few ms after the announcement, before a signal from a busy machine arrives),
+    send SIGINT."""
+    env = {**os.environ, "ENVLOCK_TEST_ANNOUNCE_STARTUP": "pause", "ENVLOCK_CACHE_DIR": str(tmp_path / "cache")}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
     assert proc.stderr is not None
     first = proc.stderr.readline()
