@@ -6,6 +6,7 @@ Rendering sorts explicitly and writes no timestamp unless asked. Reading never i
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 from collections.abc import Mapping, Sequence
@@ -119,10 +120,8 @@ class _MultiLine(Exception):
 def _scalar(value: str, key: bool = False) -> str:
     """How PyYAML's SafeDumper writes a string as a block mapping key or value: envlock.formats.yamlout's
     port of its rule for one line of printable ASCII, else PyYAML itself, so the bytes always equal a dump."""
-    try:
+    with contextlib.suppress(NeedsPyYAML):  # else PyYAML's to write
         return scalar(value, key=key)
-    except NeedsPyYAML:
-        pass  # PyYAML's to write
     if key:
         text = _dump({value: 0})
         out = text[: text.rindex(": 0\n")]

@@ -182,8 +182,6 @@ def dependencies_by_platform(text: str, dependencies: Sequence[str], platforms: 
         m = _DEP_LINE.match(raw)
         if m is None or not m.group("sel"):
             continue
-        import yaml
-
         try:
             value = load_yaml(m.group("value"), "a dependency line", SpecError, hint="", cap=SPEC_CAP)
         except SpecError:
@@ -210,8 +208,6 @@ def _with_selected(spec: EnvSpec, text: str) -> EnvSpec:
 
 
 def parse_spec(text: str, path: Path | None = None) -> EnvSpec:
-    import yaml
-
     where = str(path) if path else "spec"
     doc = load_yaml(text, where, SpecError, hint="fix the YAML syntax (indentation, colons)", cap=SPEC_CAP)
     if not isinstance(doc, dict):
