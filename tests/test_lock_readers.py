@@ -163,11 +163,34 @@ def test_metadata_comes_from_pep658_else_the_wheel_and_is_cached(tmp_path: Path)
         assert requires.metadata_of([pkg], {}, cache, offline=True) == got and len(index.requests) == 1
     finally:
         index.stop()
-    # No .metadata beside a file:// wheel: the wheel itself, sha256-checked into the wheel cache.
+    # No .metadata beside a file:// wheel: the wheel's own METADATA, read in place (nothing copied).
     local, url = _served(tmp_path, wheel.data, wheel.filename, None)
     got = requires.metadata_of([local], {"demo": url}, tmp_path / "cache2", offline=True)
-    assert requires.requires_dist(got["demo"]) == ["dep>=2"]
-    assert (tmp_path / "cache2" / "wheels" / wheel.sha256[:2] / wheel.sha256 / wheel.filename).is_file()
+    assert requires.requires_dist(got["demo"]) == ["dep>=2"] and not (tmp_path / "cache2" / "wheels").exists()
+
+
+def test_without_pep658_a_big_wheel_s_metadata_is_read_through_range_requests(tmp_path: Path) -> None:
+    """An index that serves no .metadata (this machine's proxy does not, for files.pythonhosted.org): the zip's
+    directory and the METADATA member through HTTP range requests, a few blocks of a 3 MB wheel; a server
+    without ranges gets the whole wheel downloaded once, sha256-checked, into the wheel cache."""
+    import os as _os
+
+    big = build_wheel("bigwheel", "2.0", requires=['small>=1; python_version >= "3"'],
+                      files={"bigwheel/blob.bin": _os.urandom(3 * 1024 * 1024), "bigwheel/__init__.py": ""})
+    index = WheelIndex().add([big]).start()
+    try:
+        index.no_metadata.add(big.filename)
+        index.ranges = True
+        pkg = PypiPackage("bigwheel", "2.0", "linux-64", f"{index.base}/files/{big.filename}", big.sha256)
+        got = requires.metadata_of([pkg], {}, tmp_path / "c1", offline=False)
+        assert requires.requires_dist(got["bigwheel"]) == ['small>=1; python_version >= "3"']
+        assert index.ranged and len(index.ranged) <= 4 and not (tmp_path / "c1" / "wheels").exists()
+        index.ranges = False  # the server sends the whole file to a range request: download it once
+        got = requires.metadata_of([pkg], {}, tmp_path / "c2", offline=False)
+        assert requires.requires_dist(got["bigwheel"]) == ['small>=1; python_version >= "3"']
+        assert (tmp_path / "c2" / "wheels" / big.sha256[:2] / big.sha256 / big.filename).is_file()
+    finally:
+        index.stop()
 
 
 def test_metadata_of_another_package_is_not_taken(tmp_path: Path) -> None:

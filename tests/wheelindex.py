@@ -221,6 +221,9 @@ class WheelIndex:
     requests: list[str] = field(default_factory=list)
     corrupted: set[str] = field(default_factory=set)
     down: bool = False
+    ranges: bool = False  # answer HTTP range requests (206), as file hosts do
+    no_metadata: set[str] = field(default_factory=set)  # wheels whose PEP 658 .metadata is a 404
+    ranged: list[str] = field(default_factory=list)  # the Range header of every request that had one
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -322,14 +325,31 @@ def _handler(idx: WheelIndex) -> type[BaseHTTPRequestHandler]:
         def _file(self, tree: str, name: str) -> None:
             meta = name.endswith(".metadata")
             w = idx._find(tree, name.removesuffix(".metadata"))
-            if w is None:
+            wanted = self.headers.get("Range")
+            if wanted:
+                with idx._lock:
+                    idx.ranged.append(wanted)
+            if w is None or (meta and w.filename in idx.no_metadata):
                 self._send(404, b"not found")
             elif meta:
                 self._send(200, w.metadata)
             elif w.filename in idx.corrupted:
                 self._send(200, w.data[:-1] + bytes([w.data[-1] ^ 1]), "application/octet-stream")
+            elif idx.ranges and wanted and wanted.startswith("bytes="):
+                self._range(w.data, wanted.removeprefix("bytes="))
             else:
                 self._send(200, w.data, "application/octet-stream")
+
+        def _range(self, data: bytes, spec: str) -> None:
+            first, _, last = spec.partition("-")
+            start, end = (len(data) - int(last), len(data) - 1) if not first else (int(first), int(last or len(data) - 1))
+            start, end = max(0, start), min(end, len(data) - 1)
+            body = data[start : end + 1]
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
 
         def _page(self, tree: str, project: str, root: str) -> None:
             wheels = idx.trees.get(tree, {}).get(project)

@@ -184,10 +184,13 @@ def update_cmd(
             project_dir, packages, name=name, dry_run=dry_run,
             settings=_settings(mirror, offline, allow_insecure, project_dir),
         )
+    failed = [o for o in outcomes if o.error is not None]
     if as_json:
         _dump({"envlock_result_version": 1, "environments": [o.to_json(project_dir) for o in outcomes]})
-        return 0
+        return failed[0].error.exit_code if failed and failed[0].error else 0
     for o in outcomes:
+        if o.diff is None:
+            continue
         _out(f"{o.name}:")
         if o.cutoff:
             _out(f"  resolution cutoff moved: {o.cutoff[0] or 'none'} → {o.cutoff[1]}")
@@ -201,6 +204,11 @@ def update_cmd(
             _out(f"  removed {_shown(f, project_dir)} (not in the new lock)")
     if dry_run:
         _out("dry run: nothing written")
+    if failed:  # the others were updated: one error for the first that was not, naming the rest
+        first = failed[0].error
+        assert first is not None
+        rest = f" ({', '.join(o.name for o in failed[1:])} not updated either)" if failed[1:] else ""
+        raise type(first)(f"{failed[0].name}: {first.message}{rest}", hint=first.hint)
     return 0
 
 

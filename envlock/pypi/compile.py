@@ -42,7 +42,7 @@ class CompileRequest:
     offline: bool = False
     cache_dir: Path | None = None
     preferences: Mapping[str, Sequence[PypiPackage]] = field(default_factory=dict)  # `envlock update`
-    upgrade: tuple[str, ...] = ()
+    upgrade: tuple[str, ...] = ()  # `envlock update`: the packages it moves (the others in `preferences` are held)
     # Exactly pinned packages the cutoff does not apply to: the PyTorch wheel index serves no upload
     # dates (PEP 700), and uv drops an undated file whenever a cutoff applies to its package.
     exempt: tuple[str, ...] = ()
@@ -136,8 +136,6 @@ def _base_args(req: CompileRequest, platform: str) -> list[str]:
         args.append("--offline")
     for name in sorted(set(req.no_emit.get(platform, ()))):
         args += ["--no-emit-package", name]
-    for name in req.upgrade:
-        args += ["--upgrade-package", name]
     return args
 
 
@@ -145,24 +143,23 @@ def _compile_platform(cache: Path, req: CompileRequest, platform: str) -> tuple[
     stdin = "".join(f"{r}\n" for r in req.requirements)
     base = _base_args(req, platform)
     with tempfile.TemporaryDirectory(prefix="envlock-uv-") as tmp:
-        out_txt, pins = Path(tmp) / "requirements.txt", Path(tmp) / "pins.txt"
-        prefs = req.preferences.get(platform)
-        vias = None
-        if prefs:  # `envlock update`: uv prefers the pins of an existing output file; --upgrade-package moves some
-            out_txt.write_text("".join(f"{p.name}=={p.version}\n" for p in prefs))
-            _run_uv([*base, "--format", "requirements.txt", "-o", str(out_txt)], stdin, cache, platform, req)
-            vias = parse_via(out_txt.read_text(encoding="utf-8"))
-            pins.write_text(_pins_of(out_txt.read_text(encoding="utf-8")))
-            pylock = _run_uv([*base, "--format", "pylock.toml", "-c", str(pins)], stdin, cache, platform, req)
-        else:
-            pylock = _run_uv([*base, "--format", "pylock.toml"], stdin, cache, platform, req)
+        out_txt = Path(tmp) / "requirements.txt"
+        held = [p for p in req.preferences.get(platform, ()) if p.name not in req.upgrade]
+        if held:
+            # `envlock update`: every package it does not move is held at its locked version, as a constraint.
+            # Given as preferences (an output file that already holds the pins), uv took a held version's files
+            # from the first index listing it, even one without a wheel for the platform: an extra index with
+            # only nvidia-nvshmem-cu13 3.4.5's x86_64 wheel failed the aarch64 part (tests/test_update_pypi.py).
+            constraints = Path(tmp) / "held.txt"
+            constraints.write_text("".join(f"{p.name}=={p.version}\n" for p in held))
+            base = [*base, "-c", str(constraints)]
+        pylock = _run_uv([*base, "--format", "pylock.toml"], stdin, cache, platform, req)
         entries = _parse_pylock(pylock.stdout, platform)
         # The dependency edges of a resolved set never change: kept in envlock's cache, keyed by the set, so
         # a re-lock of an unchanged spec runs uv once (benchmarks/bench_pypi.py).
         key = hashlib.sha256(f"{platform}\n{req.python}\n{req.glibc}\n{stdin}\n{pylock.stdout}".encode()).hexdigest()
-        vias = vias if vias is not None else _read_vias(cache, key)
-        if vias is None:
-            out_txt.unlink(missing_ok=True)  # no preferences: the same inputs resolve to the same set
+        vias = _read_vias(cache, key)
+        if vias is None:  # the same inputs resolve to the same set
             _run_uv([*base, "--format", "requirements.txt", "-o", str(out_txt)], stdin, cache, platform, req)
             vias = parse_via(out_txt.read_text(encoding="utf-8"))
             if set(vias) != {_canon(e["name"]) for e in entries}:
@@ -179,11 +176,6 @@ def _canon(name: str) -> str:
     from packaging.utils import canonicalize_name
 
     return str(canonicalize_name(name))
-
-
-def _pins_of(requirements_txt: str) -> str:
-    return "".join(ln.split(" ", 1)[0].strip() + "\n" for ln in requirements_txt.splitlines()
-                   if ln and not ln.startswith((" ", "#", "-")) and "==" in ln)
 
 
 def _run_uv(args: list[str], stdin: str, cache: Path, platform: str, req: CompileRequest) -> Any:
@@ -364,9 +356,13 @@ def _uv_error(stderr: str, platform: str, req: CompileRequest) -> Exception:
     if "No solution found" in text:  # uv's resolver failed: a requirement (the user's, or against torch's pins)
         from envlock.solve_report import cap
 
+        held = ("`envlock update` holds every PyPI package it does not name at its locked version: name those that "
+                "must move with it too, or re-lock them all with `envlock lock --refresh`")
         return SolveError(
             cap(f"the PyPI part does not resolve on {platform}: {cause or first}"),
-            hint="change or drop the conflicting `- pip:` requirement (torch's own pins come from the anchor)",
+            hint=held if any(pin in text and pin not in req.requirements
+                             for pin in (f"{p.name}=={p.version}" for p in req.preferences.get(platform, ()))) else
+            "change or drop the conflicting `- pip:` requirement (torch's own pins come from the anchor)",
             detail=(f"{platform}, PyPI part (uv):\n" + "\n".join(f"    {ln}" for ln in lines),),
         )
     if "--offline" in text or "offline" in first.lower():

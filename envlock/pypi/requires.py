@@ -4,14 +4,17 @@ requirements (`markupsafe: '>=2.0'`, '' for any version), never '*' (which py-ra
 
 uv's pylock.toml names no dependencies, and its `# via` annotations name the edges but no versions, so the
 specifiers come from each wheel's core metadata: envlock's cache (keyed by the wheel's sha256), else the
-wheel in envlock's wheel cache, else the index's PEP 658 `<wheel>.metadata` file, else the wheel itself
-(downloaded once into the wheel cache, sha256-checked, where `envlock create` finds it later).
-A metadata file that is not the locked wheel's (another name or version) is refused.
+wheel in envlock's wheel cache, else the index's PEP 658 `<wheel>.metadata` file, else the wheel's own
+METADATA member (read in place, through HTTP range requests, or from the whole wheel downloaded into the
+wheel cache where the server serves no ranges). Metadata that is not the locked wheel's (another name or
+version) is never taken. It only says what the lock records as requirements: what installs is checked
+against the wheels' sha256 as ever.
 """
 
 from __future__ import annotations
 
 import email.parser
+import io
 import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -204,38 +207,130 @@ def _remember(cache: Path, pkg: PypiPackage, text: str) -> None:
         pass  # a cache that cannot be written only costs a fetch next time
 
 
-def _from_wheel(path: Path, pkg: PypiPackage) -> str:
-    """The METADATA of a wheel file (its top-level *.dist-info/)."""
-    try:
-        with zipfile.ZipFile(path) as zf:
-            members = [i for i in zf.infolist() if i.filename.count("/") == 1
-                       and i.filename.endswith(".dist-info/METADATA")]
-            if len(members) != 1 or members[0].file_size > _MAX_METADATA:
-                raise ValueError("no single *.dist-info/METADATA")
-            text = _headers(zf.read(members[0]).decode("utf-8", "replace"))
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise ChannelError(f"cannot read the metadata of {pkg.filename}: {exc}",
-                           hint="the index served a broken wheel; check the index, then lock again") from None
+def _member(zf: zipfile.ZipFile, pkg: PypiPackage) -> str:
+    """The top-level *.dist-info/METADATA of an open wheel, which must be the locked wheel's."""
+    members = [i for i in zf.infolist() if i.filename.count("/") == 1 and i.filename.endswith(".dist-info/METADATA")]
+    if len(members) != 1 or members[0].file_size > _MAX_METADATA:
+        raise ValueError("no single *.dist-info/METADATA")
+    text = _headers(zf.read(members[0]).decode("utf-8", "replace"))
     if not _is_of(text, pkg):
         raise ChannelError(f"{pkg.filename}'s metadata names another package or version",
                            hint="the index served a wrong wheel; check the index, then lock again")
     return text
 
 
+def _from_wheel(path: Path, pkg: PypiPackage) -> str:
+    """The METADATA of a wheel file (its top-level *.dist-info/)."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return _member(zf, pkg)
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise ChannelError(f"cannot read the metadata of {pkg.filename}: {exc}",
+                           hint="the index served a broken wheel; check the index, then lock again") from None
+
+
 def _fetch(pkg: PypiPackage, url: str, cache: Path, session: Any, logins: Sequence[str]) -> str:
-    """PEP 658 `<url>.metadata` (a file:// one too), else the whole wheel into the wheel cache."""
-    text = _read_local(url + ".metadata") if url.startswith("file:") else _get(url + ".metadata", session, logins)
-    if text is not None and _is_of(text, pkg):
-        text = _headers(text)
+    """PEP 658 `<url>.metadata`, else the METADATA member of the wheel itself: a local wheel read in place, a
+    remote one through HTTP range requests (the zip's directory and that one member, as pip and uv read it:
+    a few hundred KB of a CUDA wheel of hundreds of MB), else downloaded whole into the wheel cache."""
+    if url.startswith("file:"):
+        text = _read_local(url + ".metadata")
+        if text is None or not _is_of(text, pkg):
+            text = _from_wheel(file_url_path(url), pkg)
     else:
-        from dataclasses import replace
+        full = _login(url, logins)
+        text = _get(full + ".metadata", session)
+        if text is None or not _is_of(text, pkg):
+            text = _ranged(full, pkg, session)
+        if text is None:  # the server does not serve ranges
+            from dataclasses import replace
 
-        from envlock.pypi.wheels import cached_wheel, fetch_one
+            from envlock.pypi.wheels import fetch_one
 
-        fetch_one(replace(pkg, url=_login(url, logins)), cache, session)  # sha256-checked against the lock
-        text = _from_wheel(cached_wheel(cache, pkg), pkg)
+            text = _from_wheel(fetch_one(replace(pkg, url=full), cache, session), pkg)  # sha256-checked
+    text = _headers(text)
     _remember(cache, pkg, text)
     return text
+
+
+class _Ranges(io.RawIOBase):
+    """A remote file read through HTTP range requests, in blocks (zipfile seeks to its end, then its directory)."""
+
+    BLOCK = 256 * 1024
+    LIMIT = 64  # blocks: 16 MiB at most, then the wheel is downloaded whole
+
+    def __init__(self, session: Any, url: str) -> None:
+        self.session, self.url, self.pos, self.blocks = session, url, 0, {}
+        self.size, self.tail = 0, None
+        tail = self._get(f"bytes=-{self.BLOCK}")
+        total = tail.headers.get("Content-Range", "").rpartition("/")[2]
+        if not total.isdigit():
+            raise OSError("no Content-Range")
+        self.size = int(total)
+        start = self.size - len(tail.content)
+        if start % self.BLOCK == 0:
+            self.blocks[start // self.BLOCK] = tail.content
+        else:  # the tail is no whole block: keep it as the bytes it is
+            self.tail: tuple[int, bytes] | None = (start, tail.content)
+
+    def _get(self, spec: str) -> Any:
+        from envlock import net
+
+        if len(self.blocks) >= self.LIMIT:
+            raise OSError("too many range requests")
+        resp = self.session.get(self.url, headers={"Range": spec}, timeout=net.timeout_of(), stream=True)
+        if resp.status_code != 206:
+            resp.close()  # the whole file would follow: not read here (downloaded once, into the wheel cache)
+            raise OSError(f"HTTP {resp.status_code} to a range request")
+        return resp
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.pos = {0: offset, 1: self.pos + offset, 2: self.size + offset}[whence]
+        return self.pos
+
+    def _block(self, i: int) -> bytes:
+        if i not in self.blocks:
+            start = i * self.BLOCK
+            tail = self.tail
+            if tail is not None and tail[0] <= start and start + self.BLOCK >= self.size:
+                self.blocks[i] = tail[1][start - tail[0]:]
+            else:
+                end = min(start + self.BLOCK, self.size) - 1
+                self.blocks[i] = self._get(f"bytes={start}-{end}").content
+        return self.blocks[i]
+
+    def readinto(self, buffer: Any) -> int:
+        out = b""
+        while len(out) < len(buffer) and self.pos < self.size:
+            block = self._block(self.pos // self.BLOCK)
+            chunk = block[self.pos % self.BLOCK:][: len(buffer) - len(out)]
+            if not chunk:
+                break
+            out += chunk
+            self.pos += len(chunk)
+        buffer[: len(out)] = out
+        return len(out)
+
+
+def _ranged(url: str, pkg: PypiPackage, session: Any) -> str | None:
+    """The wheel's METADATA through range requests, or None where the server does not serve them."""
+    import requests
+
+    try:
+        remote = _Ranges(session, url)
+        with zipfile.ZipFile(remote) as zf:
+            return _member(zf, pkg)
+    except (OSError, ValueError, zipfile.BadZipFile, requests.RequestException):
+        return None
 
 
 def _read_local(url: str) -> str | None:
@@ -245,13 +340,13 @@ def _read_local(url: str) -> str | None:
         return None
 
 
-def _get(url: str, session: Any, logins: Sequence[str]) -> str | None:
+def _get(url: str, session: Any) -> str | None:
     import requests
 
     from envlock import net
 
     try:
-        resp = session.get(_login(url, logins), timeout=net.timeout_of())
+        resp = session.get(url, timeout=net.timeout_of())
     except requests.RequestException:
         return None  # the wheel itself is tried next, with download's own errors
     return resp.text if resp.status_code == 200 else None

@@ -14,7 +14,7 @@ from typing import Any
 
 from envlock import UPGRADE_HINT
 from envlock import anchor as anchors
-from envlock.errors import EnvlockError, LockfileError, SpecError
+from envlock.errors import EnvlockError, Interrupted, LockfileError, SpecError
 from envlock.formats import LockFile, custom_value, read_head, read_lock
 from envlock.formats.spec import EnvSpec, read_spec
 from envlock.lockdiff import Entries, LockDiff, PkgRef, conda_ref, diff_entries
@@ -64,16 +64,21 @@ class LockOutcome:
 
 @dataclass(frozen=True)
 class UpdateOutcome:
-    """What `envlock update` moved in one environment."""
+    """What `envlock update` moved in one environment (or, with `error`, why it could not update it)."""
 
     name: str
-    diff: LockDiff
+    diff: LockDiff | None
     written: tuple[Path, ...] = ()
     dry_run: bool = False
     cutoff: tuple[str | None, str | None] | None = None  # (old, new): update moves the cutoff to now
     removed: tuple[Path, ...] = ()  # files of the earlier lock that this one no longer has
+    error: EnvlockError | None = None  # this environment could not be updated (the others were)
 
     def to_json(self, project_dir: Path) -> dict[str, Any]:
+        if self.diff is None:
+            err = self.error or EnvlockError("not updated")
+            return {"name": self.name, "dry_run": self.dry_run,
+                    "error": {"message": err.message, "hint": err.hint, "exit_code": err.exit_code}}
         return {
             "name": self.name,
             "dry_run": self.dry_run,
@@ -184,7 +189,8 @@ def update(
 ) -> list[UpdateOutcome]:
     """`envlock update PKG…`: re-solve with every other package held at its locked version (per platform).
 
-    The spec's resolution cutoff moves to now (what lets the named packages move at all).
+    The spec's resolution cutoff moves to now (what lets the named packages move at all). Without `name`, an
+    environment that cannot be updated comes back with its error, and the others are updated and written.
     """
     settings = settings or SolveSettings()
     tables = tables or shipped_tables()
@@ -218,27 +224,41 @@ def update(
             hint="update moves packages a lock already has; "
             "add new ones to the spec's dependencies and run `envlock lock`",
         )
-    solved = []
+    solved, failed = [], []
     for status, old in jobs:
-        assert status.spec_path is not None
-        spec = read_spec(status.spec_path)
-        cutoff: tuple[str | None, str | None] | None = (spec.exclude_newer, now_cutoff())
-        spec = replace(spec, exclude_newer=cutoff[1])  # type: ignore[index]
-        anchor = _anchor(spec, custom_value(old.custom_metadata, "anchor"), tables, settings)
-        result = solve(spec, anchor, project_dir=project_dir, settings=settings, tables=tables, hold=old,
-                       move=wanted, make_project=False)
-        diff = diff_entries(
-            _entries_of(old.packages, old.pypi),
-            _entries_of((p for r in result.results for p in r.packages), (w for ws in result.pypi.values() for w in ws)),
-            str(status.lock_path), "updated",
-        )  # fmt: skip
-        if diff.empty and status.fresh:
-            # Nothing moved: the lock stays as it is, bytes and mtime (the cutoff moves only with a package).
-            result, cutoff = replace(result, files=()), None
-        solved.append((result, diff, cutoff))
-    # Every environment is solved before the first write: a failed solve leaves every lock as it was.
+        try:
+            solved.append(_update_one(project_dir, status, old, wanted, settings, tables))
+        except Interrupted:
+            raise
+        except EnvlockError as exc:
+            if name:
+                raise
+            failed.append(UpdateOutcome(status.name, None, dry_run=dry_run, error=exc))
+    # Every environment is solved before the first write; one that cannot be updated keeps its lock as it
+    # was and is returned with its error, and the others are written.
     out: list[UpdateOutcome] = []
     for result, diff, cutoff in solved:
         written, removed = ((), ()) if dry_run or not result.files else write(project_dir, result)
         out.append(UpdateOutcome(result.spec.name, diff, tuple(written), dry_run, cutoff, tuple(removed)))
-    return out
+    return out + failed
+
+
+def _update_one(project_dir: Path, status: EnvStatus, old: LockFile, wanted: frozenset[str], settings: SolveSettings,
+                tables: Tables) -> tuple[Any, LockDiff, tuple[str | None, str | None] | None]:
+    """Solve one environment with every package but `wanted` held at its locked version (nothing written)."""
+    assert status.spec_path is not None
+    spec = read_spec(status.spec_path)
+    cutoff: tuple[str | None, str | None] | None = (spec.exclude_newer, now_cutoff())
+    spec = replace(spec, exclude_newer=cutoff[1])  # type: ignore[index]
+    anchor = _anchor(spec, custom_value(old.custom_metadata, "anchor"), tables, settings)
+    result = solve(spec, anchor, project_dir=project_dir, settings=settings, tables=tables, hold=old,
+                   move=wanted, make_project=False)
+    diff = diff_entries(
+        _entries_of(old.packages, old.pypi),
+        _entries_of((p for r in result.results for p in r.packages), (w for ws in result.pypi.values() for w in ws)),
+        str(status.lock_path), "updated",
+    )  # fmt: skip
+    if diff.empty and status.fresh:
+        # Nothing moved: the lock stays as it is, bytes and mtime (the cutoff moves only with a package).
+        result, cutoff = replace(result, files=()), None
+    return result, diff, cutoff
