@@ -198,3 +198,73 @@ def test_a_conda_packed_env_keeps_the_activation_where_it_is_unpacked(conda_made
                            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "CUDA_HOME": OLD_CUDA})
     assert shell.returncode == 0, shell.stderr
     assert shell.stdout.splitlines() == [str(moved), f"{moved}/bin/nvcc", f"{moved}/targets/x86_64-linux/include"]
+
+
+# --------------------------------------------------------------------------- a spec conda itself can use
+
+
+def _conda_home(channel_root: Path, home: Path, subdirs: tuple[str, ...] = ("linux-64", "noarch")) -> dict[str, str]:
+    """What tests/test_conda.py's conda_env sets up, for another channel root."""
+    pkgs = home / "pkgs"
+    pkgs.mkdir(parents=True)
+    urls = []
+    for subdir in subdirs:
+        for archive in sorted((channel_root / "conda-forge" / subdir).glob("*.tar.bz2")):
+            shutil.copy(archive, pkgs / archive.name)
+            urls.append(f"https://conda.anaconda.org/conda-forge/{subdir}/{archive.name}\n")
+    (pkgs / "urls.txt").write_text("".join(urls))
+    condarc = home / ".condarc"
+    condarc.write_text(
+        f"channel_alias: {channel_root.as_uri()}\nchannels: [conda-forge]\npkgs_dirs: [{pkgs}]\n"
+        f"envs_dirs: [{home / 'envs'}]\nadd_pip_as_python_dependency: false\nsolver: classic\n"
+        "auto_activate: false\nalways_yes: true\nnotify_outdated_conda: false\n")
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "CONDARC": str(condarc), "LC_ALL": "C.UTF-8",
+            "ENVLOCK_CACHE_DIR": str(home / "envlock-cache"), "CONDA_OVERRIDE_CUDA": "12.1"}
+
+
+@pytest.fixture(scope="module")
+def two_platform(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A toolchain-only lock for linux-64 + linux-aarch64 from a test channel that has ninja (as conda-forge
+    does), and a conda user's environment for it (packages cached under their canonical URLs)."""
+    from tests.channelbuilder import PackageSpec, build_channel
+
+    root = tmp_path_factory.mktemp("ninja-channel")
+    build_channel(root, cuda_minors=["12.1"], subdirs=("linux-64", "linux-aarch64"), with_pytorch=False,
+                  with_cuda11=False, extra=[PackageSpec("ninja", "1.11.1", subdir=s, files={"bin/ninja": "#!/bin/sh\necho 1.11.1\n"},
+                                     executables={"bin/ninja"}) for s in ("linux-64", "linux-aarch64")])
+    project = tmp_path_factory.mktemp("two-platform")
+    env = _conda_home(root, tmp_path_factory.mktemp("conda-home-2"))
+    done = _envlock("resolve", "--torch", "2.3.0", "--toolchain-only", "--platform", "linux-64", "--platform",
+                    "linux-aarch64", "--mirror", f"conda-forge={(root / 'conda-forge').as_uri()}", "--project-dir",
+                    str(project), env=env)
+    assert done.returncode == 0, done.stderr
+    return project, env
+
+
+def test_the_spec_holds_what_the_lock_needs_and_conda_env_create_reads_each_platform(
+    conda_venv: Path, two_platform: tuple[Path, dict[str, str]], tmp_path: Path  # noqa: F811
+) -> None:
+    project, env = two_platform
+    name = "torch2.3.0-cu121"
+    spec = (project / "environments" / f"{name}.yml").read_text()
+    assert "  - ninja\n" in spec  # in the lock (the channel has it), so in the spec
+    # The spec itself names both platforms' compilers behind `# [aarch64]` selectors, which conda does not read:
+    both = _conda(conda_venv, "env", "create", "-p", str(tmp_path / "both"), "-f",
+                  str(project / "environments" / f"{name}.yml"), env=env)
+    assert both.returncode != 0 and "gcc_linux-aarch64" in both.stdout + both.stderr
+    # The per-platform file beside the lock: no selectors, no `platforms:` / `envlock:` keys.
+    per = project / "locks" / name / "environment-linux-64.yml"
+    assert "aarch64" not in per.read_text() and "envlock:" not in per.read_text()
+    target = tmp_path / "from-spec"
+    done = _conda(conda_venv, "env", "create", "-p", str(target), "-f", str(per), env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "EnvironmentSectionNotValid" not in done.stdout + done.stderr
+    names = {p.stem.rsplit("-", 2)[0] for p in (target / "conda-meta").glob("*.json")}
+    assert {"ninja", "cuda-nvcc", "gxx_linux-64", "libcusparse-dev", "cudnn"} <= names
+    assert (target / "bin" / "ninja").exists()
+    assert "linux-aarch64" in (project / "locks" / name / "environment-linux-aarch64.yml").read_text().splitlines()[0]
+    assert "gcc_linux-aarch64" in (project / "locks" / name / "environment-linux-aarch64.yml").read_text()
+    # ...plus the documented step: conda activate gives the env's CUDA_HOME and its ninja.
+    assert _envlock("hook", "-p", str(target), env=env).returncode == 0
+    via_conda, via_run = _doors(conda_venv, {**env, "CUDA_HOME": OLD_CUDA}, target, "bash", tmp_path)
+    assert via_conda == via_run and via_conda["CUDA_HOME"] == str(target)

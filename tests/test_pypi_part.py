@@ -149,7 +149,8 @@ def test_relocking_a_full_env_toolchain_only_removes_its_requirements_file(full_
     assert done.returncode == 0, done.stderr
     assert not (ldir / "requirements-linux-64.txt").exists()
     assert f"removed locks/{NAME}/requirements-linux-64.txt (not in the new lock)" in " ".join(done.stdout.split())
-    assert {p.name for p in ldir.iterdir()} == {"conda-lock.yml", "conda-linux-64.lock", "activate.sh", "deactivate.sh"}
+    assert {p.name for p in ldir.iterdir()} == {"conda-lock.yml", "conda-linux-64.lock", "activate.sh", "deactivate.sh",
+                                                "environment-linux-64.yml"}
     check = subprocess.run([*ENVLOCK, "check", "--project-dir", str(project)], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
 

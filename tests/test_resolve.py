@@ -187,7 +187,8 @@ def test_json_schema_is_stable(tmp_path, capsys, cf) -> None:
     assert {"torch", "cuda", "cudnn", "source"} <= set(doc["anchor"])
     assert JSON_KEYS <= set(doc["platforms"]["linux-64"])
     assert doc["platforms"]["linux-64"]["files"] == [
-        "locks/torch2.3.0-cu121/conda-linux-64.lock", "locks/torch2.3.0-cu121/requirements-linux-64.txt"
+        "locks/torch2.3.0-cu121/conda-linux-64.lock", "locks/torch2.3.0-cu121/requirements-linux-64.txt",
+        "locks/torch2.3.0-cu121/environment-linux-64.yml",
     ]
     assert {w["name"] for w in doc["platforms"]["linux-64"]["pypi"]} >= {"torch", "ninja"}
     assert doc["toolchain_only"] is False and doc["exclude_newer"].endswith("Z")
@@ -394,8 +395,9 @@ def test_a_dropped_platform_takes_its_files_and_leaves_the_users(tmp_path, capsy
     assert code == 0, out
     assert sorted(p.name for p in ldir.iterdir()) == [
         "activate.local.sh", "activate.sh", "conda-linux-64.lock", "conda-lock.yml", "conda-notes.lock.txt",
-        "deactivate.sh"]
-    gone = ("activate.bat", "activate.ps1", "conda-win-64.lock", "deactivate.bat", "deactivate.ps1")
+        "deactivate.sh", "environment-linux-64.yml"]
+    gone = ("activate.bat", "activate.ps1", "conda-win-64.lock", "deactivate.bat", "deactivate.ps1",
+            "environment-win-64.yml")
     for name in gone:
         assert f"removed locks/torch2.3.0-cu121/{name} (not in the new lock)" in out
     assert run(["check", "--project-dir", str(tmp_path)]) == 0

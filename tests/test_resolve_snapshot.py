@@ -153,7 +153,7 @@ def test_the_spec_written_is_the_spec_solved_torch_2_11(tmp_path, capsys, mirror
 
     from envlock.formats import read_lock
     from envlock.names import match_spec_name as _spec_name
-    from envlock.project import PLAN_NAMES
+    from envlock.project import OPTIONAL_NAMES, PLAN_NAMES
     from envlock.formats.spec import read_spec
 
     code, doc = resolve_json(tmp_path, capsys, "--torch", "2.11.0", "--platform", "linux-64", "--mirror", mirror)
@@ -171,7 +171,8 @@ def test_the_spec_written_is_the_spec_solved_torch_2_11(tmp_path, capsys, mirror
         assert name in locked, dep
         assert match.version is None or rattler.VersionSpec(str(match.version)).matches(
             rattler.Version(locked[name].version)), (dep, locked[name].version)
-    assert all(_spec_name(d) in PLAN_NAMES for d in read_spec(spec_path).dependencies)
+    assert all(_spec_name(d) in PLAN_NAMES | OPTIONAL_NAMES for d in read_spec(spec_path).dependencies)
+    assert "pip" in read_spec(spec_path).dependencies  # what the lock took beside python, as conda installs it
     assert run(["check", "--project-dir", str(tmp_path)]) == 0
     # A hand edit back to torch's cuDNN: the spec no longer says what was solved, and check says so.
     spec_path.write_text(text.replace("  - python 3.11.*", "  - python 3.11.*\n  - cudnn 9.19.*"))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from envlock.project.document import (
+        OPTIONAL_NAMES,
         PLAN_NAMES,
         anchor_json,
         content_hash,
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     )
 
 _WHERE = {
-    "document": ("PLAN_NAMES", "anchor_json", "content_hash", "content_hashes", "hash_inputs",
+    "document": ("OPTIONAL_NAMES", "PLAN_NAMES", "anchor_json", "content_hash", "content_hashes", "hash_inputs",
                  "ignored_toolchain_lines", "plan_names", "plan_options", "render_files"),
     "freshness": ("BLOCKING", "RELOCK_HINT", "Change", "CheckReport", "Current", "EnvStatus", "compare"),
     "layout": ("LOCK_NAME", "discover", "locate", "lock_dir", "lock_path", "rel", "spec_path", "writable_project",

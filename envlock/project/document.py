@@ -23,7 +23,7 @@ from envlock.formats import (
     render_requirements,
 )
 from envlock.formats.condalock import package_section_digest
-from envlock.formats.spec import EnvSpec, pip_requirements, render_spec
+from envlock.formats.spec import EnvSpec, pip_requirements, render_platform_env, render_spec
 from envlock.models import Anchor, Candidate, LockedPackage, Plan, PlanOptions, PlatformResult, PypiPackage
 from envlock.names import match_spec_name, strip_credentials
 from envlock.project.layout import LOCK_NAME, lock_dir, spec_path
@@ -38,6 +38,10 @@ PLAN_NAMES = frozenset(
         "gcc_linux-aarch64", "gxx_linux-aarch64", "vs2019_win-64", "vs2022_win-64",
     }
 )  # fmt: skip
+#: Taken by the solve where the channel has them (ninja for a toolchain, pip beside a full env's python) and
+#: then written into the spec as bare names, so plain conda installs them too. A bare `ninja`/`pip` line is
+#: that, never a user's extra dependency (`ninja >=1.11` is one).
+OPTIONAL_NAMES = frozenset({"ninja", "pip"})
 
 
 # --------------------------------------------------------------------------- what the plan is asked
@@ -56,7 +60,7 @@ def plan_names(spec: EnvSpec, extras: ExtrasTables) -> frozenset[str]:
 def plan_options(spec: EnvSpec, extras: ExtrasTables) -> tuple[PlanOptions, tuple[str, ...]]:
     """What the rules plan for a spec, and the user's extra dependencies (those the plan does not make)."""
     names = plan_names(spec, extras)
-    user = tuple(d for d in spec.dependencies if match_spec_name(d) not in names)
+    user = tuple(d for d in spec.dependencies if match_spec_name(d) not in names and d.strip() not in OPTIONAL_NAMES)
     options = PlanOptions(
         platforms=spec.platforms,
         python=None if spec.toolchain_only else spec.python,
@@ -252,11 +256,22 @@ def render_files(
     )
     files.append((ldir / LOCK_NAME, lock_text))
     # The spec written is the spec solved: each platform's chosen candidate (a widened or dropped cuDNN,
-    # a moved CUDA minor), so conda and conda-lock reading it ask for what the lock holds.
-    toolchain = {r.platform: [s for s in r.chosen.specs if s not in extras] for r in results}
+    # a moved CUDA minor) and the optional packages it took, so conda and conda-lock ask for what the lock
+    # holds; per platform also as plain conda reads it (no selectors, no envlock keys).
+    toolchain = {r.platform: [*(s for s in r.chosen.specs if s not in extras), *optional_taken(spec, r)]
+                 for r in results}
+    files += [(ldir / f"environment-{r.platform}.yml",
+               render_platform_env(spec, r.platform, toolchain[r.platform], extras, pip_lines(spec), r.chosen.channels))
+              for r in results]
     files.append((spec_path(project_dir, spec.name),
                   render_spec(spec, toolchain, extras, solved_notes(plan, results), pip_lines(spec))))
     return files
+
+
+def optional_taken(spec: EnvSpec, result: PlatformResult) -> list[str]:
+    """The optional packages the solve took on one platform (ninja with a toolchain, pip with a full env)."""
+    wanted = ("ninja",) if spec.toolchain_only else ("pip",)
+    return [name for name in wanted if result.version_of(name)]
 
 
 def solved_notes(plan: Plan, results: Sequence[PlatformResult]) -> list[str]:

@@ -133,7 +133,8 @@ def write_files(project_dir: Path, name: str, files: Sequence[tuple[Path, str]],
 
 #: The lock folder's files that a solve writes (render_files): one of these that the new render lacks is stale.
 #: Exact names only: anything else a user keeps in the folder is theirs.
-_OWN = re.compile(r"(conda-[a-z]+-[a-z0-9]+\.lock|requirements-[a-z]+-[a-z0-9]+\.txt|(de)?activate\.(sh|fish|ps1|bat))")
+_OWN = re.compile(r"(conda-[a-z]+-[a-z0-9]+\.lock|requirements-[a-z]+-[a-z0-9]+\.txt|environment-[a-z]+-[a-z0-9]+\.yml"
+                  r"|(de)?activate\.(sh|fish|ps1|bat))")
 
 
 def _remove_stale(ldir: Path, keep: set[Path]) -> list[Path]:
