@@ -268,3 +268,70 @@ def test_the_spec_holds_what_the_lock_needs_and_conda_env_create_reads_each_plat
     assert _envlock("hook", "-p", str(target), env=env).returncode == 0
     via_conda, via_run = _doors(conda_venv, {**env, "CUDA_HOME": OLD_CUDA}, target, "bash", tmp_path)
     assert via_conda == via_run and via_conda["CUDA_HOME"] == str(target)
+
+
+# --------------------------------------------------------------------------- conda behind a mirror
+
+
+def test_conda_installs_the_lock_from_a_file_mirror_offline(conda_venv: Path, project: Path,  # noqa: F811
+                                                          test_channel_url: str, tmp_path: Path) -> None:
+    """`envlock mirror DIR`, then `envlock export explicit --mirror conda-forge=DIR`: the real conda installs that
+    file offline with an empty package cache and no channel configured. The lock's own @EXPLICIT file names
+    the canonical URLs, which conda's channel_alias does not redirect: offline it cannot install them."""
+    env = {**os.environ, "ENVLOCK_CACHE_DIR": str(tmp_path / "cache")}
+    mirror = tmp_path / "mirror"
+    done = _envlock("mirror", "--project-dir", str(project), str(mirror), "--platform", "linux-64",
+                    "--mirror", f"conda-forge={test_channel_url}", env=env)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "for-conda"
+    done = _envlock("export", "explicit", "--project-dir", str(project), "--mirror", f"conda-forge={mirror}",
+                    "--platform", "linux-64", "-o", str(out), env=env)
+    assert done.returncode == 0, done.stderr
+    text = (out / "conda-linux-64.lock").read_text()
+    assert f"{mirror.as_uri()}/conda-forge/linux-64/" in text and "conda.anaconda.org" not in text.split("@EXPLICIT")[1]
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".condarc").write_text(f"pkgs_dirs: [{home / 'pkgs'}]\nsolver: classic\nalways_yes: true\n"
+                                   "add_pip_as_python_dependency: false\nnotify_outdated_conda: false\n")
+    conda_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "CONDARC": str(home / ".condarc"),
+                 "LC_ALL": "C.UTF-8"}
+    canonical = _conda(conda_venv, "create", "--offline", "-p", str(tmp_path / "canonical"), "--file",
+                       str(lock_of(project).parent / "conda-linux-64.lock"), env=conda_env)
+    assert canonical.returncode != 0 and "conda.anaconda.org" in canonical.stdout + canonical.stderr
+    target = tmp_path / "from-mirror"
+    done = _conda(conda_venv, "create", "--offline", "-p", str(target), "--file", str(out / "conda-linux-64.lock"),
+                  env=conda_env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    from envlock.formats import read_lock
+
+    wanted = {p.filename.removesuffix(".tar.bz2").removesuffix(".conda")
+              for p in read_lock(lock_of(project)).packages_for("linux-64")}
+    assert {p.stem for p in (target / "conda-meta").glob("*.json")} == wanted
+    # envlock reads the file too (from the mirror's file:// URLs), and checks each package's sha256 against it
+    created = _envlock("create", "--lock", str(out / "conda-linux-64.lock"), "-p", str(tmp_path / "by-envlock"),
+                       "-q", env={**env, "ENVLOCK_CACHE_DIR": str(tmp_path / "cache2")})
+    assert created.returncode == 0, created.stderr
+
+
+def test_export_explicit_refuses_what_it_must_not_write(project: Path, tmp_path: Path) -> None:  # noqa: F811
+    env = {**os.environ, "ENVLOCK_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("ENVLOCK_MIRRORS", None)
+    base = ["export", "explicit", "--project-dir", str(project)]
+    none = _envlock(*base, "-o", str(tmp_path / "a"), env=env)
+    assert none.returncode == 2 and "no mirror in force" in none.stderr
+    typo = _envlock(*base, "--mirror", "conda-forg=http://127.0.0.1:9/cf", "-o", str(tmp_path / "a"), env=env)
+    assert typo.returncode == 1 and "names no channel in play" in typo.stderr and "conda-forge" in typo.stderr
+    own = _envlock(*base, "--mirror", "conda-forge=http://127.0.0.1:9/cf", "-o", str(lock_of(project).parent), env=env)
+    assert own.returncode == 1 and "the lock's own @EXPLICIT file" in own.stderr
+    several = _envlock(*base, "--mirror", "conda-forge=http://127.0.0.1:9/cf", "-o", "-", env=env)
+    assert several.returncode == 2 and "--platform" in several.stderr
+    # Credentials in a mirror URL are used by whoever fetches, never written.
+    secret = _envlock(*base, "--mirror", "conda-forge=https://envuser:s3cr3t@127.0.0.1:9/cf", "--platform",
+                      "linux-64", "-o", "-", env=env)
+    assert secret.returncode == 0 and "https://127.0.0.1:9/cf/linux-64/" in secret.stdout
+    assert "s3cr3t" not in secret.stdout + secret.stderr and "envuser" not in secret.stdout + secret.stderr
+    first = _envlock(*base, "--mirror", "conda-forge=http://127.0.0.1:9/cf", "-o", str(tmp_path / "b"), env=env)
+    again = _envlock(*base, "--mirror", "conda-forge=http://127.0.0.1:9/cf", "-o", str(tmp_path / "b"), env=env)
+    assert first.returncode == 0 and again.returncode == 1 and "--force" in again.stderr
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == [
+        "conda-linux-64.lock", "conda-linux-aarch64.lock", "conda-win-64.lock"]

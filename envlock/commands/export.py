@@ -1,4 +1,4 @@
-"""`envlock export dockerfile` (adapter: options → one call in envlock.export.service → render)."""
+"""`envlock export dockerfile|explicit` (adapters: options → one call in envlock.export → render)."""
 
 from __future__ import annotations
 
@@ -46,6 +46,41 @@ def dockerfile_cmd(
     sys.stderr.write(f"{result.platform} image of {result.lock}"
                      f"{' with its PyPI part' if result.requirements else ''}; build it with:\n"
                      f"  {result.build_command}\n")
+    return 0
+
+
+@export_app.command("explicit")
+def explicit_cmd(
+    name: Optional[str] = typer.Argument(None, help="Lock name: locks/NAME/conda-lock.yml (default: the only lock)."),
+    lock: Optional[Path] = typer.Option(None, "--lock", help="A conda-lock.yml or @EXPLICIT file."),
+    platform: list[str] = typer.Option([], "--platform", help="Platform to write (repeatable; default: every one the lock has)."),
+    mirror: list[str] = typer.Option(
+        [], "--mirror", help="NAME=URL or NAME=PATH: the mirror conda installs channel NAME's packages from "
+        "(adds to ENVLOCK_MIRRORS and envlock.toml, as for create)."
+    ),
+    output: Optional[Path] = typer.Option(
+        None, "-o", "--output", help="Folder for conda-<platform>.lock (default: the current one; - prints one platform's)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Replace existing files."),
+    project_dir: Path = typer.Option(Path("."), "--project-dir", help="Project directory holding locks/ (default: cwd)."),
+) -> int:
+    """@EXPLICIT files with every package URL on a mirror, for `conda create --file` behind it."""
+    from envlock.commands.resolve import parse_mirrors
+    from envlock.export.explicit import STDOUT, ExplicitRequest, export_explicit
+    from envlock.export.service import warn
+
+    out = STDOUT if output is not None and str(output) == "-" else output
+    result = export_explicit(ExplicitRequest(
+        project_dir=project_dir, mirrors=parse_mirrors(mirror, project_dir), name=name, lock=lock,
+        platforms=tuple(platform), output=out, force=force,
+    ))
+    warn(result.warnings)
+    if not result.written:
+        sys.stdout.write(next(iter(result.texts.values())))
+        return 0
+    for path in result.written:
+        sys.stderr.write(f"wrote {path}\n")
+    sys.stderr.write(f"install one with: conda create -p PREFIX --file {result.written[0]}\n")
     return 0
 
 
