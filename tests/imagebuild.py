@@ -13,8 +13,9 @@ What each piece is, and what is not the real thing:
                 CXX=…-c++) and whose <triplet>-cc/-c++ exec /usr/bin/gcc, /usr/bin/g++ (no conda-forge gcc can
                 exist here); python = a copy of this interpreter's launcher with a pyvenv.cfg (home =
                 /usr/local/bin), i.e. a real Python whose prefix is the env, as `python -m venv --copies` makes.
-  index         envlock-cuda's wheel built from this checkout, its dependencies' wheels (pip wheel, cached) and
-                a tiny wheel for the PyPI part, as a PEP 503 tree pip reads over file://.
+  index         the wheels envlock/data/image-requirements.txt pins (pip download, hash-checked, cached) and a tiny
+                wheel for the PyPI part, as a PEP 503 tree pip reads over file://; no envlock-cuda (the build
+                context holds envlock's own wheel).
 """
 
 from __future__ import annotations
@@ -329,25 +330,28 @@ def _pip(*args: str, timeout: float = 1800) -> None:
         raise RuntimeError(f"pip {args[0]} failed: {proc.stderr.strip()[-800:]}")
 
 
+IMAGE_REQUIREMENTS = REPO / "envlock" / "data" / "image-requirements.txt"
+
+
 def dependency_wheels(cache: Path) -> Path:
-    """Wheels of envlock's dependencies for this Python (pip wheel; cached by pyproject.toml and Python)."""
-    key = hashlib.sha256((REPO / "pyproject.toml").read_bytes() + sys.version.encode()).hexdigest()[:16]
+    """The files envlock/data/image-requirements.txt pins for this Python, downloaded by pip with their hashes
+    checked (cached by that file and the Python): what the image's build stage installs envlock's
+    dependencies from."""
+    key = hashlib.sha256(IMAGE_REQUIREMENTS.read_bytes() + sys.version.encode()).hexdigest()[:16]
     out = cache / key
     if (out / ".complete").exists():
         return out
     shutil.rmtree(out, ignore_errors=True)
-    _pip("wheel", "-q", "--wheel-dir", str(out), str(REPO))
-    for own in out.glob("envlock_cuda-*.whl"):
-        own.unlink()
+    _pip("download", "-q", "--no-deps", "--only-binary", ":all:", "--dest", str(out), "-r", str(IMAGE_REQUIREMENTS))
     (out / ".complete").write_text("ok\n")
     return out
 
 
 def package_index(dest: Path, cache: Path) -> Path:
-    """A PEP 503 tree under dest/simple: envlock-cuda from this checkout, its dependencies, the probe wheel."""
+    """A PEP 503 tree under dest/simple: envlock's pinned dependencies and the probe wheel. No envlock-cuda:
+    the build stage installs envlock from the wheel `envlock export dockerfile` writes beside the Dockerfile."""
     wheels = dest / "wheels"
     wheels.mkdir(parents=True)
-    _pip("wheel", "-q", "--no-deps", "--wheel-dir", str(wheels), str(REPO))
     for whl in dependency_wheels(cache).glob("*.whl"):
         shutil.copy2(whl, wheels / whl.name)
     probe_wheel(wheels)

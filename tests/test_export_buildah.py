@@ -103,6 +103,10 @@ def image(buildah: imagebuild.Buildah, inputs: dict[str, Path | str]) -> str:
     assert "warning" not in r.stderr  # both bases are pinned by digest
     lint = subprocess.run([HADOLINT, "--no-color", str(project / "Dockerfile")], capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout
+    # Built from the repo alone: envlock's wheel is in the context, the index has none, no `# syntax=` pull.
+    assert not (Path(inputs["index"]) / "simple" / "envlock-cuda").exists()
+    assert (project / "envlock-image" / "requirements.txt").is_file()
+    assert "# syntax=" not in (project / "Dockerfile").read_text()
     tag = "localhost/envlock-dev:test"
     proc, seconds = _build(buildah, inputs, tag)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]

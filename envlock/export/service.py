@@ -16,6 +16,7 @@ from pathlib import Path
 
 from envlock import __version__
 from envlock.errors import LockfileError, SpecError, UsageError
+from envlock.export import context
 from envlock.export.dockerfile import ARCHES, DockerfileSpec, devcontainer, render
 from envlock.formats import LockFile, read_lock
 from envlock.fs import write_atomic
@@ -87,8 +88,13 @@ def export_dockerfile(req: ExportRequest) -> ExportResult:
         raise UsageError("--devcontainer needs the Dockerfile in a file", hint="pass -o FILE (not -o -)")
     output = output if to_stdout else output.resolve()
     dc_path = None if to_stdout else output.parent / ".devcontainer" / "devcontainer.json"
-    targets = [] if to_stdout else [output] + ([dc_path] if req.devcontainer and dc_path else [])
+    # envlock's wheel and its pinned dependencies, beside the Dockerfile (envlock/export/context.py)
+    folder = (output.parent if not to_stdout else project) / context.FOLDER
+    extra = {} if to_stdout else {folder / n: b for n, b in context.context_files().items()}
+    targets = [] if to_stdout else [output, *extra] + ([dc_path] if req.devcontainer and dc_path else [])
     for target in targets:
+        if target in extra and target.is_file() and target.read_bytes() == extra[target]:
+            continue  # the same envlock writes the same folder: another Dockerfile beside it shares it
         if target.exists() and not req.force:
             raise SpecError(f"{target} exists", hint="pass --force to replace it, or -o another file")
         if target.is_dir():
@@ -117,11 +123,12 @@ def export_dockerfile(req: ExportRequest) -> ExportResult:
         regenerate=regenerate,
         build_command=f"docker build --platform {docker_platform} -f {in_project} .   (in the project directory)",
         envlock_version=__version__,
+        context=_inside(folder, project, "the folder of envlock's wheel"),
     )
     text = render(spec)
     written: list[Path] = []
     if not to_stdout:
-        outputs = [(output, text)]
+        outputs: list[tuple[Path, str | bytes]] = [*extra.items(), (output, text)]
         if req.devcontainer and dc_path is not None:
             rel = os.path.relpath
             outputs.append((dc_path, devcontainer(f"{name} ({platform})", rel(output, dc_path.parent),
