@@ -335,3 +335,34 @@ def test_export_explicit_refuses_what_it_must_not_write(project: Path, tmp_path:
     assert first.returncode == 0 and again.returncode == 1 and "--force" in again.stderr
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == [
         "conda-linux-64.lock", "conda-linux-aarch64.lock", "conda-win-64.lock"]
+
+
+# --------------------------------------------------------------------------- pixi's library
+
+
+def test_py_rattler_reads_and_installs_the_lock_as_pixi_would(project: Path, test_channel_url: str,  # noqa: F811
+                                                              tmp_path: Path) -> None:
+    """No pixi or micromamba binary can be had here (not on PyPI, not in Debian, conda-forge unreachable), so the
+    library pixi is built on: py-rattler's own LockFile.from_path reads the lock and its own install() links the
+    records it gives (packages from a package cache an `envlock create` filled: no channel is reachable). Then
+    `envlock hook` gives that env envlock's activation."""
+    import asyncio
+
+    import rattler
+
+    env = {**os.environ, "ENVLOCK_CACHE_DIR": str(tmp_path / "cache")}
+    done = _envlock("create", "--lock", str(lock_of(project)), "-p", str(tmp_path / "filler"), "--platform", "linux-64",
+                    "--mirror", f"conda-forge={test_channel_url}", "-q", env=env)
+    assert done.returncode == 0, done.stderr
+    lock_env = rattler.LockFile.from_path(lock_of(project)).default_environment()
+    assert lock_env is not None
+    platform = next(p for p in lock_env.platforms() if p.name == "linux-64")
+    records = lock_env.conda_repodata_records_for_platform(platform)
+    target = tmp_path / "by-rattler"
+    asyncio.run(rattler.install(records, target_prefix=target, cache_dir=tmp_path / "cache" / "pkgs",
+                                show_progress=False, execute_link_scripts=False))
+    assert {p.stem for p in (target / "conda-meta").glob("*.json")} == {
+        r.url.rsplit("/", 1)[1].removesuffix(".tar.bz2").removesuffix(".conda") for r in records}
+    assert _envlock("hook", "-p", str(target), env=env).returncode == 0
+    run = _envlock("run", "-p", str(target), "--", "printenv", "CUDA_HOME", "CPATH", env={**env, "CUDA_HOME": OLD_CUDA})
+    assert run.stdout.split() == [str(target), f"{target}/targets/x86_64-linux/include"], run.stderr
