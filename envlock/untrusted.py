@@ -76,9 +76,15 @@ def load_yaml(text: str, where: object, error: ErrorClass, *, hint: str, cap: in
               invalid: str = "is not valid YAML at line {line}") -> Any:
     """A YAML document, or one `error`: over `cap`, not YAML (`invalid` with the caller's `hint`), using
     aliases, nested too deeply."""
+    check_size(text, cap, where, error)
+    from envlock.yamlsubset import NotSimple, parse  # noqa: PLC0415
+
+    try:  # envlock's own block style, read exactly as PyYAML reads it, ~10x faster (no aliases, bounded depth)
+        return parse(text)
+    except NotSimple:
+        pass  # anything else: PyYAML, checked
     import yaml  # noqa: PLC0415
 
-    check_size(text, cap, where, error)
     loader = _loader()(text)
     try:
         return loader.get_single_data()

@@ -17,7 +17,7 @@ from typing import Any
 from envlock import UPGRADE_HINT, __version__
 from envlock.errors import LockfileError, NewerFormatError
 from envlock.formats.model import LOCK_FORMAT, META_PREFIX, ForeignEntry, LockFile, custom_value
-from envlock.formats.yamlout import NeedsPyYAML, dump, scalar
+from envlock.yamlsubset import NeedsPyYAML, dump, scalar
 from envlock.models import LockedPackage, PypiPackage
 from envlock.names import conda_build, match_spec_name, split_match_spec, strip_credentials
 from envlock.untrusted import LOCK_CAP, load_json
@@ -58,7 +58,7 @@ def dependency_order(packages: Sequence[LockedPackage]) -> list[LockedPackage]:
 
 
 def _dump(doc: Mapping[str, Any]) -> str:
-    """`doc` as PyYAML's block style writes it: envlock.formats.yamlout (no PyYAML), else PyYAML itself
+    """`doc` as PyYAML's block style writes it: envlock.yamlsubset (no PyYAML), else PyYAML itself
     (libyaml's emitter when built: the same bytes for this shape, checked on real locks, ~6x faster)."""
     try:
         return dump(doc)
@@ -118,7 +118,7 @@ class _MultiLine(Exception):
 
 @functools.lru_cache(maxsize=16384)
 def _scalar(value: str, key: bool = False) -> str:
-    """How PyYAML's SafeDumper writes a string as a block mapping key or value: envlock.formats.yamlout's
+    """How PyYAML's SafeDumper writes a string as a block mapping key or value: envlock.yamlsubset's
     port of its rule for one line of printable ASCII, else PyYAML itself, so the bytes always equal a dump."""
     with contextlib.suppress(NeedsPyYAML):  # else PyYAML's to write
         return scalar(value, key=key)

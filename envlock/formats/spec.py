@@ -15,7 +15,7 @@ from typing import Any
 
 from envlock import UPGRADE_HINT
 from envlock.errors import NewerFormatError, SpecError
-from envlock.formats.yamlout import NeedsPyYAML, scalar
+from envlock.yamlsubset import NeedsPyYAML, scalar
 from envlock.models import TORCH_SOURCES, TorchSource
 from envlock.names import strip_credentials
 from envlock.untrusted import SPEC_CAP, load_yaml
@@ -93,7 +93,7 @@ def validate_name(name: str) -> str:
 def _q(value: str) -> str:
     """A YAML scalar that round-trips as the same string (as `yaml.safe_dump(value)` writes it)."""
     try:
-        return scalar(value)  # envlock.formats.yamlout: PyYAML's rule for one line of printable ASCII
+        return scalar(value)  # envlock.yamlsubset: PyYAML's rule for one line of printable ASCII
     except NeedsPyYAML:
         import yaml
 
