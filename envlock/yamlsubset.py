@@ -333,6 +333,9 @@ def parse(text: str) -> Any:
         raise NotSimple("an empty document")  # PyYAML: None; let it say so
     if head[0] != 0:
         raise NotSimple("an indented document")
+    if len(lines.items) == 1 and not head[1].startswith(("- ", "[", "{")) and head[1] != "-" \
+            and not _KEY.match(head[1]):
+        return _read_value(head[1])  # a document of one scalar (a spec's dependency line, read alone)
     doc = _read_block(lines, 0)
     if lines.peek() is not None:
         raise NotSimple(lines.peek()[1][:40])  # type: ignore[index]

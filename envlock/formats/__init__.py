@@ -18,7 +18,6 @@ from pathlib import Path
 from envlock.errors import EnvlockError, LockfileError
 from envlock.formats.condalock import (
     LockHead,
-    dependency_order,
     load_yaml,
     parse_head,
     render_conda_lock,
@@ -26,7 +25,7 @@ from envlock.formats.condalock import (
 )
 from envlock.formats.condalock import parse as _parse_conda_lock
 from envlock.formats.explicit import header_value, is_explicit, parse_explicit, render_explicit
-from envlock.formats.model import LOCK_FORMAT, META_PREFIX, LockFile, custom_value
+from envlock.formats.model import LOCK_FORMAT, META_PREFIX, LockFile, custom_value, dependency_order
 from envlock.formats.requirements import render_requirements
 from envlock.untrusted import LOCK_CAP, read_capped
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,39 +20,13 @@ from envlock.errors import LockfileError, NewerFormatError
 from envlock.formats.model import LOCK_FORMAT, META_PREFIX, ForeignEntry, LockFile, custom_value
 from envlock.yamlsubset import NeedsPyYAML, dump, scalar
 from envlock.models import LockedPackage, PypiPackage
-from envlock.names import conda_build, match_spec_name, split_match_spec, strip_credentials
+from envlock.names import conda_build, split_match_spec, strip_credentials
 from envlock.untrusted import LOCK_CAP, load_json
 from envlock.untrusted import load_yaml as load_checked
 
 RESTORE_HINT = "restore it from git (`git checkout -- <file>`) or re-create it with `envlock lock`"
 COMPARE_HINT = "pass a conda-lock.yml, an @EXPLICIT .lock or a pixi.lock"
 COMPARE_READS = "envlock diff reads conda-lock v1/v2, @EXPLICIT and pixi.lock v4-v6 files"
-
-
-# --------------------------------------------------------------------------- dependency order
-
-
-def dependency_order(packages: Sequence[LockedPackage]) -> list[LockedPackage]:
-    """Packages sorted so that every dependency comes before its dependents (ties by name)."""
-    by_name = {p.name: p for p in packages}
-    deps = {p.name: sorted({match_spec_name(d) for d in p.depends} & by_name.keys() - {p.name}) for p in packages}
-    done: set[str] = set()
-    out: list[LockedPackage] = []
-    visiting: set[str] = set()
-
-    def visit(name: str) -> None:
-        if name in done or name in visiting:
-            return  # a cycle (rare, e.g. python <-> pip) is broken by name order
-        visiting.add(name)
-        for dep in deps[name]:
-            visit(dep)
-        visiting.discard(name)
-        done.add(name)
-        out.append(by_name[name])
-
-    for name in sorted(by_name):
-        visit(name)
-    return out
 
 
 # --------------------------------------------------------------------------- render
@@ -176,9 +151,16 @@ def package_section_digest(text: str) -> str | None:
     idx = -1 if text.startswith("package:") else text.find("\npackage:")
     if idx < 0 and not text.startswith("package:"):
         return None
-    lines = [ln.rstrip() for ln in text[idx + 1 :].splitlines()]
+    section = text[idx + 1 :]
+    if not _NOT_CANONICAL.search(section):  # as envlock writes it: the lines are the kept lines already
+        return hashlib.sha256(section.removesuffix("\n").encode()).hexdigest()
+    lines = [ln.rstrip() for ln in section.splitlines()]
     kept = [ln for ln in lines if ln and not ln.lstrip().startswith("#")]
     return hashlib.sha256("\n".join(kept).encode()).hexdigest()
+
+
+#: What the digest's normal form removes (and splitlines splits at): trailing blanks, blank and comment lines.
+_NOT_CANONICAL = re.compile(r"[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]|\s\n|\n\s*#|\s\Z|\n\n|\A\n")
 
 
 def render_conda_lock(

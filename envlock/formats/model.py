@@ -1,12 +1,15 @@
-"""What every lock reader returns (LockFile), and what envlock records in a lock's custom metadata."""
+"""What every lock reader returns (LockFile), what envlock records in a lock's custom metadata, and the
+locked packages' dependency order (every writer's)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from envlock.models import LockedPackage, PypiPackage
+from envlock.names import match_spec_name
 from envlock.untrusted import json_value
 
 #: Version of what envlock writes into `custom_metadata` (refuse newer ones on read).
@@ -18,6 +21,29 @@ def custom_value(custom: dict[str, str], key: str, default: Any = None) -> Any:
     """envlock's JSON value `envlock.<key>` of a lock's custom metadata (default when absent or unreadable)."""
     raw = custom.get(META_PREFIX + key)
     return json_value(raw, default) if raw else default
+
+
+def dependency_order(packages: Sequence[LockedPackage]) -> list[LockedPackage]:
+    """Packages sorted so that every dependency comes before its dependents (ties by name)."""
+    by_name = {p.name: p for p in packages}
+    deps = {p.name: sorted({match_spec_name(d) for d in p.depends} & by_name.keys() - {p.name}) for p in packages}
+    done: set[str] = set()
+    out: list[LockedPackage] = []
+    visiting: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in done or name in visiting:
+            return  # a cycle (rare, e.g. python <-> pip) is broken by name order
+        visiting.add(name)
+        for dep in deps[name]:
+            visit(dep)
+        visiting.discard(name)
+        done.add(name)
+        out.append(by_name[name])
+
+    for name in sorted(by_name):
+        visit(name)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
