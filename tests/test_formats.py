@@ -342,3 +342,29 @@ def test_one_conda_filename_parser(filename: str, parts: tuple[str, str, str] | 
     assert split_conda_filename(filename) == parts
     if parts:
         assert conda_build(filename, parts[0], parts[1]) == parts[2]
+
+
+def test_the_package_digest_of_a_section_in_normal_form_is_the_digest_of_its_normal_form() -> None:
+    """package_section_digest hashes a section as it is when the normal form would leave it unchanged (envlock's
+    own output); any blank, comment, CR, tab or non-ASCII space makes it normalise first, with the same result."""
+    import hashlib
+    import random
+
+    from envlock.formats.condalock import package_section_digest
+
+    def normalised(text: str) -> str:
+        section = text[text.index("package:"):]
+        kept = [ln.rstrip() for ln in section.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+        return hashlib.sha256("\n".join(kept).encode()).hexdigest()
+
+    base = render_conda_lock(packages=PACKAGES, platforms=["linux-64"], channels=["conda-forge"], sources=["x.yml"],
+                             content_hashes={"linux-64": "0" * 64}, custom_metadata={})
+    assert package_section_digest(base) == normalised(base)
+    rng = random.Random(7)
+    pieces = ["\n", " ", "\t", "#", "\r", "\x0b", "\x85", "\u2028", "\xa0", "\x1f", "\n\n", " \n", "\n  # c", "x"]
+    for _ in range(400):
+        text = list(base)
+        for _ in range(rng.randint(1, 3)):
+            text.insert(rng.randrange(base.index("package:") + 9, len(text) + 1), rng.choice(pieces))
+        edited = "".join(text) + rng.choice(["", "\n", " ", "\n# end\n", "\xa0"])
+        assert package_section_digest(edited) == normalised(edited)

@@ -152,15 +152,22 @@ def package_section_digest(text: str) -> str | None:
     if idx < 0 and not text.startswith("package:"):
         return None
     section = text[idx + 1 :]
-    if not _NOT_CANONICAL.search(section):  # as envlock writes it: the lines are the kept lines already
+    if _normal(section):  # as envlock writes it: its lines are the kept lines already
         return hashlib.sha256(section.removesuffix("\n").encode()).hexdigest()
     lines = [ln.rstrip() for ln in section.splitlines()]
     kept = [ln for ln in lines if ln and not ln.lstrip().startswith("#")]
     return hashlib.sha256("\n".join(kept).encode()).hexdigest()
 
 
-#: What the digest's normal form removes (and splitlines splits at): trailing blanks, blank and comment lines.
-_NOT_CANONICAL = re.compile(r"[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]|\s\n|\n\s*#|\s\Z|\n\n|\A\n")
+
+def _normal(section: str) -> bool:
+    """Whether the digest's normal form leaves `section` as it is: ASCII without a comment, a blank line, a
+    trailing blank or a character splitlines() splits at (str methods in C, not a per-line loop)."""
+    return (section.isascii() and "#" not in section and "\n\n" not in section and " \n" not in section
+            and not section.endswith(" ") and not _ASCII_SPACE.search(section))
+
+
+_ASCII_SPACE = re.compile(r"[\t\r\x0b\x0c\x1c-\x1f]")  # the ASCII whitespace besides space and \n
 
 
 def render_conda_lock(
