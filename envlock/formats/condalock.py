@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,10 +163,7 @@ def _normal(section: str) -> bool:
     """Whether the digest's normal form leaves `section` as it is: ASCII without a comment, a blank line, a
     trailing blank or a character splitlines() splits at (str methods in C, not a per-line loop)."""
     return (section.isascii() and "#" not in section and "\n\n" not in section and " \n" not in section
-            and not section.endswith(" ") and not _ASCII_SPACE.search(section))
-
-
-_ASCII_SPACE = re.compile(r"[\t\r\x0b\x0c\x1c-\x1f]")  # the ASCII whitespace besides space and \n
+            and not section.endswith(" ") and not any(c in section for c in "\t\r\x0b\x0c\x1c\x1d\x1e\x1f"))
 
 
 def render_conda_lock(
