@@ -28,6 +28,7 @@ from typing import Any
 from envlock.dirs import Location, cache_location, envs_location, user_config_dir
 from envlock.errors import SpecError
 from envlock.mirrors import MirrorMap, parse_entry
+from envlock.names import strip_credentials
 
 CONFIG_NAME = "envlock.toml"
 ENV_MIRRORS = "ENVLOCK_MIRRORS"
@@ -42,6 +43,11 @@ class Entry:
     url: str
     origin: str
     shadows: tuple[tuple[str, str], ...] = ()  # (url, origin)
+
+    def shown(self) -> Entry:
+        """As `envlock config` prints it: credentials in a key or URL marked (`***@`, `/t/***/`), never shown."""
+        return Entry(strip_credentials(self.key, marked=True), strip_credentials(self.url, marked=True), self.origin,
+                     tuple((strip_credentials(u, marked=True), o) for u, o in self.shadows))
 
 
 @dataclass(frozen=True)
@@ -58,7 +64,8 @@ class Config:
     def to_json(self) -> dict[str, Any]:
         return {
             "mirrors": {e.key: {"url": e.url, "from": e.origin,
-                                "shadows": [{"url": u, "from": o} for u, o in e.shadows]} for e in self.entries},
+                                "shadows": [{"url": u, "from": o} for u, o in e.shadows]}
+                        for e in (entry.shown() for entry in self.entries)},
             "precedence": list(self.sources),
             "files": [{"scope": s, "path": str(p), "present": ok} for s, p, ok in self.files],
             "cache_dir": {"path": str(self.cache_dir.path), "from": self.cache_dir.origin},

@@ -111,3 +111,21 @@ def _not_writable(cache: Path) -> Path | None:
             return child
     rattler_lock = cache / "pkgs" / ".cache.lock"
     return rattler_lock if rattler_lock.exists() and not os.access(rattler_lock, os.W_OK) else None
+
+
+def private_cache(cache: Path) -> Path:
+    """This user's own corner of envlock's cache (`private-<uid>`, mode 0700), for what records a URL's
+    credentials: rattler's repodata cache keeps each channel URL whole, uv's cache each index URL. A group-shared
+    cache must not hand them to the group (docs/security.md). SpecError when it is not this user's and private.
+    """
+    path = cache / f"private-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = path.lstat()
+        if os.name == "posix" and (st.st_uid != os.geteuid() or st.st_mode & 0o077 or not path.is_dir()):
+            raise SpecError(f"{path} is not a private directory of this user (mode {st.st_mode & 0o7777:o})",
+                            hint="remove it; envlock makes it again with mode 0700")
+    except OSError as exc:
+        raise SpecError(f"cannot make {path}: {exc.strerror or exc}", hint="check ENVLOCK_CACHE_DIR") from None
+    return path
+

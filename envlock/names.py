@@ -1,5 +1,5 @@
 """What strings name: a conda package's file name, a wheel's file name, a match spec's package name, a
-URL without its credentials.
+URL without its credentials, a name as a terminal may show it.
 
 One parser each (pure, imports nothing of envlock), used by every reader, writer and report.
 """
@@ -70,22 +70,40 @@ def match_spec_name(spec: str) -> str:
 
 
 def strip_credentials(url: str, marked: bool = False) -> str:
-    """`url` without `user:password@` and conda's `/t/<token>/` segment (the one URL rule; envlock.net.scrub
-    applies it to every URL in a text). `marked`: the userinfo becomes `***@` (the user sees a login was used).
+    """`url` without `user:password@` (a token alone, percent-encoded, all the same) and conda's `/t/<token>/`
+    segment (`/%74/` too), the one URL rule; envlock.net.scrub applies it to every URL in a text. `marked`: they
+    become `***@` and `/t/***/` (the user sees a login was used).
     """
-    if "://" not in url or ("@" not in url and "/t/" not in url):
+    if "://" not in url or ("@" not in url and "/t/" not in url and "/%74/" not in url):
         return url  # nothing to strip (the common case: hundreds of package URLs per lock)
     parts = urlsplit(url)
     netloc = parts.netloc
     if "@" in netloc:
         netloc = ("***@" if marked else "") + netloc.rsplit("@", 1)[-1]
     segs = parts.path.split("/")
-    if len(segs) > 2 and segs[1] == "t":  # conda's token segment: /t/<token>/channel
-        segs = segs[:1] + segs[3:]
-    if netloc == parts.netloc and len(segs) == len(parts.path.split("/")):
+    if len(segs) > 2 and segs[1] in ("t", "%74"):  # conda's token segment: /t/<token>/channel
+        segs = segs[:1] + (["t", "***"] if marked else []) + segs[3:]
+    if netloc == parts.netloc and segs == parts.path.split("/"):
         return url
     # A query or fragment of a URL that carried credentials may carry a token too: dropped with them.
     return urlunsplit((parts.scheme, netloc, "/".join(segs), "", ""))
+
+
+def has_credentials(url: str) -> bool:
+    """Whether a URL carries a login or a conda token (what strip_credentials removes)."""
+    return strip_credentials(url) != url
+
+
+def split_userinfo(url: str) -> tuple[str, str | None, str | None]:
+    """(the URL without `user:password@`, the user name, the password), both percent-decoded; None where absent."""
+    if "@" not in url:
+        return url, None, None
+    parts = urlsplit(url)
+    if parts.username is None:
+        return url, None, None
+    host = parts.netloc.rsplit("@", 1)[-1]
+    password = unquote(parts.password) if parts.password is not None else None
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment)), unquote(parts.username), password
 
 
 def file_url_path(url: str) -> Path:
@@ -100,3 +118,26 @@ def file_url_path(url: str) -> Path:
 
         return Path(url2pathname(path))
     return Path(unquote(path))
+
+
+def printable(text: str) -> str:
+    """`text` with every character a terminal would act on escaped: C0 and C1 controls, DEL, line breaks and
+    Unicode format characters such as a right-to-left override (`\\x1b`, `\\n`, `\\u202e`).
+
+    Names from a spec, a lock, an archive or the file system pass through it on their way to human output
+    (docs/security.md); `--json` escapes them as JSON does.
+    """
+    if text.isprintable():
+        return text  # the common case, at C speed
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def printable_lines(text: str) -> str:
+    """`printable` for each line of a message (its own line breaks kept)."""
+    return "\n".join(map(printable, text.split("\n")))
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+

@@ -232,7 +232,7 @@ def scrub(text: str, *, marked: bool = False, secrets: Iterable[str] = ()) -> st
     user name and password are blanked wherever they appear in the text (exception messages echo them).
     The one scrubber: lock URLs, messages, logs and `--json` all pass through it.
     """
-    if "://" in text and ("@" in text or "/t/" in text):
+    if "://" in text and ("@" in text or "/t/" in text or "/%74/" in text):
         text = _URL.sub(lambda m: strip_credentials(m.group(0), marked), text)
     for url in secrets:
         parts = urlsplit(url)

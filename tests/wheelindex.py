@@ -9,7 +9,9 @@ wheels and cuda-toolkit they pin, ninja (with a real `ninja` script), and torch'
 The JSON pages carry PEP 700 `upload-time` (what uv's --exclude-newer compares) and PEP 714
 `core-metadata` (uv reads `<wheel>.metadata` instead of the wheel); HTML pages carry neither. A
 second tree, `/whl/<variant>/`, is a PyTorch-wheel-index stand-in (local labels, no upload dates).
-Every request is recorded; `corrupt(filename)` serves other bytes for one file.
+Every request is recorded; `corrupt(filename)` serves other bytes for one file. `login=(user, password)`
+answers 401 to a request without that Basic authorization, `token=` serves everything under a conda-style
+`/t/<token>/` prefix only (tests of credentials, tests/security/test_secrets.py).
 """
 
 from __future__ import annotations
@@ -224,6 +226,9 @@ class WheelIndex:
     ranges: bool = False  # answer HTTP range requests (206), as file hosts do
     no_metadata: set[str] = field(default_factory=set)  # wheels whose PEP 658 .metadata is a 404
     ranged: list[str] = field(default_factory=list)  # the Range header of every request that had one
+    login: tuple[str, str] | None = None  # (user, password) every request must send as Basic authorization
+    token: str | None = None  # every path must start with /t/<token>/
+    authorizations: list[str] = field(default_factory=list)  # the Authorization headers received
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -304,9 +309,23 @@ def _handler(idx: WheelIndex) -> type[BaseHTTPRequestHandler]:
             path = unquote(self.path.split("?", 1)[0])
             with idx._lock:
                 idx.requests.append(path)
+                idx.authorizations.append(self.headers.get("Authorization", ""))
             if idx.down:
                 self._send(503, b"down for the test")
                 return
+            if idx.token is not None:
+                if not path.startswith(f"/t/{idx.token}/"):
+                    self._send(404, b"not found")
+                    return
+                path = path[len(f"/t/{idx.token}") :]
+            if idx.login is not None:
+                want = "Basic " + base64.b64encode(":".join(idx.login).encode()).decode()
+                if self.headers.get("Authorization") != want:
+                    self.send_response(401)
+                    self.send_header("WWW-Authenticate", 'Basic realm="test index"')
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
             parts = [p for p in path.split("/") if p]
             if len(parts) >= 2 and parts[0] == "simple":
                 tree, rest, root = "simple", parts[1:], "/files/"
@@ -317,6 +336,8 @@ def _handler(idx: WheelIndex) -> type[BaseHTTPRequestHandler]:
             else:
                 self._send(404, b"not found")
                 return
+            if idx.token is not None:
+                root = f"/t/{idx.token}{root}" if root else root
             if rest[0] == "@file" or rest[-1].endswith((".whl", ".metadata")):
                 self._file(tree, rest[-1])
             else:

@@ -16,17 +16,21 @@ def config_cmd(
 ) -> int:
     """Print the mirrors in force and where each comes from (--mirror > ENVLOCK_MIRRORS > project > user)."""
     from envlock.config import load
+    from envlock.names import printable
 
     cfg = load(mirror, project_dir)
     if as_json:
         sys.stdout.write(json.dumps(cfg.to_json(), indent=2, sort_keys=True) + "\n")
         return 0
-    out = sys.stdout.write
+    def out(line: str) -> None:  # one line; paths and values from config files with control characters escaped
+        sys.stdout.write(printable(line.removesuffix("\n")) + "\n")
+
     out("mirrors (precedence: --mirror > ENVLOCK_MIRRORS > project envlock.toml > user envlock.toml):\n")
     if not cfg.entries:
         out("  none: every channel and index is fetched from its own URL\n")
-    width = max((len(e.key) for e in cfg.entries), default=0)
-    for e in cfg.entries:
+    entries = [e.shown() for e in cfg.entries]  # credentials marked, never shown
+    width = max((len(e.key) for e in entries), default=0)
+    for e in entries:
         out(f"  {e.key.ljust(width)}  {e.url}  (from {e.origin})\n")
         for url, origin in e.shadows:
             out(f"  {' ' * width}  overrides {url} (from {origin})\n")

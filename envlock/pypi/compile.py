@@ -22,6 +22,7 @@ from urllib.parse import unquote
 
 from envlock.errors import ChannelError, EnvlockError, SolveError, SpecError
 from envlock.models import PypiPackage
+from envlock.names import strip_credentials
 from envlock.net import scrub
 from envlock.pypi import uv
 from envlock.pypi.part import Index, index_root, python_platform
@@ -123,11 +124,7 @@ def _base_args(req: CompileRequest, platform: str) -> list[str]:
         "--only-binary", ":all:",
         # pip's own rule for several indexes (best version over all of them), not uv's first-index one.
         "--index-strategy", "unsafe-best-match",
-        "--index-url", req.index.url,
-    ]  # fmt: skip
-    for extra in req.extra_indexes:
-        if extra.url != req.index.url:  # a `pypi=` mirror serves the variant index's wheels too
-            args += ["--extra-index-url", extra.url]
+    ]  # fmt: skip  (the indexes go through uv's environment: index_environ)
     if req.exclude_newer:
         args += ["--exclude-newer", req.exclude_newer]
         for name in req.exempt:
@@ -184,7 +181,10 @@ def _run_uv(args: list[str], stdin: str, cache: Path, platform: str, req: Compil
                             f"uv cannot lock the PyPI part of {platform}: {why}",
                             hint="check the network and the index, or set ENVLOCK_UV_TIMEOUT")
 
-    done = uv.run(args, cache=cache, what=f"locking the PyPI part of {platform}", failed=failed, stdin=stdin)
+    # a `pypi=` mirror serves the variant index too: one index, once
+    urls = [req.index.url, *(e.url for e in req.extra_indexes if e.url != req.index.url)]
+    done = uv.run(args, cache=uv.cache_for(cache, urls), what=f"locking the PyPI part of {platform}", failed=failed,
+                  stdin=stdin, environ=uv.index_environ(urls))
     if done.returncode != 0:
         raise _uv_error(done.stderr, platform, req)
     return done
@@ -303,7 +303,8 @@ def _choose_wheels(
 
 def _canonical_url(url: str, req: CompileRequest) -> str:
     """The URL the lock records: a mirror's prefix mapped back to its canonical index, no credentials."""
-    if req.mirror_root and url.startswith(req.mirror_root):
+    url = strip_credentials(url)  # uv gets each index's login apart from its URL (index_environ)
+    if req.mirror_root and url.startswith(strip_credentials(req.mirror_root)):
         name = unquote(url.rsplit("/", 1)[-1])
         if name not in req.mirror_files:
             raise SolveError(f"the pypi mirror does not record where {name} comes from (its wheels.json lacks it)",
@@ -311,7 +312,7 @@ def _canonical_url(url: str, req: CompileRequest) -> str:
                                   "index itself (PIP_INDEX_URL) instead of pypi=")
         return req.mirror_files[name]
     for idx in (req.index, *req.extra_indexes):
-        fetch, canon = index_root(idx.url), index_root(idx.canonical)
+        fetch, canon = strip_credentials(index_root(idx.url)), index_root(idx.canonical)
         if fetch != canon and url.startswith(fetch):
             url = canon + url[len(fetch):]
             break

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from envlock import REINSTALL_HINT, proc
 from envlock.errors import EnvlockError, SpecError
+from envlock.names import has_credentials, split_userinfo
 
-#: UV_* variables that may reach uv; every other one (UV_INDEX_URL, UV_EXCLUDE_NEWER …) would change
-#: what a spec locks to, so the command line alone decides.
+#: UV_* variables of the user's that may reach uv; every other one (UV_INDEX_URL, UV_EXCLUDE_NEWER …) would
+#: change what a spec locks to, so envlock alone decides (the command line, and the indexes in UV_INDEX_URL /
+#: UV_EXTRA_INDEX_URL: credentials stay off the command line).
 _UV_ENV_KEEP = frozenset({"UV_NATIVE_TLS", "UV_HTTP_TIMEOUT", "UV_CONCURRENT_DOWNLOADS", "UV_INSECURE_HOST"})
 
 
@@ -49,6 +51,31 @@ def uv_environ(cache: Path) -> dict[str, str]:
     return env
 
 
+def index_environ(urls: Sequence[str]) -> dict[str, str]:
+    """The indexes (the default one first) in uv's environment, readable by this user alone, never on its command
+    line, which every user reads in /proc/<pid>/cmdline (`ps`). A URL's login goes to uv's variables for a named
+    index (UV_INDEX_<NAME>_USERNAME/_PASSWORD), not into the URL: uv keeps index URLs in its cache, user names
+    too (a token alone as userinfo is one)."""
+    env: dict[str, str] = {}
+    named = []
+    for i, url in enumerate(urls):
+        name = "main" if i == 0 else f"extra{i}"
+        plain, user, password = split_userinfo(url)
+        named.append(f"{name}={plain}")
+        env.update({f"UV_INDEX_{name.upper()}_USERNAME": user} if user is not None else {})
+        env.update({f"UV_INDEX_{name.upper()}_PASSWORD": password} if password is not None else {})
+    env["UV_DEFAULT_INDEX"] = named[0]
+    return {**env, **({"UV_INDEX": " ".join(named[1:])} if named[1:] else {})}
+
+
+def cache_for(cache: Path, urls: Sequence[str]) -> Path:
+    """Where uv keeps its cache (`cache`/uv): this user's private corner of envlock's cache when an index URL holds a
+    token in its path (conda's /t/<token>/), which stays in the URL uv records, so a shared cache never shows it."""
+    from envlock.dirs import private_cache  # noqa: PLC0415
+
+    return private_cache(cache) if any(has_credentials(split_userinfo(u)[0]) for u in urls) else cache
+
+
 def timeout() -> float:
     """Seconds one uv run may take: ENVLOCK_UV_TIMEOUT, else 600."""
     try:
@@ -58,8 +85,9 @@ def timeout() -> float:
 
 
 def run(args: Sequence[str], *, cache: Path, what: str, failed: Callable[[str], EnvlockError],
-        stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """`uv ARGS…` in uv's environment, bounded by the uv timeout (envlock.proc); its exit status is the caller's."""
+        stdin: str | None = None, environ: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`uv ARGS…` in uv's environment (plus `environ`: what must not be on a command line, such as index URLs
+    with credentials), bounded by the uv timeout (envlock.proc); its exit status is the caller's."""
     return proc.run([uv_binary(), *args], what=what, timeout=timeout(), failed=failed, input=stdin,
-                    env=uv_environ(cache))
+                    env={**uv_environ(cache), **(environ or {})})
 

@@ -78,7 +78,7 @@ def sources(ask: anchors.TorchAsk, torch_source: str, channels: Sequence[str], s
         def conda_forge(version: str) -> list[tuple[str, str]]:
             from envlock.conda.solve import conda_forge_pytorch_lookup
 
-            return conda_forge_pytorch_lookup(solve_options(settings), first)(version)  # type: ignore[no-any-return]
+            return conda_forge_pytorch_lookup(solve_options(settings, channels=(first,)), first)(version)  # type: ignore[no-any-return]
 
     offline = settings.offline if index_offline is None else index_offline
 
@@ -136,11 +136,18 @@ def now_cutoff() -> str:
     return format_cutoff(datetime.datetime.now(datetime.timezone.utc))
 
 
-def solve_options(settings: SolveSettings, exclude_newer: str | None = None) -> Any:
+def solve_options(settings: SolveSettings, exclude_newer: str | None = None, channels: Sequence[str] = ()) -> Any:
+    """rattler's settings; its repodata cache is this user's private one when a channel URL (or a mirror's)
+    carries credentials: rattler keeps each URL whole there, and a group-shared cache would show them."""
     from envlock.conda.solve import SolveOptions
     from envlock.dirs import cache_dir as default_cache_dir
+    from envlock.dirs import private_cache
+    from envlock.names import has_credentials
 
-    return SolveOptions(cache_dir=default_cache_dir() / "repodata", mirrors=dict(settings.mirrors),
+    cache = default_cache_dir()
+    if any(has_credentials(u) for u in (*settings.mirrors.values(), *settings.mirrors, *channels)):
+        cache = private_cache(cache)
+    return SolveOptions(cache_dir=cache / "repodata", mirrors=dict(settings.mirrors),
                         offline=settings.offline, allow_insecure=settings.allow_insecure, exclude_newer=exclude_newer)
 
 
@@ -255,7 +262,7 @@ def _solve(spec: EnvSpec, anchor: Anchor, plan: Plan, settings: SolveSettings, h
     """The solve itself: the conda part, and the PyPI part of a full env."""
     from envlock.conda.solve import RattlerSolver
 
-    solver = RattlerSolver(solve_options(settings, spec.exclude_newer))
+    solver = RattlerSolver(solve_options(settings, spec.exclude_newer, spec.channels))
     locked = {p: [q for q in hold.packages_for(p) if q.name not in move] for p in spec.platforms} if hold else None
     pypi: dict[str, tuple[PypiPackage, ...]] = {}
     extra_indexes: tuple[str, ...] = ()
