@@ -103,16 +103,22 @@ def report_error(err: EnvlockError, *, as_json: bool, verbose: bool = False) -> 
     An error's `detail` (a solve's every attempt) goes into the JSON object, and above the two lines
     with --verbose.
     """
-    detail = tuple(getattr(err, "detail", ()) or ())
+    from envlock.names import printable, printable_lines
+    from envlock.net import scrub
+
+    # The last gate for what errors quote: no credential of a URL, no control character of a name (and each
+    # stays one line).
+    message, hint = scrub(err.message), scrub(err.hint)
+    detail = tuple(scrub(str(line)) for line in getattr(err, "detail", ()) or ())
     if as_json:
-        doc: dict[str, Any] = {"error": err.message, "hint": err.hint, "exit_code": err.exit_code}
+        doc: dict[str, Any] = {"error": message, "hint": hint, "exit_code": err.exit_code}
         if detail:
             doc["detail"] = list(detail)
         sys.stdout.write(json.dumps(doc) + "\n")
     else:
         if verbose and detail:
-            sys.stderr.write("".join(f"  {line}\n" for line in detail))
-        sys.stderr.write(f"error: {err.message}\nhint: {err.hint}\n")
+            sys.stderr.write("".join(f"  {printable_lines(line)}\n" for line in detail))
+        sys.stderr.write(f"error: {printable(message)}\nhint: {printable(hint)}\n")
     return err.exit_code
 
 

@@ -166,6 +166,7 @@ def create_env(req: CreateRequest, progress: Progress | None = None) -> CreateRe
     from envlock.gate import check_entries
     from envlock.mirrors import channel_of, check_in_play
     from envlock.prefix import prefix_lock
+    from envlock.project.derived import refuse_disagreeing
 
     started = time.perf_counter()
     progress = progress or NoProgress()
@@ -184,6 +185,7 @@ def create_env(req: CreateRequest, progress: Progress | None = None) -> CreateRe
     check_entries(packages, lock.pypi_for(req.platform))  # every name a path is made of: envlock/gate.py
     if req.freshness_check is not None:
         req.freshness_check(lock, req.platform)
+    refuse_disagreeing(lock, req.lock_path, req.platform)  # what conda and pip would install from beside it is the lock's
     cache = req.cache_dir or package_cache_dir()
     ensure_writable(cache.parent)  # the file locks and packages live there
     # Two creates of one prefix at once: the second waits, naming the holder (envlock.fs.FileLock).

@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from envlock.names import printable
+
 #: A waiter names the holder once it has waited this long (a short wait is not worth a line).
 NOTICE_AFTER_S = 1.0
 _POLL_S = 0.05
@@ -182,7 +184,7 @@ def remove_stale_temps(globs: Iterable[tuple[Path, str]]) -> list[Path]:
 
 def _stderr(message: str) -> None:
     # The notice must appear while waiting, before any result exists (cli.py prints everything else).
-    sys.stderr.write(message + "\n")
+    sys.stderr.write(printable(message) + "\n")
     sys.stderr.flush()
 
 

@@ -22,7 +22,6 @@ class PypiPart:
     """What the PyPI part of one spec locked to."""
 
     packages: dict[str, tuple[PypiPackage, ...]]
-    extra_indexes: tuple[str, ...]  # canonical index URLs a requirements file must name (the variant index)
     warnings: tuple[str, ...] = ()
 
 
@@ -116,8 +115,7 @@ def lock_pypi_part(
         f"`- pip:` line {line!r} is replaced by torch=={spec.torch}: the torch release follows the `envlock:` block"
         for line in ignored
     )
-    extra = (request.extra_indexes[0].canonical,) if label and spec.torch_source == "pip" else ()
-    return results, PypiPart(packages, extra, warnings)
+    return results, PypiPart(packages, warnings)
 
 
 def _not_in_conda(wheels: Sequence[PypiPackage], conda: Sequence[LockedPackage]) -> tuple[PypiPackage, ...]:

@@ -350,7 +350,7 @@ def test_the_package_digest_of_a_section_in_normal_form_is_the_digest_of_its_nor
     import hashlib
     import random
 
-    from envlock.formats.condalock import package_section_digest
+    from envlock.formats.head import package_section_digest
 
     def normalised(text: str) -> str:
         section = text[text.index("package:"):]

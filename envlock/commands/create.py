@@ -11,6 +11,7 @@ import typer
 
 from envlock.commands import with_bars
 from envlock.errors import EnvlockError, SpecError, UsageError
+from envlock.names import printable
 
 if TYPE_CHECKING:
     from envlock.create import CreateResult
@@ -62,22 +63,23 @@ def create_cmd(
 
 
 def _render_create(result: CreateResult) -> None:
-    """The summary on stderr (stdout stays free for --json)."""
+    """The summary on stderr (stdout stays free for --json); paths and names with control characters escaped."""
     import shlex
 
-    quoted = shlex.quote(str(result.prefix))
+    prefix, lock, platform = printable(str(result.prefix)), printable(str(result.lock_path)), printable(result.platform)
+    quoted = printable(shlex.quote(str(result.prefix)))
     if result.action == "unchanged":
-        sys.stderr.write(f"{result.prefix} is already up to date with {result.lock_path} (nothing to do)\n")
+        sys.stderr.write(f"{prefix} is already up to date with {lock} (nothing to do)\n")
         return
     sys.stderr.write(
-        f"{result.action} {result.prefix} from {result.lock_path} ({result.platform}): {result.packages} packages"
+        f"{result.action} {prefix} from {lock} ({platform}): {result.packages} packages"
         f"{f' + {result.wheels} wheels (PyPI part)' if result.wheels else ''}, "
         f"{result.downloaded} downloaded, {result.cached} from the package cache, every hash verified\n"
     )
     if result.platform.startswith("win-"):
         sys.stderr.write(
-            f"activate: conda activate {result.prefix}   (runs the Visual Studio compiler activation too)\n"
-            f"run one command: envlock run -p {result.prefix} -- CMD   (CUDA variables only: no .bat scripts)\n"
+            f"activate: conda activate {prefix}   (runs the Visual Studio compiler activation too)\n"
+            f"run one command: envlock run -p {prefix} -- CMD   (CUDA variables only: no .bat scripts)\n"
         )
         return
     sys.stderr.write(
@@ -129,7 +131,7 @@ def run_cmd(
                         hint="run it on a matching machine (or create one for this platform)")
     env, _, error = activated_environ(os.environ, path)
     if error is not None:
-        sys.stderr.write(f"envlock: warning: {error}; running with conda's variables and envlock's own activation\n")
+        sys.stderr.write(f"envlock: warning: {printable(error)}; running with conda's variables and envlock's own activation\n")
     sys.stdout.flush()
     sys.stderr.flush()
     if os.name != "posix":

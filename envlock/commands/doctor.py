@@ -18,6 +18,7 @@ _COLOURS = {"ok": "green", "info": "cyan", "skipped": "blue", "warning": "yellow
 def render_human(findings: list[Finding], *, colour: bool) -> str:
     """One line per check; a `fix:` line under each warning/error that has one; a summary line."""
     from envlock.doctor import summary
+    from envlock.names import printable
 
     width = max((len(f.code) for f in findings), default=0)
     lines = []
@@ -25,9 +26,9 @@ def render_human(findings: list[Finding], *, colour: bool) -> str:
         tag = f"{f.severity:<7}"
         if colour:
             tag = typer.style(tag, fg=_COLOURS[f.severity], bold=f.severity == "error")
-        lines.append(f"{tag} {f.code:<{width}}  {f.message}")
+        lines.append(f"{tag} {f.code:<{width}}  {printable(f.message)}")  # a message may quote a path or a record
         if f.hint and f.severity != "ok":
-            lines.append(f"{'':<7} {'':<{width}}  fix: {f.hint}")
+            lines.append(f"{'':<7} {'':<{width}}  fix: {printable(f.hint)}")
     counts = summary(findings)
     lines.append(f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['ok']} ok, {counts['info']} info, "
                  f"{counts['skipped']} skipped")

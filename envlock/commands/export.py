@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from envlock.names import printable
+
 export_app = typer.Typer(help="Export a lock to other tools' formats.", no_args_is_help=True)
 
 
@@ -42,10 +44,10 @@ def dockerfile_cmd(
         sys.stdout.write(result.text)
         return 0
     for path in result.written:
-        sys.stderr.write(f"wrote {path}\n")
-    sys.stderr.write(f"{result.platform} image of {result.lock}"
+        sys.stderr.write(f"wrote {printable(str(path))}\n")
+    sys.stderr.write(f"{printable(result.platform)} image of {printable(str(result.lock))}"
                      f"{' with its PyPI part' if result.requirements else ''}; build it with:\n"
-                     f"  {result.build_command}\n")
+                     f"  {printable(result.build_command)}\n")
     return 0
 
 

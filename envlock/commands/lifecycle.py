@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 # a plain command line runs this module without importing typer (envlock/commands/fastargs.py).
 from envlock.commands.fastargs import arg, opt, typer_command
 from envlock.errors import UsageError
+from envlock.names import printable
 
 if TYPE_CHECKING:
     import typer
@@ -25,7 +26,8 @@ PROJECT_HELP = "Project directory holding environments/ and locks/ (default: cwd
 
 
 def _out(line: str = "") -> None:
-    sys.stdout.write(line + "\n")
+    """One line of human output: names from specs, locks and folders arrive with control characters escaped."""
+    sys.stdout.write(printable(line) + "\n")
 
 
 def _dump(doc: Any) -> None:
@@ -125,7 +127,10 @@ def lock_cmd(
             continue
         messages = list(dict.fromkeys(c.message for c in o.reasons))  # one line per reason, not per platform
         why = "; ".join(messages[:3]) + ("; …" if len(messages) > 3 else "") or ("--refresh" if o.cutoff else "--all")
-        _out(f"locked  {o.name} ({why})")
+        if o.action == "rendered":
+            _out(f"rendered {o.name}: the files beside its fresh conda-lock.yml, again from it (no solve)")
+        else:
+            _out(f"locked  {o.name} ({why})")
         if any(c.kind == "invalid-lock" for c in o.reasons):
             _out(f"  the lock was not usable (above): re-created from environments/{o.name}.yml")
         if o.cutoff:
@@ -286,7 +291,7 @@ def freshness_check(project_dir: Path, lock_path: Path, *, locked: bool) -> Call
             return
         warning = stale_warning(project_dir, lock_path, platform)
         if warning:
-            sys.stderr.write(f"warning: {warning}\n")
+            sys.stderr.write(f"warning: {printable(warning)}\n")
 
     return check
 

@@ -10,6 +10,7 @@ import typer
 
 from envlock.commands import with_bars
 from envlock.errors import UsageError
+from envlock.names import printable
 
 
 def lock_paths(project_dir: Path, names: list[str], locks: list[Path]) -> tuple[Path, ...]:
@@ -45,12 +46,13 @@ def mirror_cmd(
     result = with_bars(lambda p: run_mirror(req, p), as_json=as_json, quiet=quiet)
     if not as_json and not quiet:
         err = sys.stderr.write
-        err(f"mirrored {', '.join(result.locks)} into {result.dest}: {result.packages} conda packages "
+        dest = printable(str(result.dest))
+        err(f"mirrored {printable(', '.join(result.locks))} into {dest}: {result.packages} conda packages "
             f"({result.fetched} fetched now), {result.wheels} wheels ({result.wheels_added} new); every hash verified\n")
-        err(f"use it here:  ENVLOCK_MIRRORS={','.join(result.mirror_entries())}\n")
+        err(f"use it here:  ENVLOCK_MIRRORS={printable(','.join(result.mirror_entries()))}\n")
         served = base_url or "http://HOST:PORT"
-        err(f"served (any static HTTP server over {result.dest}, e.g. python -m http.server -d {result.dest}):\n"
-            f"              ENVLOCK_MIRRORS={','.join(result.mirror_entries(served))}\n")
+        err(f"served (any static HTTP server over {dest}, e.g. python -m http.server -d {dest}):\n"
+            f"              ENVLOCK_MIRRORS={printable(','.join(result.mirror_entries(served)))}\n")
     return 0
 
 

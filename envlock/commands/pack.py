@@ -10,6 +10,7 @@ import typer
 
 from envlock.commands import with_bars
 from envlock.errors import SpecError, UsageError
+from envlock.names import printable
 
 
 def pack_cmd(
@@ -42,10 +43,11 @@ def pack_cmd(
                       mirrors=parse_mirrors(mirror, project_dir))
     result = with_bars(lambda p: pack(req, p), as_json=as_json, quiet=quiet)
     if not as_json and not quiet:
+        name, output = printable(result.name), printable(str(result.output))
         sys.stderr.write(
-            f"packed {result.name} ({result.platform}) into {result.output}: {result.packages} conda packages"
+            f"packed {name} ({printable(result.platform)}) into {output}: {result.packages} conda packages"
             f"{f' + {result.wheels} wheels' if result.wheels else ''}, {result.size / 1e6:.1f} MB, every hash verified\n"
-            f"on the target node (no network needed): envlock unpack {result.output} -p PREFIX\n"
+            f"on the target node (no network needed): envlock unpack {output} -p PREFIX\n"
         )
     return 0
 

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from envlock.names import printable
+
 if TYPE_CHECKING:
     from envlock.resolve import ResolveResult
 
@@ -93,7 +95,7 @@ class PlainConsole:
     """What `render` needs of rich's Console, for a stdout that is not a terminal (rich prints no styles there)."""
 
     def print(self, line: str, style: str | None = None, markup: bool = False, highlight: bool = False) -> None:
-        sys.stdout.write(line + "\n")
+        sys.stdout.write(printable(line) + "\n")
 
 
 def render(result: ResolveResult, project_dir: Path, console: Any) -> None:
@@ -102,7 +104,7 @@ def render(result: ResolveResult, project_dir: Path, console: Any) -> None:
 
     def say(text: str, style: str = "", indent: str = "  ") -> None:
         for line in textwrap.wrap(text, cols, subsequent_indent=indent, break_on_hyphens=False) or [""]:
-            console.print(line, style=style or None, markup=False, highlight=False)
+            console.print(printable(line), style=style or None, markup=False, highlight=False)
 
     a = result.anchor
     cudnn = f", cuDNN {a.cudnn}" if a.cudnn else ""

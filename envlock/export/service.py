@@ -22,6 +22,7 @@ from envlock.formats import LockFile, read_lock
 from envlock.fs import write_atomic
 from envlock.tables import docker_table, split_ref
 from envlock.models import CUDNN_NAMES
+from envlock.names import printable
 
 STDOUT = Path("-")
 _HASH = re.compile(r"--hash[= ]sha256:[0-9a-f]{64}")
@@ -59,6 +60,7 @@ class ExportResult:
 def export_dockerfile(req: ExportRequest) -> ExportResult:
     """Check everything, render, then write (or return the text for stdout)."""
     from envlock.create import find_lock
+    from envlock.project.derived import refuse_disagreeing
 
     if req.lock is not None and req.name:
         raise UsageError("give either a lock NAME or --lock PATH, not both", hint="`envlock export dockerfile NAME`")
@@ -66,6 +68,7 @@ def export_dockerfile(req: ExportRequest) -> ExportResult:
     lock_path = (req.lock if req.lock is not None else find_lock(req.project_dir, req.name)).resolve()
     lock = read_lock(lock_path)
     platform = _platform(lock, lock_path, req.platform)
+    refuse_disagreeing(lock, lock_path, platform)  # the image installs the files beside conda-lock.yml: they must be its
     explicit_path, explicit = _explicit(lock, lock_path, platform)
     packages = explicit.packages_for(platform)
     names = frozenset(p.name for p in packages)
@@ -248,4 +251,4 @@ def _regenerate(req: ExportRequest, lock_path: Path, project: Path, platform: st
 def warn(lines: tuple[str, ...]) -> None:
     """Print warnings on stderr."""
     for line in lines:
-        sys.stderr.write(f"envlock: warning: {line}\n")
+        sys.stderr.write(f"envlock: warning: {printable(line)}\n")

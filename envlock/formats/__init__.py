@@ -1,7 +1,8 @@
 """One reader and one writer per lock format, and ONE lock reader for every consumer (check, diff, create).
 
     model.py         LockFile (what every reader returns), envlock's custom-metadata keys
-    condalock.py     conda-lock v1 conda-lock.yml: render; read v1 (v2 too for diff); the header alone
+    condalock.py     conda-lock v1 conda-lock.yml: render; read v1 (v2 too for diff)
+    head.py          what `check` reads of it: the header, and the package section without YAML
     explicit.py      @EXPLICIT conda-<platform>.lock: render, read
     requirements.py  requirements-<platform>.txt (pip --require-hashes): render
     pixi.py          pixi.lock v4-v6: read (diff)
@@ -16,15 +17,10 @@ import os
 from pathlib import Path
 
 from envlock.errors import EnvlockError, LockfileError
-from envlock.formats.condalock import (
-    LockHead,
-    load_yaml,
-    parse_head,
-    render_conda_lock,
-    render_package_section,
-)
+from envlock.formats.condalock import load_yaml, render_conda_lock, render_package_section
 from envlock.formats.condalock import parse as _parse_conda_lock
 from envlock.formats.explicit import header_value, is_explicit, parse_explicit, render_explicit
+from envlock.formats.head import LockHead, parse_head
 from envlock.formats.model import LOCK_FORMAT, META_PREFIX, LockFile, custom_value, dependency_order
 from envlock.formats.requirements import render_requirements
 from envlock.untrusted import LOCK_CAP, read_capped

@@ -1,4 +1,5 @@
-"""conda-lock v1 `conda-lock.yml`: render (pure, deterministic), parse (v1, and v2 for `diff`), the header alone.
+"""conda-lock v1 `conda-lock.yml`: render (pure, deterministic), parse (v1, and v2 for `diff`); what `check`
+reads of it (the header, the package section without YAML) is head.py's.
 
 Rendering sorts explicitly and writes no timestamp unless asked. Reading never imports conda_lock
 (1 s of import time): conda-lock's own parser reads our files in the tests instead.
@@ -8,15 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from envlock import UPGRADE_HINT, __version__
 from envlock.errors import LockfileError, NewerFormatError
-from envlock.formats.model import LOCK_FORMAT, META_PREFIX, ForeignEntry, LockFile, custom_value
+from envlock.formats.model import LOCK_FORMAT, META_PREFIX, ForeignEntry, LockFile
 from envlock.yamlsubset import NeedsPyYAML, dump, scalar
 from envlock.models import LockedPackage, PypiPackage
 from envlock.names import conda_build, split_match_spec, strip_credentials
@@ -86,6 +86,9 @@ def package_entries(
     return entries
 
 
+_HEX = re.compile(r"[0-9a-fA-F]+\Z")
+
+
 class _MultiLine(Exception):
     """A scalar PyYAML writes over several lines (never seen in real repodata)."""
 
@@ -139,31 +142,6 @@ def _emit_entries(entries: list[dict[str, Any]]) -> str:
         out.extend(f"    {k}: {_scalar(v)}\n" for k, v in e["hash"].items())
         out.append("  category: main\n  optional: false\n")
     return "".join(out)
-
-
-def package_section_digest(text: str) -> str | None:
-    """sha256 of the top-level `package:` section of conda-lock text, or None when there is none.
-
-    Line endings, trailing blanks, blank lines and comment lines are ignored, so a CRLF checkout or an
-    end-of-file fixer leaves it unchanged; `envlock check` compares it without parsing the packages.
-    """
-    idx = -1 if text.startswith("package:") else text.find("\npackage:")
-    if idx < 0 and not text.startswith("package:"):
-        return None
-    section = text[idx + 1 :]
-    if _normal(section):  # as envlock writes it: its lines are the kept lines already
-        return hashlib.sha256(section.removesuffix("\n").encode()).hexdigest()
-    lines = [ln.rstrip() for ln in section.splitlines()]
-    kept = [ln for ln in lines if ln and not ln.lstrip().startswith("#")]
-    return hashlib.sha256("\n".join(kept).encode()).hexdigest()
-
-
-
-def _normal(section: str) -> bool:
-    """Whether the digest's normal form leaves `section` as it is: ASCII without a comment, a blank line, a
-    trailing blank or a character splitlines() splits at (str methods in C, not a per-line loop)."""
-    return (section.isascii() and "#" not in section and "\n\n" not in section and " \n" not in section
-            and not section.endswith(" ") and not any(c in section for c in "\t\r\x0b\x0c\x1c\x1d\x1e\x1f"))
 
 
 def render_conda_lock(
@@ -245,6 +223,11 @@ def check_header(doc: dict[str, Any], p: Path | None, *, compare: bool = False) 
         raise _bad(p, "missing `metadata`")
     custom = _custom(meta, p)
     _check_format(custom, p)
+    hashes = meta.get("content_hash") or {}
+    # What the files beside the lock repeat (a name, a content hash) must not break their lines.
+    texts = [*custom.values(), *(map(str, hashes.values()) if isinstance(hashes, dict) else ())]
+    if not all(t.isprintable() for t in texts):
+        raise _bad(p, "its metadata holds a control character")
     return meta, custom
 
 
@@ -316,7 +299,17 @@ def _text(entry: Mapping[str, Any], key: str, compare: bool) -> str:
     value = entry[key]
     if isinstance(value, (dict, list, bool)) or value is None or not str(value).strip():
         raise ValueError(f"a package entry's {key} is {value!r}")  # found by tests/reliability/test_fuzz.py
+    if not compare and not str(value).isprintable():  # a line break would add a line to an @EXPLICIT file
+        raise ValueError(f"a package entry's {key} holds a control character ({str(value)[:80]!r})")
     return str(value)
+
+
+def _digest(value: Any, size: int, what: str, compare: bool) -> str:
+    """A hash as text; outside `compare` (diff), `size` hex digits (it is written into the files beside the lock)."""
+    text = "" if value is None else str(value)
+    if not compare and text and (len(text) != size or not _HEX.match(text)):
+        raise ValueError(f"{what} is not {size} hex digits ({text[:80]!r})")
+    return text
 
 
 def _pypi_from_entry(entry: Mapping[str, Any], compare: bool) -> PypiPackage:
@@ -325,7 +318,8 @@ def _pypi_from_entry(entry: Mapping[str, Any], compare: bool) -> PypiPackage:
         raise ValueError(f"pip package {entry.get('name')} has no sha256")
     return PypiPackage(
         name=_text(entry, "name", compare), version=_text(entry, "version", compare),
-        platform=_text(entry, "platform", compare), url=_text(entry, "url", compare), sha256=str(sha or ""),
+        platform=_text(entry, "platform", compare), url=_text(entry, "url", compare),
+        sha256=_digest(sha, 64, f"the sha256 of {entry.get('name')}", compare),
         dependencies=tuple(str(k) for k in deps),
         requires=tuple((str(k), str(v)) for k, v in deps.items() if v not in (None, "", "*")),
     )
@@ -341,45 +335,8 @@ def _package_from_entry(entry: Mapping[str, Any], compare: bool) -> LockedPackag
     deps = entry.get("dependencies") or {}
     return LockedPackage(
         name=name, version=version, build=str(build), platform=_text(entry, "platform", compare), url=url,
-        md5=str(md5 or ""), sha256=str(hashes["sha256"]) if hashes.get("sha256") else None,
+        md5=_digest(md5, 32, f"the md5 of {name}", compare),
+        sha256=_digest(hashes["sha256"], 64, f"the sha256 of {name}", compare) if hashes.get("sha256") else None,
         depends=tuple(f"{k} {v}".strip() if v not in ("", "*") else str(k) for k, v in deps.items()),
         subdir=url.rsplit("/", 2)[-2] if url.count("/") >= 2 else "",
     )
-
-
-# --------------------------------------------------------------------------- the header alone
-
-
-@dataclass(frozen=True)
-class LockHead:
-    """The metadata part of a conda-lock.yml (read without parsing its packages)."""
-
-    path: Path
-    platforms: tuple[str, ...]
-    content_hash: dict[str, str]
-    custom_metadata: dict[str, str]
-    package_digest: str | None  # digest of the package section as it is on disk
-    text: str = field(repr=False, default="")
-
-    def meta(self, key: str) -> str | None:
-        return self.custom_metadata.get(META_PREFIX + key)
-
-    def meta_json(self, key: str) -> Any:
-        return custom_value(self.custom_metadata, key, default=None)
-
-    def full(self) -> LockFile:
-        """The whole lock (its packages parsed)."""
-        return parse(load_yaml(self.text, self.path), self.path)
-
-
-def parse_head(text: str, path: Path) -> LockHead:
-    """Only the part of a conda-lock.yml before `package:`; LockfileError when unreadable or too new."""
-    cut = text.find("\npackage:")
-    doc = load_yaml(text if cut < 0 else text[: cut + 1], path)
-    meta, custom = check_header(doc, path)
-    try:
-        platforms = tuple(str(p) for p in meta.get("platforms") or ())
-        hashes = {str(k): str(v) for k, v in (meta.get("content_hash") or {}).items()}
-    except (TypeError, AttributeError):
-        raise _bad(path, "unexpected structure") from None
-    return LockHead(path, platforms, hashes, custom, package_section_digest(text), text)

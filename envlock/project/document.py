@@ -14,18 +14,13 @@ from typing import Any
 
 from envlock import __version__
 from envlock.errors import EnvlockError
-from envlock.formats import (
-    LOCK_FORMAT,
-    META_PREFIX,
-    render_conda_lock,
-    render_explicit,
-    render_package_section,
-    render_requirements,
-)
-from envlock.formats.condalock import package_section_digest
+from envlock.formats import LOCK_FORMAT, META_PREFIX, render_conda_lock, render_package_section
+from envlock.formats.head import package_section_digest
 from envlock.formats.spec import EnvSpec, pip_requirements, render_platform_env, render_spec
 from envlock.models import Anchor, Candidate, LockedPackage, Plan, PlanOptions, PlatformResult, PypiPackage
 from envlock.names import match_spec_name, strip_credentials
+from envlock.project.derived import Derived
+from envlock.project.derived import render as render_derived
 from envlock.project.layout import LOCK_NAME, lock_dir, spec_path
 from envlock.tables import ExtrasTables
 
@@ -217,27 +212,17 @@ def render_files(
     *,
     timestamp: str | None = None,
     pypi: Mapping[str, Sequence[PypiPackage]] | None = None,
-    extra_indexes: Sequence[str] = (),
 ) -> list[tuple[Path, str]]:
-    """Every file a solve writes, as (path, text): the authoritative conda-lock.yml, then the spec, last."""
+    """Every file a solve writes, as (path, text): the files derived from conda-lock.yml (rendered from what it
+    records, as every check renders them again: envlock.project.derived), conda-lock.yml, then the spec, last."""
     pypi = pypi or {}
     extras = plan.options.extra_specs
     hashes = content_hashes(spec, plan)
     packages: list[LockedPackage] = [p for r in results for p in r.packages]
     ldir = lock_dir(project_dir, spec.name)
-    files: list[tuple[Path, str]] = [
-        (ldir / f"conda-{r.platform}.lock",
-         render_explicit(packages=packages, platform=r.platform, content_hash_value=hashes[r.platform], env_name=spec.name))
-        for r in results
-    ]  # fmt: skip
-    if pypi:
-        files += [
-            (ldir / f"requirements-{r.platform}.txt",
-             render_requirements(pypi.get(r.platform, ()), platform=r.platform, content_hash_value=hashes[r.platform],
-                                 env_name=spec.name, extra_indexes=extra_indexes))
-            for r in results
-        ]  # fmt: skip
-    files.extend(_activation_files(ldir, spec, results))
+    rendered = render_derived(Derived(env_name=spec.name, platforms=spec.platforms, content_hash=hashes, packages=packages,
+                                      pypi=pypi, torch_source=plan.anchor.torch_source))
+    files: list[tuple[Path, str]] = [(ldir / name, text) for name, text in rendered.items()]
     meta = custom_metadata(spec, plan, results, pypi)
     # The package section does not depend on the metadata: render it once, digest it, record the digest.
     wheels = [w for r in results for w in pypi.get(r.platform, ())]
@@ -297,18 +282,3 @@ def _lock_channels(results: Sequence[PlatformResult], spec: EnvSpec) -> list[str
             if c not in out:
                 out.append(c)
     return out or list(spec.channels)
-
-
-def _activation_files(ldir: Path, spec: EnvSpec, results: Sequence[PlatformResult]) -> list[tuple[Path, str]]:
-    """locks/<name>/activate.sh etc. (+ .ps1/.bat when win-64 is locked), rendered by envlock.activation."""
-    from envlock.activation import ActivationSpec, render_scripts
-
-    has_cudnn = any(r.version_of("cudnn") or r.version_of("libcudnn-dev") for r in results)
-    scripts = render_scripts(
-        ActivationSpec(
-            platforms=tuple(r.platform for r in results),
-            torch_source=spec.torch_source,  # type: ignore[arg-type]
-            has_cudnn=has_cudnn,
-        )
-    )
-    return [(ldir / name, text) for name, text in sorted(scripts.items())]

@@ -13,11 +13,11 @@ from typing import Any
 
 from envlock import UPGRADE_HINT
 from envlock.errors import LockfileError
-from envlock.formats import LockHead, header_value
+from envlock.formats import LockHead
 from envlock.formats.spec import EnvSpec
-from envlock.names import match_spec_name
+from envlock.names import match_spec_name, printable
 from envlock.project.document import content_hash, packages_fingerprint, pypi_fingerprint
-from envlock.project.layout import LOCK_NAME, rel
+from envlock.project.layout import rel
 from envlock.untrusted import json_value
 
 RELOCK_HINT = "run `envlock lock` and commit environments/ and locks/"
@@ -30,7 +30,7 @@ class Change:
     """One reason a lock is not fresh."""
 
     # spec | rules | anchor | missing-lock | missing-spec | hand-edited | newer-envlock
-    # | invalid-spec | invalid-lock
+    # | invalid-spec | invalid-lock | derived (a file beside conda-lock.yml is not its rendering)
     kind: str
     message: str
     platform: str | None = None
@@ -101,6 +101,8 @@ class CheckReport:
             return LockfileError(
                 what, hint="fix the spec named above (or restore it from git), then `envlock lock`"
             )
+        if kinds == {"derived"}:  # conda-lock.yml is fresh: the files beside it are rendered again, no solve
+            return LockfileError(what, hint=rerender_hint(" ".join(e.name for e in stale)))
         if "missing-spec" in kinds:  # `envlock lock` refuses an orphaned lock: say what to do first
             return LockfileError(
                 what,
@@ -240,7 +242,7 @@ def _package_edits(lock: LockHead) -> list[Change]:
     try:
         full = lock.full()
     except LockfileError as exc:
-        return [Change("hand-edited", f"the package list no longer parses ({exc.message})")]
+        return [Change("hand-edited", f"the package list was edited by hand and no longer reads ({exc.message})")]
     out: list[Change] = []
     for platform in lock.platforms:
         want = lock.meta(f"packages.{platform}")
@@ -257,25 +259,22 @@ def _package_edits(lock: LockHead) -> list[Change]:
     return out
 
 
-def _companion_changes(lock: LockHead) -> list[Change]:
-    """Each conda-<platform>.lock (and requirements-<platform>.txt of a full env) must carry the content
-    hash of its platform (first lines only)."""
-    out: list[Change] = []
-    names = [(p, f"conda-{p}.lock") for p in lock.platforms]
-    names += [(p, f"requirements-{p}.txt") for p in lock.platforms if lock.meta(f"pypi.{p}") is not None]
-    for platform, name in names:
-        path = lock.path.parent / name
-        try:
-            found = header_value(path, "content_hash")
-        except FileNotFoundError:
-            out.append(Change("missing-lock", f"{path.name} is missing", platform))
-            continue
-        except OSError as exc:
-            out.append(Change("invalid-lock", f"cannot read {path.name}: {exc}", platform))
-            continue
-        if found != lock.content_hash.get(platform):
-            out.append(Change("hand-edited", f"{path.name} is out of step with {LOCK_NAME}", platform))
-    return out
+def derived_changes(lock: LockHead) -> list[Change]:
+    """Each file derived from conda-lock.yml (the @EXPLICIT files, requirements-*.txt, the activation scripts)
+    against its rendering from conda-lock.yml, byte for byte (envlock.project.derived)."""
+    from envlock.project.derived import disagreements, of_lock, platform_of, render
+
+    try:
+        expected = render(of_lock(lock.full()))
+    except LockfileError as exc:
+        return [Change("hand-edited", f"the package list was edited by hand and no longer reads ({exc.message})")]
+    return [Change("derived", f"{name} {what}", platform_of(name), hint=rerender_hint(lock.path.parent.name))
+            for name, what in disagreements(lock.path.parent, expected, present_only=False)]
+
+
+def rerender_hint(name: str) -> str:
+    return (f"`envlock lock {printable(name)}` renders the files beside conda-lock.yml again (no solve), "
+            "or restore them from git")
 
 
 # --------------------------------------------------------------------------- spec against lock
@@ -285,7 +284,7 @@ def compare(spec: EnvSpec, lock: LockHead, current: Current) -> list[Change]:
     """Every reason the lock does not match the spec (empty when fresh)."""
     if not lock.meta("version"):
         return [Change("invalid-lock", f"{lock.path} was not written by envlock (no envlock.* metadata)")]
-    changes = integrity_changes(lock) + _companion_changes(lock)
+    changes = list(dict.fromkeys(integrity_changes(lock) + derived_changes(lock)))  # a parse error comes once
     for p in spec.platforms:
         if p not in lock.platforms:
             changes.append(Change("spec", f"platform {p} is in the spec but not in the lock", p))

@@ -25,10 +25,10 @@ class Index:
 
 
 def variant_index_url(variant: str) -> str:
-    """The canonical PyTorch wheel index of a variant (cu126 -> …/whl/cu126)."""
-    from envlock.tables import pypi_table
+    """The canonical PyTorch wheel index of a variant (cu126 -> …/whl/cu126): envlock.tables'."""
+    from envlock.tables import variant_index_url as from_table
 
-    return str(pypi_table()["variant_index"]).format(variant=variant)
+    return from_table(variant)
 
 
 def python_platform(platform: str, glibc: str) -> str:

@@ -40,7 +40,7 @@ class LockOutcome:
     """What `envlock lock` did for one environment."""
 
     name: str
-    action: str  # fresh | locked
+    action: str  # fresh | locked | rendered (only the files beside a fresh conda-lock.yml were written again)
     reasons: tuple[Change, ...] = ()
     written: tuple[Path, ...] = ()
     files: tuple[Path, ...] = ()
@@ -144,6 +144,9 @@ def lock(
         if status.fresh and not (all_ or refresh):
             out.append(LockOutcome(status.name, "fresh"))
             continue
+        if not (all_ or refresh) and all(c.kind == "derived" for c in status.changes):
+            out.append(_render_again(project_dir, status))
+            continue
         assert status.spec_path is not None
         spec = read_spec(status.spec_path)
         cutoff = None
@@ -167,6 +170,20 @@ def lock(
         out.append(LockOutcome(status.name, "locked", status.changes, tuple(written),
                                tuple(p for p, _ in solved.files), tuple(removed), platforms, cutoff, solved.warnings))
     return out
+
+
+def _render_again(project_dir: Path, status: EnvStatus) -> LockOutcome:
+    """conda-lock.yml is fresh, files beside it are not its rendering: render them again from it (no solve)."""
+    from envlock.dirs import cache_location
+    from envlock.project import write_files
+    from envlock.project.derived import of_lock, render
+
+    assert status.lock_path is not None
+    lock = read_lock(status.lock_path)
+    files = [(status.lock_path.parent / name, text) for name, text in render(of_lock(lock)).items()]
+    written, removed = write_files(project_dir, status.name, files, cache_location().path / "file-locks")
+    return LockOutcome(status.name, "rendered", status.changes, tuple(written), tuple(p for p, _ in files),
+                       tuple(removed))
 
 
 def _entries_of(packages: Iterable[LockedPackage], wheels: Iterable[Any] = ()) -> Entries:

@@ -222,7 +222,7 @@ def solve(
     try:
         cache = cache_dir()  # before the solve, not blamed on the project after it
         try:
-            results, pypi, extra_indexes, warnings = _solve(spec, anchor, plan, settings, hold, move, warnings)
+            results, pypi, warnings = _solve(spec, anchor, plan, settings, hold, move, warnings)
         finally:  # what rattler and uv wrote into a group-shared cache, readable by its other users (failed or not)
             from envlock.fs import share_with_group
 
@@ -232,7 +232,7 @@ def solve(
             _remove_empty(project_dir, made)
         raise
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if timestamp else None
-    files = render_files(project_dir, spec, plan, results, timestamp=stamp, pypi=pypi, extra_indexes=extra_indexes)
+    files = render_files(project_dir, spec, plan, results, timestamp=stamp, pypi=pypi)
     return Solved(spec, anchor, plan, tuple(results), dict(pypi), tuple(files), warnings)
 
 
@@ -258,14 +258,13 @@ def _remove_empty(path: Path, top: Path) -> None:
 
 
 def _solve(spec: EnvSpec, anchor: Anchor, plan: Plan, settings: SolveSettings, hold: LockFile | None,
-           move: frozenset[str], warnings: tuple[str, ...]) -> tuple[Any, dict[str, Any], tuple[str, ...], tuple[str, ...]]:
+           move: frozenset[str], warnings: tuple[str, ...]) -> tuple[Any, dict[str, Any], tuple[str, ...]]:
     """The solve itself: the conda part, and the PyPI part of a full env."""
     from envlock.conda.solve import RattlerSolver
 
     solver = RattlerSolver(solve_options(settings, spec.exclude_newer, spec.channels))
     locked = {p: [q for q in hold.packages_for(p) if q.name not in move] for p in spec.platforms} if hold else None
     pypi: dict[str, tuple[PypiPackage, ...]] = {}
-    extra_indexes: tuple[str, ...] = ()
     if spec.toolchain_only:
         results = solver.solve(plan, locked=locked, optional=("ninja",))
     else:
@@ -275,9 +274,9 @@ def _solve(spec: EnvSpec, anchor: Anchor, plan: Plan, settings: SolveSettings, h
         upgrade = sorted(move & {w.name for w in hold.pypi}) if hold else []
         results, part = lock_pypi_part(spec, anchor, solver, plan, mirrors=settings.mirrors, offline=settings.offline,
                                        locked=locked, pypi_locked=held, upgrade=upgrade)
-        pypi, extra_indexes = part.packages, part.extra_indexes
+        pypi = part.packages
         warnings += part.warnings
-    return results, pypi, extra_indexes, warnings
+    return results, pypi, warnings
 
 
 def write(project_dir: Path, solved: Solved) -> tuple[list[Path], list[Path]]:

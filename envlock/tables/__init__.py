@@ -58,7 +58,7 @@ __all__ = [
     "TOOLCHAINS", "Bundle", "CudaMinor", "CudaPins", "CudaTables", "DockerTables", "Extra", "ExtrasTables",
     "TorchRow", "TorchTable", "TorchVariant", "cuda_of_tag", "cuda_tables", "deepspeed_ops_table",
     "docker_table", "driver_table", "extras_tables", "gpu_arch_table", "minor_key", "parse_cuda",
-    "parse_cuda_pins", "parse_extras", "parse_torch_table", "pypi_table", "split_ref", "torch_table",
+    "parse_cuda_pins", "parse_extras", "parse_torch_table", "pypi_table", "split_ref", "torch_table", "variant_index_url",
 ]  # fmt: skip
 
 
@@ -139,6 +139,11 @@ def pypi_table() -> dict[str, Any]:
     from envlock.tables.other import parse_pypi
 
     return parse_pypi(_yaml("pypi.yaml"))
+
+
+def variant_index_url(variant: str) -> str:
+    """The canonical PyTorch wheel index of a variant (cu126 -> …/whl/cu126)."""
+    return str(pypi_table()["variant_index"]).format(variant=variant)
 
 
 @functools.cache

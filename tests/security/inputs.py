@@ -52,15 +52,17 @@ def envlock(*args: str, env: dict[str, str] | None = None, cwd: Path | None = No
             timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """`envlock ARGS…` as its own process, its address space capped at MEMORY_CAP.
 
-    A run that outlives `timeout` is killed and reported as exit 124 (what `timeout(1)` says).
+    A run that outlives `timeout` is killed and reported as exit 124 (what `timeout(1)` says). The output is
+    decoded as it is, carriage returns included (text mode would turn a `\r` into a line break).
     """
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", **(env or {})}
     env.pop("ENVLOCK_DEBUG", None)
     try:
-        return subprocess.run([*ENVLOCK, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout,
+        done = subprocess.run([*ENVLOCK, *args], capture_output=True, env=env, cwd=cwd, timeout=timeout,
                               preexec_fn=_cap_memory, check=False)
     except subprocess.TimeoutExpired as exc:
         return subprocess.CompletedProcess(exc.cmd, 124, _text(exc.stdout), _text(exc.stderr) + "[killed: timeout]")
+    return subprocess.CompletedProcess(done.args, done.returncode, _text(done.stdout), _text(done.stderr))
 
 
 def _text(data: bytes | str | None) -> str:

@@ -1,0 +1,160 @@
+"""The files of `locks/<name>/` derived from its conda-lock.yml — the @EXPLICIT files, `requirements-*.txt` and
+the activation scripts — rendered by one function for the writer and for every reader that checks them.
+
+A reviewer reads conda-lock.yml; conda, pip and the Dockerfile install these files. So each is a function of
+conda-lock.yml alone: `check` re-renders them and compares byte for byte (a difference names the file and its
+first differing line), `envlock lock NAME` re-renders them without a solve, and create, unpack and export
+refuse one that disagrees with the conda-lock.yml beside it. Pure: values in, (name, text) pairs out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from envlock import __version__
+from envlock.errors import LockfileError
+from envlock.formats import LOCK_NAME, LockFile, read_lock, render_explicit, render_requirements
+from envlock.formats.model import META_PREFIX
+from envlock.models import LockedPackage, PypiPackage
+from envlock.names import printable
+
+CUDNN_PACKAGES = ("cudnn", "libcudnn-dev")
+
+
+@dataclass(frozen=True)
+class Derived:
+    """Everything the derived files of one lock depend on (all of it recorded in conda-lock.yml)."""
+
+    env_name: str
+    platforms: tuple[str, ...]
+    content_hash: Mapping[str, str]
+    packages: Sequence[LockedPackage]
+    pypi: Mapping[str, Sequence[PypiPackage]]  # platform -> wheels; {} for a toolchain-only lock
+    torch_source: str
+    version: str = __version__  # the envlock that wrote the lock (the files' first line names it)
+
+
+def variant_indexes(pypi: Mapping[str, Sequence[PypiPackage]]) -> tuple[str, ...]:
+    """The PyTorch wheel index a requirements file must name: that of the locked torch's `+cuXYZ` label."""
+    from envlock.tables import variant_index_url
+
+    labels = sorted({w.version.partition("+")[2] for ws in pypi.values() for w in ws if w.name == "torch"} - {""})
+    return tuple(variant_index_url(label) for label in labels if label[:2] == "cu" and label[2:].isdigit())
+
+
+def render(d: Derived) -> dict[str, str]:
+    """file name -> text of every derived file (the writer's and the checks' one rendering)."""
+    from envlock.activation import ActivationSpec, render_scripts
+
+    files = {
+        f"conda-{p}.lock": render_explicit(packages=d.packages, platform=p, content_hash_value=d.content_hash[p],
+                                           env_name=d.env_name, version=d.version)
+        for p in d.platforms
+    }
+    if d.pypi:
+        extra = variant_indexes(d.pypi)
+        files.update({
+            f"requirements-{p}.txt": render_requirements(d.pypi.get(p, ()), platform=p, content_hash_value=d.content_hash[p],
+                                                         env_name=d.env_name, extra_indexes=extra, version=d.version)
+            for p in d.platforms
+        })  # fmt: skip
+    has_cudnn = any(p.name in CUDNN_PACKAGES for p in d.packages)
+    scripts = render_scripts(ActivationSpec(platforms=d.platforms, torch_source=d.torch_source,  # type: ignore[arg-type]
+                                            has_cudnn=has_cudnn))
+    return {**files, **dict(sorted(scripts.items()))}
+
+
+def of_lock(lock: LockFile) -> Derived:
+    """The inputs of a lock's derived files, from conda-lock.yml alone; LockfileError when it lacks them."""
+    meta = lock.envlock_meta()
+    anchor = meta.get("anchor") if isinstance(meta.get("anchor"), dict) else {}
+    missing = [p for p in lock.platforms if p not in lock.content_hash]
+    if not meta or missing:
+        where = lock.path or "the lock"
+        raise LockfileError(f"{where} does not record what its files are rendered from"
+                            + (f" (no content_hash for {printable(missing[0])})" if missing else " (no envlock metadata)"),
+                            hint="re-create it with `envlock lock`")
+    pypi = {p: lock.pypi_for(p) for p in lock.platforms if f"{META_PREFIX}pypi.{p}" in lock.custom_metadata}
+    return Derived(env_name=str(meta.get("env_name") or ""), platforms=lock.platforms, content_hash=lock.content_hash,
+                   packages=lock.packages, pypi=pypi, torch_source=str(anchor.get("torch_source") or "pip"),
+                   version=str(meta.get("envlock_version") or __version__))
+
+
+def platform_of(file_name: str) -> str | None:
+    """The platform a derived file belongs to (conda-linux-64.lock -> linux-64), None for the activation scripts."""
+    stem = file_name.rsplit(".", 1)[0]
+    for prefix in ("conda-", "requirements-"):
+        if stem.startswith(prefix):
+            return stem[len(prefix) :]
+    return None
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+def first_difference(have: str, want: str) -> str:
+    """Where a file's text departs from its rendering: 'line 9: `torch==2.7.0 \\` (conda-lock.yml renders
+    `torch==2.7.1 \\`)', escaped and cut to fit a line."""
+    old, new = have.split("\n"), want.split("\n")
+    for i, (a, b) in enumerate(zip(old, new), start=1):
+        if a != b:
+            at = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            return f"line {i}: `{_cut(a, at)}` (conda-lock.yml renders `{_cut(b, at)}`)"
+    if len(old) > len(new):  # lines past the end of the rendering
+        return f"line {len(new) + 1}: `{_cut(old[len(new)])}` is not in conda-lock.yml"
+    if new[len(old):] == [""]:
+        return f"line {len(old)}: the file does not end with a line break"
+    return f"line {len(old) + 1}: the file ends where conda-lock.yml renders `{_cut(new[len(old)])}`"
+
+
+def _cut(line: str, at: int = 0, width: int = 60) -> str:
+    """A line for a message: escaped, at most `width` characters, showing column `at` (where it differs)."""
+    start = max(0, min(at - 20, len(line) - width + 3)) if len(line) > width else 0
+    text = printable(line[start : start + width])
+    return ("..." if start else "") + text + ("..." if start + width < len(line) else "")
+
+
+def disagreements(lock_dir: Path, expected: Mapping[str, str], *, present_only: bool) -> list[tuple[str, str]]:
+    """(file name, what differs) for each derived file that is not its rendering; `present_only`: a missing
+    file is fine (an archive holds one platform's)."""
+    out = []
+    for name, rendered in sorted(expected.items()):
+        want = rendered.replace("\r\n", "\n")  # line endings aside (.bat/.ps1 are CRLF; a checkout may convert)
+        path = lock_dir / name
+        try:
+            with path.open(encoding="utf-8", newline="") as fh:
+                have = fh.read(len(rendered) + 4096).replace("\r\n", "\n")
+        except FileNotFoundError:
+            if not present_only:
+                out.append((name, "is missing"))
+            continue
+        except (OSError, UnicodeDecodeError) as exc:
+            out.append((name, f"cannot be read ({type(exc).__name__})"))
+            continue
+        if have != want:
+            out.append((name, f"differs from what conda-lock.yml renders, at {first_difference(have, want)}"))
+    return out
+
+
+def refuse_disagreeing(lock: LockFile, lock_path: Path, platform: str) -> None:
+    """For create, unpack and export of `platform`: LockfileError naming the first derived file beside `lock_path`
+    (that platform's and the activation scripts) that disagrees with the envlock conda-lock.yml there (`lock` may
+    be one of those files: an @EXPLICIT one)."""
+    if lock.kind != "conda-lock":
+        beside = lock_path.parent / LOCK_NAME
+        if not beside.is_file():
+            return  # a lone @EXPLICIT file: nothing it derives from
+        lock, lock_path = read_lock(beside), beside
+    if not lock.envlock_meta():
+        return  # not envlock's: nothing is rendered from it
+    files = {n: t for n, t in render(of_lock(lock)).items() if platform_of(n) in (None, platform)}
+    found = disagreements(lock_path.parent, files, present_only=True)
+    if found:
+        name, what = found[0]
+        raise LockfileError(
+            f"{printable(str(lock_path.parent / name))} {what}",
+            hint=f"`envlock lock {printable(lock_path.parent.name)}` re-renders it from conda-lock.yml (no solve), "
+            "or restore it from git",
+        )
