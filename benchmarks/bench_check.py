@@ -5,7 +5,10 @@ The project is made the way a user makes one: ten `envlock resolve` runs (differ
 so every spec, lock, @EXPLICIT file and content hash is real. Then the commands run --runs rounds,
 interleaved, each as a fresh process; the table shows median and min–max wall time.
 
-    python benchmarks/bench_check.py [--runs 11] [--keep DIR]
+    python benchmarks/bench_check.py [--runs 11] [--keep DIR] [--baseline CHECKOUT]
+
+--baseline CHECKOUT adds `python -m envlock check` of another checkout (its PYTHONPATH, same interpreter and
+project) paired with this checkout's, and prints the ratio (median of the pair ratios): what a change costs.
 
 Targets: `envlock check` ≤ 0.3 s, `envlock --help` ≤ 0.12 s (issue 13; it was 0.25 s) (whole process, on the machine at hand).
 Exit 0: targets met; 1: a target missed; 2: a command did not exit as expected.
@@ -75,16 +78,19 @@ class BenchError(Exception):
     """A command under test did not exit as expected (the benchmark exits 2)."""
 
 
-def time_rounds(cmds: list[tuple[list[str], int]], runs: int) -> list[list[float]]:
+def time_rounds(cmds: list[tuple[list[str], int]], runs: int,
+                envs: list[dict[str, str] | None] | None = None) -> list[list[float]]:
     """Wall time of `runs` fresh processes per command, interleaved round by round (load hits all alike).
 
     One warm-up round first, not counted; a command that exits other than expected stops the benchmark.
+    `envs`: each command's environment (None: this one's).
     """
     out: list[list[float]] = [[] for _ in cmds]
+    envs = envs or [None] * len(cmds)
     for i in range(runs + 1):
         for j, (cmd, expect) in enumerate(cmds):
             start = time.perf_counter()
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=envs[j], cwd="/")
             elapsed = time.perf_counter() - start
             if proc.returncode != expect:
                 raise BenchError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}")
@@ -97,6 +103,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=11)
     parser.add_argument("--keep", type=Path, help="make the project here and keep it")
+    parser.add_argument("--baseline", type=Path, help="another checkout whose `check` is timed paired with this one's")
     args = parser.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="envlock-bench-check-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -138,14 +145,23 @@ def main() -> int:
         print(
             f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {args.runs} runs each (after one warm-up)\n"
         )
+        envs: list[dict[str, str] | None] = [None] * len(rows)
+        if args.baseline:  # the same command, `python -m envlock`, from each checkout
+            for label, where in (("this checkout", REPO), (f"baseline {args.baseline}", args.baseline.resolve())):
+                rows.append((f"check -m ({label})"[:48], [sys.executable, "-m", "envlock", "check", "--project-dir",
+                                                          str(project)], None, 0))
+                envs.append({**os.environ, "PYTHONPATH": str(where)})
         print(f"{'command':<48} {'median':>8} {'min–max':>15} {'target':>8}")
         ok = True
-        timings = time_rounds([(cmd, expect) for _, cmd, _, expect in rows], args.runs)
+        timings = time_rounds([(cmd, expect) for _, cmd, _, expect in rows], args.runs, envs)
         for (label, _, target, _), times in zip(rows, timings, strict=True):
             med = statistics.median(times)
             verdict = "" if target is None else (f"≤ {target:.2f}" + (" ok" if med <= target else " MISSED"))
             ok &= target is None or med <= target
             print(f"{label:<48} {med:>7.3f}s {min(times):>6.3f}–{max(times):.3f}s {verdict:>8}")
+        if args.baseline:
+            ratios = [a / b for a, b in zip(timings[-2], timings[-1], strict=True)]
+            print(f"\nthis checkout / baseline (median of {len(ratios)} pair ratios): {statistics.median(ratios):.2f}x")
         return 0 if ok else 1
     except BenchError as exc:
         sys.stderr.write(f"error: {exc}\n")

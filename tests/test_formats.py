@@ -292,7 +292,7 @@ def test_the_header_alone_shares_the_full_readers_checks(tmp_path: Path) -> None
     path.write_text(render())
     head = read_head(path)
     assert head.platforms == ("linux-64", "win-64") and head.meta_json("anchor") == {"cuda": "12.6"}
-    assert head.full().packages == read_lock(path).packages
+    assert head.packages_read().packages == read_lock(path).packages
 
 
 # --------------------------------------------------------------------------- the name parsers

@@ -1,33 +1,31 @@
 """What `envlock check` reads of a conda-lock.yml: the metadata before `package:` (YAML, small), and the package
 section without YAML when it is exactly what envlock writes.
 
-The section is read line by line, then rendered again (condalock's own emitter, byte-identical to PyYAML's);
-only when the two texts are equal are the packages taken, so they are exactly what a YAML reader of the file
-gets. Anything else (a hand-edited layout, a comment, a double-quoted value) is parsed as YAML: slower, the
-same answer. A 3-platform lock reads in ~1 ms this way against ~10 ms of YAML (benchmarks/README.md).
+The section is matched entry by entry against envlock's layout (one compiled pattern), and every value's text
+must be exactly the text envlock writes for that value (condalock's emitter, byte-identical to PyYAML's): then
+a YAML reader of the file reads the same entries. Anything else (a hand-edited layout, a comment, a
+double-quoted value) is parsed as YAML: slower, the same answer (benchmarks/README.md has the figures).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from envlock.errors import LockfileError
 from envlock.formats.condalock import (
     _bad,
-    _emit_entries,
     _MultiLine,
-    _package_from_entry,
-    _pypi_from_entry,
+    _scalar,
     check_header,
     load_yaml,
-    package_entries,
     parse,
 )
 from envlock.formats.model import META_PREFIX, LockFile, custom_value
 from envlock.models import LockedPackage, PypiPackage
+from envlock.names import conda_build
 
 
 def package_section_digest(text: str) -> str | None:
@@ -64,6 +62,7 @@ class LockHead:
     custom_metadata: dict[str, str]
     package_digest: str | None  # digest of the package section as it is on disk
     text: str = field(repr=False, default="")
+    header: dict[str, Any] = field(repr=False, default_factory=dict)  # the YAML before `package:`
     _parsed: list[LockFile] = field(default_factory=list, repr=False, compare=False)  # full(), once
 
     def meta(self, key: str) -> str | None:
@@ -72,15 +71,15 @@ class LockHead:
     def meta_json(self, key: str) -> Any:
         return custom_value(self.custom_metadata, key, default=None)
 
-    def full(self) -> LockFile:
-        """The whole lock (its packages parsed: without YAML where the section is envlock's own text)."""
+    def packages_read(self) -> LockFile:
+        """The lock as its files and fingerprints read it: every package, without YAML where the section is
+        envlock's own text (then without dependency lists, which neither reads)."""
         if not self._parsed:
-            section = read_section(self.text, self.platforms)
+            section = read_section(self.text, self.platforms) if "package" not in self.header else None
             if section is None:
                 self._parsed.append(parse(load_yaml(self.text, self.path), self.path))
             else:
-                cut = self.text.find("\npackage:")
-                head = parse({**load_yaml(self.text[: cut + 1], self.path), "package": []}, self.path)
+                head = parse({**self.header, "package": []}, self.path)
                 self._parsed.append(replace(head, packages=section[0], pypi=section[1]))
         return self._parsed[0]
 
@@ -95,69 +94,75 @@ def parse_head(text: str, path: Path) -> LockHead:
         hashes = {str(k): str(v) for k, v in (meta.get("content_hash") or {}).items()}
     except (TypeError, AttributeError):
         raise _bad(path, "unexpected structure") from None
-    return LockHead(path, platforms, hashes, custom, package_section_digest(text), text)
+    return LockHead(path, platforms, hashes, custom, package_section_digest(text), text, doc)
 
 
 # --------------------------------------------------------------------------- the section without YAML
 
+# One entry in envlock's layout (condalock._emit_entries). What the files beside the lock are made of must read
+# exactly as YAML reads it: a URL is one plain (`scheme://`, no space) or single-quoted scalar, a hash hex
+# digits with at least one letter (all digits would be a YAML number), and name, version and platform are
+# checked to be the text envlock writes for the value (_value). A dependency line is one key and one value,
+# plain (no indicator first, no space, quote or `#`, no `:` last: nothing YAML reads otherwise) or single-quoted; what it says is
+# not read here (no derived file holds it), only that it is a line of its own.
+_QUOTED = r"'(?:[^'\n]|'')*'"
+_PLAIN = r"[^\s\-?:,\[\]{}#&*!|>'\"%@`](?:[^\s'\"#]*[^\s'\"#:])?"  # no YAML indicator first
+_KEY = r"[A-Za-z0-9_.][^\s'\"#:]*"
+_HEXV = r"(?=[0-9]*[a-fA-F])[0-9a-fA-F]+"
+_ENTRY = re.compile(
+    r"- name: (?P<name>[^\n]+)\n  version: (?P<version>[^\n]+)\n  manager: (?P<manager>conda|pip)\n"
+    rf"  platform: (?P<platform>[^\n]+)\n  dependencies:(?: {{}}\n|\n(?:    (?:{_KEY}|{_QUOTED}): (?:{_PLAIN}|{_QUOTED})\n)+)"
+    rf"  url: (?P<url>[a-z][a-z0-9+.-]*://[^\s'\"]+|{_QUOTED})\n  hash:\n(?:    md5: (?P<md5>{_HEXV})\n)?"
+    rf"(?:    sha256: (?P<sha256>{_HEXV})\n)?  category: main\n  optional: false\n"
+)
+_ODD = re.compile(r"[^\n\x20-\x7e]")  # a character YAML may refuse or envlock quotes in another way: YAML reads it
+
 
 def read_section(text: str, platforms: tuple[str, ...]) -> tuple[tuple[LockedPackage, ...], tuple[PypiPackage, ...]] | None:
-    """(conda packages, PyPI packages) of the `package:` section when it is envlock's own rendering of them
-    (rendered again and compared); None otherwise: the caller parses YAML."""
-    cut = text.find("\npackage:")
-    if cut < 0:
+    """(conda packages, PyPI packages) of the `package:` section when it is exactly in envlock's form (each entry
+    envlock's layout, its values as above, the entries platform by platform, conda before pip); None otherwise:
+    the caller parses YAML. The packages carry no dependency lists (neither the files beside the lock nor its
+    fingerprints read them)."""
+    cut = text.find("\npackage:")  # where parse_head cuts: the header is everything before it
+    if cut < 0 or not text.startswith("\npackage:\n", cut):
         return None
-    section = text[cut + 1 :]
-    entries = _entries(section)
-    if entries is None:
+    section, at = text[cut + len("\npackage:\n") :], 0
+    if _ODD.search(section):
         return None
-    try:
-        conda = [_package_from_entry(e, False) for e in entries if e.get("manager") == "conda"]
-        pypi = [_pypi_from_entry(e, False) for e in entries if e.get("manager") == "pip"]
-        again = _emit_entries(package_entries(conda, platforms, pypi))
-    except (KeyError, TypeError, ValueError, AttributeError, _MultiLine, LockfileError):
-        return None
-    return (tuple(conda), tuple(pypi)) if again == section else None
-
-
-def _entries(section: str) -> list[dict[str, Any]] | None:
-    """The entries of a section in the block layout envlock writes, values unquoted; None for any other."""
-    lines = section.split("\n")
-    if lines[0] != "package:" or lines[-1] != "":
-        return None
-    entries: list[dict[str, Any]] = []
-    entry: dict[str, Any] = {}
-    block: dict[str, str] | None = None
-    for line in lines[1:-1]:
-        if line.startswith("- name: "):
-            entry = {"name": _plain(line[8:]), "dependencies": {}, "hash": {}}
-            entries.append(entry)
-            block = None
-        elif line.startswith("    ") and block is not None:
-            key, sep, value = line[4:].partition(": ")
-            if not sep:
-                return None
-            block[_plain(key)] = _plain(value)
-        elif line.startswith("  ") and entries:
-            key, sep, value = line[2:].partition(":")
-            if key in ("dependencies", "hash") and value == "":
-                block = entry[key]
-            elif key == "dependencies" and value == " {}":
-                block = None
-            elif sep and value.startswith(" "):
-                entry[key] = _plain(value[1:])
-                block = None
-            else:
-                return None
+    conda: list[LockedPackage] = []
+    pypi: list[PypiPackage] = []
+    order: list[tuple[str, str]] = []  # (platform, manager) of each entry, in the file's order
+    for m in _ENTRY.finditer(section):
+        if m.start() != at:
+            return None  # something between two entries
+        at = m.end()
+        name, version, platform = _value(m["name"]), _value(m["version"]), _value(m["platform"])
+        url, md5, sha256, manager = _unquoted(m["url"]), m["md5"], m["sha256"], m["manager"]
+        if name is None or version is None or platform is None or (md5 is not None and len(md5) != 32) \
+                or (sha256 is not None and len(sha256) != 64) or not url.strip() or url.endswith(":"):
+            return None  # (a hash of another length: the YAML reader names it)
+        if manager == "conda" and md5 is not None:
+            conda.append(LockedPackage(name, version, conda_build(url, name, version), platform, url, md5, sha256,
+                                       subdir=url.rsplit("/", 2)[-2] if url.count("/") >= 2 else ""))
+        elif manager == "pip" and sha256 is not None and md5 is None:
+            pypi.append(PypiPackage(name, version, platform, url, sha256))
         else:
             return None
-    return entries  # values _plain could not read are None: the caller's rendering then differs
+        order.append((platform, manager))
+    wanted = [(p, m) for p in platforms for m in ("conda", "pip") for _ in range(order.count((p, m)))]
+    if at != len(section) or order != wanted:
+        return None  # not the end of the file, or not platform by platform, conda before pip
+    return tuple(conda), tuple(pypi)
 
 
-def _plain(value: str) -> Any:
-    """A YAML scalar as envlock writes it: plain, or single-quoted ('' for a quote). None for anything else."""
-    if value.startswith("'"):
-        return value[1:-1].replace("''", "'") if len(value) > 1 and value.endswith("'") else None
-    if value.startswith(('"', "&", "*", "!", "{", "[", "|", ">")):
+def _unquoted(raw: str) -> str:
+    return raw[1:-1].replace("''", "'") if raw[:1] == "'" else raw
+
+
+def _value(raw: str) -> str | None:
+    """The string a scalar's text stands for when that text is exactly how envlock writes it, else None."""
+    value = _unquoted(raw) if len(raw) > 1 and raw[0] == raw[-1] == "'" else raw
+    try:
+        return value if _scalar(value) == raw else None
+    except _MultiLine:
         return None
-    return value

@@ -9,6 +9,7 @@ refuse one that disagrees with the conda-lock.yml beside it. Pure: values in, (n
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,8 +47,6 @@ def variant_indexes(pypi: Mapping[str, Sequence[PypiPackage]]) -> tuple[str, ...
 
 def render(d: Derived) -> dict[str, str]:
     """file name -> text of every derived file (the writer's and the checks' one rendering)."""
-    from envlock.activation import ActivationSpec, render_scripts
-
     files = {
         f"conda-{p}.lock": render_explicit(packages=d.packages, platform=p, content_hash_value=d.content_hash[p],
                                            env_name=d.env_name, version=d.version)
@@ -61,9 +60,16 @@ def render(d: Derived) -> dict[str, str]:
             for p in d.platforms
         })  # fmt: skip
     has_cudnn = any(p.name in CUDNN_PACKAGES for p in d.packages)
-    scripts = render_scripts(ActivationSpec(platforms=d.platforms, torch_source=d.torch_source,  # type: ignore[arg-type]
-                                            has_cudnn=has_cudnn))
-    return {**files, **dict(sorted(scripts.items()))}
+    return {**files, **_scripts(tuple(d.platforms), d.torch_source, has_cudnn)}
+
+
+@functools.lru_cache(maxsize=64)
+def _scripts(platforms: tuple[str, ...], torch_source: str, has_cudnn: bool) -> dict[str, str]:
+    """The activation scripts (rendered once per kind of lock: a project's locks mostly share one)."""
+    from envlock.activation import ActivationSpec, render_scripts
+
+    spec = ActivationSpec(platforms=platforms, torch_source=torch_source, has_cudnn=has_cudnn)  # type: ignore[arg-type]
+    return dict(sorted(render_scripts(spec).items()))
 
 
 def of_lock(lock: LockFile) -> Derived:

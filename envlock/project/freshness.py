@@ -240,7 +240,7 @@ def integrity_changes(lock: LockHead) -> list[Change]:
 def _package_edits(lock: LockHead) -> list[Change]:
     """The text of the package list changed: parse it and compare what installs (reformatting is fine)."""
     try:
-        full = lock.full()
+        full = lock.packages_read()
     except LockfileError as exc:
         return [Change("hand-edited", f"the package list was edited by hand and no longer reads ({exc.message})")]
     out: list[Change] = []
@@ -265,7 +265,7 @@ def derived_changes(lock: LockHead) -> list[Change]:
     from envlock.project.derived import disagreements, of_lock, platform_of, render
 
     try:
-        expected = render(of_lock(lock.full()))
+        expected = render(of_lock(lock.packages_read()))
     except LockfileError as exc:
         return [Change("hand-edited", f"the package list was edited by hand and no longer reads ({exc.message})")]
     return [Change("derived", f"{name} {what}", platform_of(name), hint=rerender_hint(lock.path.parent.name))
