@@ -17,7 +17,8 @@ from pathlib import Path
 from envlock import __version__
 from envlock.errors import LockfileError
 from envlock.formats import LOCK_NAME, LockFile, read_lock, render_explicit, render_requirements
-from envlock.formats.model import META_PREFIX
+from envlock.formats.model import META_PREFIX, custom_value
+from envlock.formats.spec import EnvSpec, pip_requirements, render_platform_env
 from envlock.models import LockedPackage, PypiPackage
 from envlock.names import printable
 
@@ -72,6 +73,28 @@ def _scripts(platforms: tuple[str, ...], torch_source: str, has_cudnn: bool) -> 
     return dict(sorted(render_scripts(spec).items()))
 
 
+def platform_envs(lock: LockFile, spec: EnvSpec) -> dict[str, str]:
+    """`environment-<platform>.yml` of each platform, as conda alone reads it (envlock.formats.spec), from what
+    conda-lock.yml records of each solve: the chosen specs and channels, the user's extra specs (the tail of the
+    chosen specs, as the rules append them) and the optional package it took (ninja beside a toolchain, pip beside
+    a full env's python). The `- pip:` list is the spec's: the lock records it only sorted (a spec whose list
+    changed is stale by its content hash anyway)."""
+    pip = () if spec.toolchain_only else pip_requirements(spec.pip, spec.torch, spec.torch_source)[0]
+    optional = "ninja" if spec.toolchain_only else "pip"
+    out = {}
+    for p in lock.platforms:
+        plan = custom_value(lock.custom_metadata, f"plan.{p}", {})
+        inputs = custom_value(lock.custom_metadata, f"inputs.{p}", {})
+        if not isinstance(plan, dict) or not isinstance(inputs, dict):
+            continue  # not a lock this envlock reads a plan of: the integrity checks say so
+        specs, extras = [str(s) for s in plan.get("specs") or ()], {str(s) for s in inputs.get("extras") or ()}
+        toolchain = [s for s in specs if s not in extras]
+        toolchain += [optional] if any(q.name == optional for q in lock.packages_for(p)) else []
+        out[f"environment-{p}.yml"] = render_platform_env(spec, p, toolchain, [s for s in specs if s in extras], pip,
+                                                          [str(c) for c in plan.get("channels") or ()])
+    return out
+
+
 def of_lock(lock: LockFile) -> Derived:
     """The inputs of a lock's derived files, from conda-lock.yml alone; LockfileError when it lacks them."""
     meta = lock.envlock_meta()
@@ -89,9 +112,10 @@ def of_lock(lock: LockFile) -> Derived:
 
 
 def platform_of(file_name: str) -> str | None:
-    """The platform a derived file belongs to (conda-linux-64.lock -> linux-64), None for the activation scripts."""
+    """The platform a derived file belongs to (conda-linux-64.lock, environment-linux-64.yml -> linux-64), None
+    for the activation scripts."""
     stem = file_name.rsplit(".", 1)[0]
-    for prefix in ("conda-", "requirements-"):
+    for prefix in ("conda-", "requirements-", "environment-"):
         if stem.startswith(prefix):
             return stem[len(prefix) :]
     return None

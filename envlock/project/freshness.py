@@ -259,13 +259,14 @@ def _package_edits(lock: LockHead) -> list[Change]:
     return out
 
 
-def derived_changes(lock: LockHead) -> list[Change]:
-    """Each file derived from conda-lock.yml (the @EXPLICIT files, requirements-*.txt, the activation scripts)
-    against its rendering from conda-lock.yml, byte for byte (envlock.project.derived)."""
-    from envlock.project.derived import disagreements, of_lock, platform_of, render
+def derived_changes(lock: LockHead, spec: EnvSpec) -> list[Change]:
+    """Each file derived from conda-lock.yml (the @EXPLICIT files, requirements-*.txt, the activation scripts,
+    environment-<platform>.yml) against its rendering from conda-lock.yml, byte for byte (envlock.project.derived)."""
+    from envlock.project.derived import disagreements, of_lock, platform_envs, platform_of, render
 
     try:
-        expected = render(of_lock(lock.packages_read()))
+        full = lock.packages_read()
+        expected = {**render(of_lock(full)), **platform_envs(full, spec)}
     except LockfileError as exc:
         return [Change("hand-edited", f"the package list was edited by hand and no longer reads ({exc.message})")]
     return [Change("derived", f"{name} {what}", platform_of(name), hint=rerender_hint(lock.path.parent.name))
@@ -284,7 +285,7 @@ def compare(spec: EnvSpec, lock: LockHead, current: Current) -> list[Change]:
     """Every reason the lock does not match the spec (empty when fresh)."""
     if not lock.meta("version"):
         return [Change("invalid-lock", f"{lock.path} was not written by envlock (no envlock.* metadata)")]
-    changes = list(dict.fromkeys(integrity_changes(lock) + derived_changes(lock)))  # a parse error comes once
+    changes = list(dict.fromkeys(integrity_changes(lock) + derived_changes(lock, spec)))  # a parse error comes once
     for p in spec.platforms:
         if p not in lock.platforms:
             changes.append(Change("spec", f"platform {p} is in the spec but not in the lock", p))

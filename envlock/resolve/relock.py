@@ -176,11 +176,12 @@ def _render_again(project_dir: Path, status: EnvStatus) -> LockOutcome:
     """conda-lock.yml is fresh, files beside it are not its rendering: render them again from it (no solve)."""
     from envlock.dirs import cache_location
     from envlock.project import write_files
-    from envlock.project.derived import of_lock, render
+    from envlock.project.derived import of_lock, platform_envs, render
 
-    assert status.lock_path is not None
+    assert status.lock_path is not None and status.spec_path is not None
     lock = read_lock(status.lock_path)
-    files = [(status.lock_path.parent / name, text) for name, text in render(of_lock(lock)).items()]
+    rendered = {**render(of_lock(lock)), **platform_envs(lock, read_spec(status.spec_path))}
+    files = [(status.lock_path.parent / name, text) for name, text in rendered.items()]
     written, removed = write_files(project_dir, status.name, files, cache_location().path / "file-locks")
     return LockOutcome(status.name, "rendered", status.changes, tuple(written), tuple(p for p, _ in files),
                        tuple(removed))

