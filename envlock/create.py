@@ -228,6 +228,7 @@ def _install(req: CreateRequest, lock: LockFile, packages: Sequence[LockedPackag
     # prefix too, so doctor and the next create recognise a half-built one.
     env.write_env_meta(req.prefix, {**new_meta, "state": "incomplete"})
     if state == "env":
+        env.drop_duplicate_records(req.prefix, [pkgcache.dist(p) for p in packages])
         for record in env.damaged_records(req.prefix):
             beneath.unlink(req.prefix, f"conda-meta/{record.name}")  # re-link packages whose files went missing
     try:

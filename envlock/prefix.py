@@ -56,9 +56,11 @@ def check_writable(prefix: Path) -> None:
 
 
 def prefix_lock(prefix: Path, cache_root: Path) -> FileLock:
-    """The file lock of one prefix (kept in the cache dir, keyed by the prefix's absolute path)."""
-    key = hashlib.sha256(str(prefix.absolute()).encode()).hexdigest()[:24]
-    return FileLock(cache_root / "file-locks" / f"prefix-{prefix.name[:40]}-{key}.lock", f"the environment {prefix}")
+    """The file lock of one prefix (kept in the cache dir), keyed by the prefix's real path: every path that names
+    the same directory (through a symlinked parent, `..`, a bind of the same path) takes the same lock."""
+    real = os.path.realpath(prefix)
+    key = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:24]
+    return FileLock(cache_root / "file-locks" / f"prefix-{Path(real).name[:40]}-{key}.lock", f"the environment {prefix}")
 
 
 def read_env_meta(prefix: Path) -> dict[str, Any]:
@@ -91,6 +93,31 @@ def damaged_records(prefix: Path) -> list[Path]:
         if not isinstance(files, list) or any(not os.path.lexists(prefix / str(f)) for f in files):
             damaged.append(record)
     return damaged
+
+
+def drop_duplicate_records(prefix: Path, dists: Sequence[str]) -> None:
+    """Remove the records (and the files only they list) of packages installed twice under one name, but for the
+    lock's own: rattler keeps one record per name and leaves the other on disk (two creates of one prefix that
+    raced left cuda-nvcc 12.1 and 12.6 both recorded), so the prefix could never again equal the lock."""
+    by_name: dict[str, list[tuple[Path, list[str]]]] = {}
+    for record in sorted((prefix / "conda-meta").glob("*.json")):
+        doc = read_json(record)
+        files = doc.get("files") if isinstance(doc, dict) else None
+        if not isinstance(doc, dict) or not isinstance(doc.get("name"), str) or not isinstance(files or [], list):
+            continue  # unreadable: damaged_records drops it
+        by_name.setdefault(doc["name"], []).append((record, [str(f) for f in files or ()]))
+    wanted = set(dists)
+    for group in (g for g in by_name.values() if len(g) > 1):
+        keep = {f for record, files in group if record.stem in wanted for f in files}
+        for record, files in group:
+            if record.stem in wanted:
+                continue
+            for rel in (f for f in files if f not in keep):
+                try:
+                    beneath.unlink(prefix, rel)  # never through a link, never outside (a record is a file anyone edits)
+                except EnvCreateError:
+                    continue
+            beneath.unlink(prefix, f"conda-meta/{record.name}")
 
 
 def share_records(prefix: Path) -> None:
@@ -158,8 +185,10 @@ def is_unchanged(prefix: Path, new_meta: Mapping[str, Any], dists: Sequence[str]
     if not same or old.get("state") != "complete":
         return False
     act = new_meta["activation"]
+    # the installed records must be exactly the lock's: a record more (a second create that raced this one, a
+    # package installed by hand) is a change too
     return (hooks_current(prefix, new_meta["platform"], act["torch_source"], act["has_cudnn"])
-            and set(dists) <= installed_dists(prefix) and not damaged_records(prefix))
+            and set(dists) == installed_dists(prefix) and not damaged_records(prefix))
 
 
 def roll_back(prefix: Path, state: str) -> None:
