@@ -239,7 +239,7 @@ def store_wheels(root: Path, wheels: Sequence[PypiPackage], upload_bound: Mappin
         fn = wheel_file(w)
         dest = under(files, fn, "the wheel's place in the mirror")
         if not (dest.is_file() and record.get(fn, {}).get("sha256") == w.sha256):
-            copy_atomic(src, dest, mode=_FILE_MODE, link=True)
+            copy_atomic(src, dest, mode=_FILE_MODE)  # a copy: editing the mirror never edits the cache
             added += 1
         meta = dest.with_name(dest.name + ".metadata")
         if not meta.is_file():

@@ -201,7 +201,7 @@ def _install(req: CreateRequest, lock: LockFile, packages: Sequence[LockedPackag
     from envlock.conda import cache as pkgcache
     from envlock.conda import install
     from envlock.gate import conda_archive
-    from envlock.pkgcheck import check_prefix
+    from envlock.pkgcheck import check_prefix, summarize
 
     state = env.prefix_state(req.prefix)
     env.check_writable(req.prefix)
@@ -218,8 +218,8 @@ def _install(req: CreateRequest, lock: LockFile, packages: Sequence[LockedPackag
                             progress=progress)
     records = install.records(fetched, cache)
     # Symlinks (chains too) of the packages over those already in the prefix: none may lead out of it.
-    check_prefix(req.prefix, [(pkgcache.entry(cache, f.pkg), conda_archive(f.pkg)) for f in fetched],
-                 python=_python_version(packages))
+    check_prefix(req.prefix, [(f.summary or summarize(f.path or pkgcache.entry(cache, f.pkg)), conda_archive(f.pkg))
+                              for f in fetched], python=_python_version(packages))
     # The PyPI part: every wheel downloaded and sha256-checked before the prefix is touched.
     python = _python_of(packages) if wheels else ""
     wheel_paths = _fetch_pypi_part(wheels, req, cache.parent, python, progress)
@@ -234,11 +234,12 @@ def _install(req: CreateRequest, lock: LockFile, packages: Sequence[LockedPackag
     try:
         install.link(records, req.prefix, req.platform, cache, progress)
         if wheel_paths:  # after the conda part (its python), rolled back with it
-            from envlock.pypi.wheels import install_wheels
+            from envlock.pypi.wheels import install_wheels, private_links
 
             progress.start("pypi", 1)
-            install_wheels(req.prefix, wheel_paths, platform=req.platform, python=python,
-                           glibc=_glibc_of(lock, req.platform), cache=cache.parent)
+            with private_links(wheel_paths, cache.parent) as verified:  # uv reads what was checked, nothing swapped in
+                install_wheels(req.prefix, verified, platform=req.platform, python=python,
+                               glibc=_glibc_of(lock, req.platform), cache=cache.parent)
             progress.advance("pypi", f"{len(wheel_paths)} wheels")
             progress.finish("pypi")
     except BaseException as exc:

@@ -18,6 +18,7 @@ control characters escaped; nothing else is raised for any input (tests/security
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path, PurePosixPath
@@ -107,11 +108,31 @@ def under(root: Path, rel: str | PurePosixPath, what: str = "the path", *, hint:
     """
     parts = rel if isinstance(rel, PurePosixPath) else relative(rel, what, decode=False, hint=hint)
     path = Path(root, *parts.parts)
+    if _no_link_below(root, parts.parts):
+        return path  # every existing part below the root is a plain directory or file: it stays under the root
     real_root = os.path.realpath(root)
     real = os.path.realpath(path)
     if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
         raise _refuse(str(parts), what, f"it leads out of {root} (to {real})", hint)
     return path
+
+
+def _no_link_below(root: Path, parts: tuple[str, ...]) -> bool:
+    """Whether no existing component of `root/parts` below `root` is a symlink (one lstat each, from the top,
+    stopping at the first that does not exist): then the path cannot leave the root, and realpath is not needed."""
+    import stat  # noqa: PLC0415
+
+    here = str(root)
+    for part in parts:
+        here = os.path.join(here, part)
+        try:
+            if stat.S_ISLNK(os.lstat(here).st_mode):
+                return False
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+    return True
 
 
 def sha256_hex(raw: object, what: str = "the sha256") -> str:
@@ -124,6 +145,7 @@ def sha256_hex(raw: object, what: str = "the sha256") -> str:
 # --------------------------------------------------------------------------- package file names
 
 
+@functools.lru_cache(maxsize=8192)  # a record is frozen: a warm create asks for each one several times
 def conda_archive(pkg: LockedPackage) -> str:
     """The file name of a locked conda package: the URL's last segment, checked to be
     `<name>-<version>-<build>.conda|.tar.bz2` with exactly the record's name, version and build."""

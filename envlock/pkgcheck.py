@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import posixpath
 from pathlib import Path
+from typing import Any
 
 from envlock.errors import EnvCreateError
 from envlock.untrusted import read_json
@@ -90,6 +91,19 @@ class Escape(Exception):
     """A path resolves out of the prefix (through the links of the prefix as it will be)."""
 
 
+def summarize(entry: Path) -> dict[str, Any]:
+    """What check_prefix needs of an extracted package: its symlinks (path -> target), the directories its paths
+    lie in, and whether it is noarch: python. Made once, when the entry is verified, and kept in the user's trust
+    store (envlock/trust.py), so a warm create does not read every package's paths.json again."""
+    links: dict[str, str] = {}
+    dirs: set[str] = set()
+    for rel in _listed_paths(entry):
+        dirs.add(rel.rsplit("/", 1)[0] if "/" in rel else "")
+        if os.path.islink(os.path.join(entry, rel)):
+            links[rel] = os.readlink(os.path.join(entry, rel))
+    return {"links": links, "dirs": sorted(dirs), "noarch_python": _is_noarch_python(entry)}
+
+
 class PrefixView:
     """The prefix as it will be once some packages are linked: their symlinks over what is on disk now.
 
@@ -98,37 +112,39 @@ class PrefixView:
     """
 
     def __init__(self, prefix: Path) -> None:
-        self.prefix = prefix
+        self.prefix = str(prefix)
+        self.on_disk = os.path.isdir(prefix)  # a new prefix has no links yet
         self.links: dict[str, str] = {}  # prefix-relative path -> target, from the packages
-        self.owners: dict[str, str] = {}  # prefix-relative path -> the package (file name) that ships it
-        self.listed: dict[str, list[str]] = {}  # package -> its prefix-relative paths
+        self.owners: dict[str, str] = {}  # prefix-relative link path -> the package (file name) that ships it
+        self.checks: list[tuple[str, str]] = []  # (package, a link or a directory of its paths) to resolve
         self._disk: dict[str, str | None] = {}
 
-    def add(self, entry: Path, filename: str, python: str = "") -> None:
-        """A package's extracted cache entry: its paths (noarch: python ones moved where they will be linked)."""
-        noarch_python = _is_noarch_python(entry)
-        paths = []
-        for rel in _listed_paths(entry):
-            where = _linked_at(rel, python) if noarch_python else rel
-            paths.append(where)
+    def add(self, summary: dict[str, Any], filename: str, python: str = "") -> None:
+        """A package (its summarize()): its links and directories, where they will be linked (noarch: python
+        ones moved to site-packages and bin/)."""
+        noarch = bool(summary.get("noarch_python"))
+        for rel, target in (summary.get("links") or {}).items():
+            where = _linked_at(rel, python) if noarch else rel
+            self.links[where] = str(target)
             self.owners.setdefault(where, filename)
-            src = entry / rel
-            if src.is_symlink():
-                self.links[where] = os.readlink(src)
-        self.listed[filename] = paths
+            self.checks.append((filename, where))
+        for rel in summary.get("dirs") or ():
+            self.checks.append((filename, _linked_at(rel, python) if noarch else rel))
 
     def _on_disk(self, rel: str) -> str | None:
         """The target of a symlink at `rel` in the prefix now, or None (absent, or not a link)."""
+        if not self.on_disk:
+            return None
         if rel not in self._disk:
             try:
-                self._disk[rel] = os.readlink(self.prefix / rel)
+                self._disk[rel] = os.readlink(os.path.join(self.prefix, rel))
             except (OSError, ValueError):
                 self._disk[rel] = None
         return self._disk[rel]
 
     def resolve(self, rel: str, follow_last: bool = True) -> str:
         """`rel` resolved inside the prefix (prefix-relative, '' for the prefix itself); Escape when it leaves."""
-        todo = [p for p in rel.replace("\\", "/").split("/")][::-1]
+        todo = rel.replace("\\", "/").split("/")[::-1]
         done: list[str] = []
         hops = 0
         while todo:
@@ -152,29 +168,23 @@ class PrefixView:
             todo.extend(norm.split("/")[::-1])
         return "/".join(done)
 
+    def leaves(self, rel: str) -> bool:
+        try:
+            self.resolve(rel)
+            return False
+        except Escape:
+            return True
+
     def problems(self, own: tuple[str, ...] = OWN_DIRS) -> list[tuple[str, str]]:
-        """(package file name or 'envlock', why) for every path that leaves the prefix."""
+        """(package file name or 'the environment', why) for every path that leaves the prefix."""
         found: list[tuple[str, str]] = []
-        checked: dict[str, bool] = {}
-
-        def leaves(rel: str, follow_last: bool) -> bool:
-            key = f"{follow_last}:{rel}"
-            if key not in checked:
-                try:
-                    self.resolve(rel, follow_last)
-                    checked[key] = False
-                except Escape:
-                    checked[key] = True
-            return checked[key]
-
-        for filename, paths in self.listed.items():
-            for rel in paths:
-                parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
-                if leaves(parent, True) or (rel in self.links and leaves(rel, True)):
-                    found.append((filename, f"{rel!r} leads out of the environment through its symlinks"))
-                    break
+        flagged: set[str] = set()
+        for filename, rel in dict.fromkeys(self.checks):
+            if filename not in flagged and self.leaves(rel):
+                flagged.add(filename)
+                found.append((filename, f"{rel!r} leads out of the environment through its symlinks"))
         for rel in own:
-            if leaves(rel, True):
+            if self.leaves(rel):
                 who = self.owners.get(rel) or next((self.owners[p] for p in self.links if rel.startswith(p + "/")),
                                                    "the environment")
                 found.append((who, f"{rel!r}, where envlock writes, leads out of the environment"))
@@ -188,19 +198,19 @@ def _is_noarch_python(entry: Path) -> bool:
 
 def _linked_at(rel: str, python: str) -> str:
     """Where a noarch: python package's path is linked (site-packages/ and python-scripts/ move)."""
-    if rel.startswith("site-packages/"):
+    if rel == "site-packages" or rel.startswith("site-packages/"):
         return f"lib/python{python or '3'}/{rel}"
-    if rel.startswith("python-scripts/"):
-        return "bin/" + rel[len("python-scripts/"):]
+    if rel == "python-scripts" or rel.startswith("python-scripts/"):
+        return "bin" + rel[len("python-scripts"):]
     return rel
 
 
-def check_prefix(prefix: Path, entries: list[tuple[Path, str]], python: str = "") -> None:
+def check_prefix(prefix: Path, packages: list[tuple[dict[str, Any], str]], python: str = "") -> None:
     """EnvCreateError when a package's paths, or envlock's own, would leave `prefix` once every package in
-    `entries` ((cache entry, file name)) is linked over what the prefix holds now (chains included)."""
+    `packages` ((summarize() of its entry, file name)) is linked over what the prefix holds now (chains included)."""
     view = PrefixView(prefix)
-    for entry, filename in entries:
-        view.add(entry, filename, python)
+    for summary, filename in packages:
+        view.add(summary, filename, python)
     found = view.problems(OWN_DIRS + ((f"lib/python{python}/site-packages",) if python else ()))
     if found:
         who, why = found[0]

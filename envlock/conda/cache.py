@@ -1,10 +1,15 @@
-"""The package cache: verified archives, extracted in rattler's cache format, shared safely between processes.
+"""The package cache: verified archives, extracted in rattler's cache format, shared safely between processes and
+between the users of a group cache.
 
 An entry is `<cache>/<dist>/` (the extracted package), rattler's `<dist>.lock` (u64 revision + the archive's
 sha256: rattler trusts the entry when that sha256 equals the record's, so its installer never downloads
-again) and envlock's `<dist>.envlock.json` sidecar, which marks it verified against a lock. Each entry is
-fetched under its own file lock (envlock.fs.entry_lock), so creates sharing a cache on a cluster's shared
-filesystem fetch every package once.
+again), envlock's `<dist>.envlock.json` sidecar, and the verified archive itself (`<dist>.conda|.tar.bz2`).
+Each entry is fetched under its own file lock (envlock.fs.entry_lock), so creates sharing a cache on a
+cluster's shared filesystem fetch every package once.
+
+An entry is used as it is only while it is the sealed one this user verified (envlock/trust.py: one lstat per
+entry). Anything else (another user's entry, one replaced or unsealed since) is extracted again from the kept
+archive once that archive's sha256 matches the lock again, or fetched again; a changed one is named on stderr.
 """
 
 from __future__ import annotations
@@ -20,14 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from envlock import net
-from envlock.conda.fetch import expected, fetch_archive, mirrored
+from envlock.conda.fetch import expected, fetch_archive, hash_file, mirrored
 from envlock.errors import EnvCreateError
-from envlock.fs import entry_lock, new_dir_mode, new_file_mode, write_json_atomic
-from envlock.gate import conda_dist, under
+from envlock.fs import copy_atomic, entry_lock, new_dir_mode, new_file_mode, write_atomic, write_json_atomic
+from envlock.gate import conda_archive, conda_dist, under
 from envlock.models import LockedPackage
-from envlock.pkgcheck import check_extracted
+from envlock.pkgcheck import check_extracted, summarize
 from envlock.progress import Progress
-from envlock.untrusted import read_json
+from envlock.trust import Store, Verdict, notify, seal, swap_in
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,8 @@ class Fetched:
     md5: str
     size: int
     downloaded: bool
+    summary: dict[str, Any] | None = None  # envlock.pkgcheck.summarize() of the entry, as this user verified it
+    path: Path | None = None  # the entry (checked by envlock/gate.py)
 
 
 def dist(pkg: LockedPackage) -> str:
@@ -56,26 +63,59 @@ def sidecar(cache: Path, pkg: LockedPackage) -> Path:
     return entry(cache, pkg, ".envlock.json")
 
 
-def cached(cache: Path, pkg: LockedPackage) -> Fetched | None:
-    """The verified cache entry for `pkg`, if there is one."""
-    side = read_json(sidecar(cache, pkg))
-    try:
-        rattler_lock = entry(cache, pkg, ".lock").read_bytes()
-    except OSError:
-        return None
-    if not isinstance(side, dict):
-        return None
+def archive_of(cache: Path, pkg: LockedPackage) -> Path:
+    """`<cache>/<name>-<version>-<build>.conda|.tar.bz2`: the verified archive, kept so that an entry can be
+    extracted again (another user's, or one that changed) without a network."""
+    return under(cache, conda_archive(pkg), "the cached archive")
+
+
+def _digest(pkg: LockedPackage) -> str:
+    return ":".join(expected(pkg))
+
+
+def state(cache: Path, pkg: LockedPackage) -> tuple[Fetched | None, Verdict]:
+    """The entry for `pkg` if this user may use it as it is (envlock/trust.py), and the store's verdict on it.
+
+    The hot path of a warm create (once per package): this user's record of the entry (one read), the entry's
+    identity (one lstat: a link in its place is never trusted, so nothing here leads out of the cache), rattler's
+    `.lock` (rattler's installer must agree) and info/index.json.
+    """
+    target = cache / dist(pkg)  # one component (envlock/gate.py); _identity refuses a link in its place
     algo, want = expected(pkg)
-    if side.get(algo) != want or rattler_lock[8:40].hex() != side.get("sha256"):
-        return None
-    if not (entry(cache, pkg) / "info" / "index.json").is_file():
-        return None
-    return Fetched(pkg, side["sha256"], side["md5"], int(side.get("size", 0)), False)
+    verdict, extra = store(cache).lookup(target.name, target, f"{algo}:{want}")
+    if verdict != "trusted":
+        return None, verdict
+    side = extra.get("fetched") or {}
+    try:
+        with open(f"{target}.lock", "rb") as fh:
+            same = fh.read(40)[8:40].hex() == side.get("sha256")
+    except OSError:
+        same = False
+    if not same or not os.path.isfile(os.path.join(target, "info", "index.json")):
+        return None, "unknown"
+    return Fetched(pkg, side["sha256"], side["md5"], int(side.get("size", 0)), False, extra.get("summary"),
+                   target), verdict
+
+
+def cached(cache: Path, pkg: LockedPackage) -> Fetched | None:
+    """The verified cache entry for `pkg`, if this user may use it as it is."""
+    return state(cache, pkg)[0]
+
+
+_STORES: dict[Path, Store] = {}
+
+
+def store(cache: Path) -> Store:
+    """This user's trust store of one package cache (one per process and cache)."""
+    if cache not in _STORES:
+        _STORES[cache] = Store(cache)
+    return _STORES[cache]
 
 
 def forget(cache: Path, pkg: LockedPackage) -> None:
     """Drop an entry's 'verified' mark, so the next run fetches it again."""
     sidecar(cache, pkg).unlink(missing_ok=True)
+    store(cache).forget(dist(pkg))
 
 
 def _extract(archive: Path, dest: Path, filename: str) -> None:
@@ -88,38 +128,70 @@ def _extract(archive: Path, dest: Path, filename: str) -> None:
 
 
 def _fetch_entry(pkg: LockedPackage, cache: Path, work: Path, mirrors: Mapping[str, str], cancel: threading.Event,
-                 session: Any, progress: Progress | None, sized: int) -> Fetched:
-    """Get one archive, verify it against the lock, extract it into the cache (once per shared cache)."""
+                 session: Any, progress: Progress | None, sized: int, offline: bool = False) -> Fetched:
+    """Verify one archive against the lock (the kept one, else a fetched one) and extract it into the cache as this
+    user's sealed entry (once per shared cache: under the entry's file lock)."""
     with entry_lock(cache, dist(pkg)):
-        hit = cached(cache, pkg)
-        if hit is not None:  # another envlock process sharing this cache fetched it while we waited
+        hit, verdict = state(cache, pkg)
+        if hit is not None:  # another envlock process of this user fetched it while we waited
             if sized and progress is not None:
                 progress.expect("fetch", -sized)  # counted in the byte bar's total, not downloaded here
             return hit
-        archive, sha256, md5, size = fetch_archive(pkg, mirrors, work, cancel, session, progress, bool(sized))
+        if verdict == "changed":
+            notify(f"the package cache entry {dist(pkg)} is not the one you verified (replaced or made writable "
+                   "since); it is extracted again from its archive, checked against the lock")
+        archive, sha256, md5, size, downloaded = _verified_archive(pkg, cache, work, mirrors, cancel, session,
+                                                                   progress, sized, offline)
         target = entry(cache, pkg)
         staging = Path(tempfile.mkdtemp(prefix=f".{dist(pkg)}.", dir=work))
-        try:
-            _extract(archive, staging, pkg.filename)
-        finally:
-            if archive.parent == work:
-                archive.unlink(missing_ok=True)
+        _extract(archive, staging, pkg.filename)
         # ../ or absolute paths and symlinks out of the prefix: refused before anything is linked (rattler
         # would link some, create some, and panic on others; envlock/pkgcheck.py).
         check_extracted(staging, pkg.filename)
         os.chmod(staging, new_dir_mode())  # mkdtemp's 0700 would hide the entry from the other users of a cache
-        shutil.rmtree(target, ignore_errors=True)
-        try:
-            os.rename(staging, target)
-        except OSError:
-            if not (target / "info" / "index.json").is_file():  # another envlock put it there first
-                raise
-            shutil.rmtree(staging, ignore_errors=True)
-        entry(cache, pkg, ".lock").write_bytes(struct.pack(">Q", 1) + bytes.fromhex(sha256))
+        seal(staging)  # nobody else may write into it once it is in the cache (envlock/trust.py)
+        swap_in(staging, target)
+        write_atomic(entry(cache, pkg, ".lock"), struct.pack(">Q", 1) + bytes.fromhex(sha256), mode=_sealed_file_mode(),
+                     skip_unchanged=False)
         # 0666 minus the umask: the cache may be shared by the users of a cluster
         write_json_atomic(sidecar(cache, pkg), {"sha256": sha256, "md5": md5, "size": size, "url": pkg.url},
                           mode=new_file_mode())
-        return Fetched(pkg, sha256, md5, size, True)
+        summary = summarize(target)
+        fetched = {"sha256": sha256, "md5": md5, "size": size}
+        store(cache).remember(dist(pkg), target, _digest(pkg), {"summary": summary, "fetched": fetched})
+        return Fetched(pkg, sha256, md5, size, downloaded, summary, target)
+
+
+def _sealed_file_mode() -> int:
+    return new_file_mode() & ~0o022
+
+
+def _verified_archive(pkg: LockedPackage, cache: Path, work: Path, mirrors: Mapping[str, str], cancel: threading.Event,
+                      session: Any, progress: Progress | None, sized: int,
+                      offline: bool) -> tuple[Path, str, str, int, bool]:
+    """(archive, sha256, md5, size, fetched now): the kept archive when it still matches the lock, else a fetched
+    one (then kept, sealed, for the next time)."""
+    kept = archive_of(cache, pkg)
+    if os.path.isfile(kept) and not os.path.islink(kept):
+        sha256, md5, size = hash_file(kept, cancel)
+        algo, want = expected(pkg)
+        if (sha256 if algo == "sha256" else md5) == want:
+            if sized and progress is not None:
+                progress.expect("fetch", -sized)
+            return kept, sha256, md5, size, False
+        notify(f"the cached archive {kept.name} does not match the lock (changed since it was fetched); "
+               + ("it cannot be fetched again with --offline" if offline else "fetching it again"))
+    if offline:
+        raise EnvCreateError(f"{pkg.filename} is not in the package cache as the lock pins it, and --offline is set",
+                             hint=f"run once without --offline (it fetches and checks it again), or copy a filled "
+                                  f"package cache to {cache}")
+    archive, sha256, md5, size = fetch_archive(pkg, mirrors, work, cancel, session, progress, bool(sized))
+    if archive.parent == work:  # downloaded: kept as it is
+        os.chmod(archive, _sealed_file_mode())
+        os.replace(archive, kept)
+    else:  # a file:// source: copied, never moved (the user's file)
+        copy_atomic(archive, kept, mode=_sealed_file_mode())
+    return kept, sha256, md5, size, True
 
 
 def fill(packages: Sequence[LockedPackage], cache: Path, *, mirrors: Mapping[str, str], offline: bool, jobs: int,
@@ -133,9 +205,10 @@ def fill(packages: Sequence[LockedPackage], cache: Path, *, mirrors: Mapping[str
             missing.append(pkg)
         else:
             results[pkg.filename] = hit
-    if missing and offline:
-        names = ", ".join(p.filename for p in missing[:3]) + (" …" if len(missing) > 3 else "")
-        raise EnvCreateError(f"{len(missing)} package(s) are not in the package cache and --offline is set: {names}",
+    absent = [p for p in missing if not os.path.isfile(archive_of(cache, p))]  # no archive to extract again
+    if absent and offline:
+        names = ", ".join(p.filename for p in absent[:3]) + (" …" if len(absent) > 3 else "")
+        raise EnvCreateError(f"{len(absent)} package(s) are not in the package cache and --offline is set: {names}",
                              hint=f"run once without --offline, or copy a filled package cache to {cache}")
     progress.start("fetch", len(packages))
     for hit in results.values():
@@ -145,7 +218,7 @@ def fill(packages: Sequence[LockedPackage], cache: Path, *, mirrors: Mapping[str
         work = Path(tempfile.mkdtemp(prefix=".envlock-fetch-", dir=cache))
         try:
             sizes: Mapping[str, int] = {}
-            if getattr(progress, "wants_sizes", False):  # a person watches: a total for the byte bar (and an ETA)
+            if getattr(progress, "wants_sizes", False) and not offline:  # a person watches: a total for the byte bar (and an ETA)
                 with net.session() as s:
                     sizes = net.content_lengths([mirrored(p.url, mirrors) for p in missing], s)
                 if sizes:
@@ -153,7 +226,7 @@ def fill(packages: Sequence[LockedPackage], cache: Path, *, mirrors: Mapping[str
 
             def fetch(p: LockedPackage, cancel: threading.Event, session: Any) -> Fetched:
                 return _fetch_entry(p, cache, work, mirrors, cancel, session, progress,
-                                    sizes.get(mirrored(p.url, mirrors), 0))
+                                    sizes.get(mirrored(p.url, mirrors), 0), offline)
 
             for fetched in net.parallel(missing, fetch, jobs=jobs, on_done=lambda f: progress.advance("fetch", f.pkg.name)):
                 results[fetched.pkg.filename] = fetched

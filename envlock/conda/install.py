@@ -52,7 +52,8 @@ def records(fetched: Sequence[Fetched], cache: Path) -> list[Any]:
     out = []
     for f in fetched:
         pkg = f.pkg
-        rec = PackageRecord.from_index_json(entry(cache, pkg) / "info" / "index.json", f.size, f.sha256, f.md5)
+        rec = PackageRecord.from_index_json((f.path or entry(cache, pkg)) / "info" / "index.json", f.size, f.sha256,
+                                            f.md5)
         if (rec.name.normalized, str(rec.version), str(rec.build)) != (pkg.name.lower(), pkg.version, pkg.build):
             raise EnvCreateError(
                 f"{pkg.filename} holds {rec.name.normalized} {rec.version} {rec.build}, not what the lock names",

@@ -6,18 +6,20 @@ checked before anything is installed), then installed into the prefix by `uv pip
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import hashlib
 import os
+import shutil
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote
 
 from envlock import beneath, net
 from envlock.errors import ChannelError, EnvCreateError, EnvlockError
-from envlock.fs import entry_lock, new_file_mode, replace
+from envlock.fs import entry_lock, new_dir_mode, new_file_mode
 from envlock.mirrors import PYPI
 from envlock.gate import component, sha256_hex, under, wheel_file
 from envlock.names import file_url_path
@@ -26,6 +28,7 @@ from envlock.net import scrub
 from envlock.pypi import uv
 from envlock.pypi.part import index_root, python_platform
 from envlock.untrusted import DOC_CAP, read_capped
+from envlock.trust import Store, notify, swap_in
 
 
 def wheel_cache(cache: Path) -> Path:
@@ -41,17 +44,24 @@ def cached_wheel(cache: Path, pkg: PypiPackage) -> Path:
 
 def fetch_wheels(packages: Sequence[PypiPackage], cache: Path, *, offline: bool, mirrors: Mapping[str, str] = {},
                  jobs: int = 4, progress: Any = None) -> tuple[list[Path], int]:
-    """Every locked wheel in envlock's cache, sha256-verified; (paths, how many were downloaded)."""
+    """Every locked wheel in envlock's cache, sha256-verified; (paths, how many were downloaded).
+
+    A cached wheel is used as it is only while it is the sealed file this user verified (envlock/trust.py);
+    any other (another user's, or one replaced since) is checked again: copied while hashed, and kept as this
+    user's when it matches the lock, else fetched again.
+    """
     paths = [cached_wheel(cache, p) for p in packages]
-    missing = [p for p, path in zip(packages, paths) if not path.is_file()]
+    trust = _store(cache)
+    todo = [p for p, path in zip(packages, paths) if trust.check(path.parent.name, path, p.sha256.lower()) != "trusted"]
+    missing = [p for p, path in zip(packages, paths) if p in todo and not path.is_file()]
     if missing and offline:
         names = ", ".join(p.filename for p in missing[:3]) + (" …" if len(missing) > 3 else "")
         raise EnvCreateError(f"{len(missing)} wheel(s) are not in envlock's cache and --offline is set: {names}",
                              hint="run once without --offline to fill the cache")
-    if missing:
+    if todo:
         session = net.session(pool=max(16, jobs))
         sizes: Mapping[str, int] = {}
-        if progress is not None and getattr(progress, "wants_sizes", False) and PYPI not in mirrors:
+        if progress is not None and getattr(progress, "wants_sizes", False) and PYPI not in mirrors and missing:
             # the byte bar's total (and ETA); a pypi= mirror is asked later
             sizes = net.content_lengths([_mirrored(p, mirrors, session) for p in missing], session)
             if sizes:
@@ -59,12 +69,52 @@ def fetch_wheels(packages: Sequence[PypiPackage], cache: Path, *, offline: bool,
         try:
             with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
                 for fut in [pool.submit(_fetch_one, p, cache, mirrors, session, progress,
-                                        sizes.get(_mirrored(p, mirrors, session), 0) if sizes else 0)
-                            for p in missing]:
+                                        sizes.get(_mirrored(p, mirrors, session), 0) if sizes else 0, offline)
+                            for p in todo]:
                     fut.result()
         finally:
             session.close()
     return paths, len(missing)
+
+
+_STORES: dict[Path, Store] = {}
+
+
+def _store(cache: Path) -> Store:
+    root = wheel_cache(cache)
+    if root not in _STORES:
+        _STORES[root] = Store(root)
+    return _STORES[root]
+
+
+@contextlib.contextmanager
+def private_links(paths: Sequence[Path], cache: Path) -> Iterator[list[Path]]:
+    """The verified wheels as links in a folder only this user can enter: what uv reads can no longer be swapped
+    by another user of the cache after the check (a link shares the sealed inode; a copy where no link can be)."""
+    root = wheel_cache(cache)
+    root.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix=".envlock-install-", dir=root))
+    try:
+        out = []
+        for path in paths:
+            dest = folder / path.name
+            try:
+                os.link(path, dest, follow_symlinks=False)
+            except OSError:
+                shutil.copyfile(path, dest)
+            if _store(cache).check(path.parent.name, dest, path.parent.name) != "trusted" and not _same(dest, path.parent.name):
+                raise EnvCreateError(f"{path.name} changed in envlock's cache while it was being installed",
+                                     hint="run `envlock create` again (the wheel is checked again); another user of the "
+                                          "cache may be tampering with it")
+            out.append(dest)
+        yield out
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _same(path: Path, sha256: str) -> bool:
+    """Whether a file (this user's private copy) holds the bytes `sha256` names."""
+    return _digest(path) == sha256
 
 
 def _mirrored(pkg: PypiPackage, mirrors: Mapping[str, str], session: Any) -> str:
@@ -139,47 +189,68 @@ def fetch_one(pkg: PypiPackage, cache: Path, session: Any) -> Path:
 
 
 def _fetch_one(pkg: PypiPackage, cache: Path, mirrors: Mapping[str, str], session: Any, progress: Any = None,
-               sized: int = 0) -> None:
+               sized: int = 0, offline: bool = False) -> None:
     final = cached_wheel(cache, pkg)
-    with entry_lock(wheel_cache(cache), final.parent.name):  # once per cache, even when processes share it
-        if not final.is_file():
-            _fetch_locked(pkg, final, mirrors, session, progress, sized)
-        elif progress is not None and sized:
-            progress.expect("wheels", -sized)  # another process fetched it: not downloaded here
+    sha = final.parent.name
+    with entry_lock(wheel_cache(cache), sha):  # once per cache, even when processes share it
+        verdict = _store(cache).check(sha, final, sha)
+        if verdict == "trusted":
+            if progress is not None and sized:
+                progress.expect("wheels", -sized)  # another process fetched it: not downloaded here
+            return
+        if verdict == "changed":
+            notify(f"the cached wheel {final.name} is not the one you verified (replaced or made writable since); "
+                   "it is checked again")
+        _fetch_locked(pkg, final, mirrors, session, progress, sized, offline, cache)
 
 
-def _fetch_locked(pkg: PypiPackage, final: Path, mirrors: Mapping[str, str], session: Any, progress: Any = None,
-                  sized: int = 0) -> None:
-    url = _mirrored(pkg, mirrors, session)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=".download-", suffix=".part", dir=final.parent)
-    tmp = Path(tmp_name)
+def _fetch_locked(pkg: PypiPackage, final: Path, mirrors: Mapping[str, str], session: Any, progress: Any,
+                  sized: int, offline: bool, cache: Path) -> None:
+    """The wheel into a new folder of this user's, checked against the lock, sealed and swapped in as `final`'s."""
+    sha = final.parent.name
+    final.parent.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".envlock-fetch-", dir=wheel_cache(cache)))
+    tmp = work / final.name
     try:
-        os.close(fd)
-        _fetch_to(url, tmp, pkg, session, progress, sized)
-        digest = hashlib.sha256()
-        with tmp.open("rb") as fh:
-            while chunk := fh.read(net.CHUNK):
-                digest.update(chunk)
-        if digest.hexdigest() != pkg.sha256.lower():
+        got = None
+        if os.path.isfile(final) and not os.path.islink(final):  # there, but not ours or not as verified
+            shutil.copyfile(final, tmp)
+            got = _digest(tmp)
+            if got != sha:
+                notify(f"the cached wheel {final.name} does not match the lock; "
+                       + ("it cannot be fetched again with --offline" if offline else "fetching it again"))
+        if got != sha:
+            if offline:
+                raise EnvCreateError(f"{final.name} in envlock's cache does not match the lock, and --offline is set",
+                                     hint="run once without --offline (it fetches and checks it again)")
+            _fetch_to(_mirrored(pkg, mirrors, session), tmp, pkg, session, progress, sized)
+            got = _digest(tmp)
+        if got != sha:
             raise EnvCreateError(
-                f"{pkg.filename} does not match the sha256 the lock records (got {digest.hexdigest()[:16]}…, "
-                f"want {pkg.sha256[:16]}…)",
+                f"{pkg.filename} does not match the sha256 the lock records (got {got[:16]}…, want {sha[:16]}…)",
                 hint="the index served a different file than the one locked, so nothing was installed; "
                      "check the index or proxy, or re-lock (`envlock lock --refresh`) if it really changed",
             )
-        os.chmod(tmp, new_file_mode())  # mkstemp's 0600 would hide the wheel from the other users of a cache
-        replace(tmp, final)
+        os.chmod(tmp, new_file_mode() & ~0o022)  # readable by the other users of a cache, writable by none
+        os.chmod(work, new_dir_mode() & ~0o022)
+        swap_in(work, final.parent)
+        _store(cache).remember(sha, final, sha)
     finally:
-        tmp.unlink(missing_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(net.CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _fetch_to(url: str, dest: Path, pkg: PypiPackage, session: Any, progress: Any, sized: int) -> None:
     """The file's bytes into `dest`: copied from a file:// URL, else downloaded (envlock.net.download: a body cut
     off mid-way starts the file again, so no byte is written twice)."""
     if url.startswith("file:"):
-        import shutil  # noqa: PLC0415
-
         try:
             shutil.copyfile(file_url_path(url), dest)
         except OSError as exc:
@@ -213,7 +284,8 @@ def install_wheels(prefix: Path, wheels: Sequence[Path], *, platform: str, pytho
     with beneath.directory(prefix, rel):  # made without following a symlink out of the prefix
         pass
     target = under(prefix, rel, "the environment's site-packages")
-    args = ["pip", "install", "--no-config", "--no-deps", "--offline", "--no-index", "--quiet",
+    # --no-cache: uv's cache lies in envlock's, which other users may write; the verified wheels are all it needs
+    args = ["pip", "install", "--no-config", "--no-deps", "--offline", "--no-index", "--no-cache", "--quiet",
             "--target", str(target), "--python", sys.executable, "--python-version", python,
             "--python-platform", python_platform(platform, glibc), *map(str, wheels)]
 
