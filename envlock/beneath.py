@@ -27,6 +27,13 @@ _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLL
 _AT = os.open in os.supports_dir_fd and os.mkdir in os.supports_dir_fd and hasattr(os, "O_NOFOLLOW")
 
 
+def _new_file_mode() -> int:
+    """0666 minus the umask (what open() gives a new file; envlock.fs.new_file_mode, without importing it)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def _refused(root: Path, rel: str) -> EnvCreateError:
     return EnvCreateError(f"{root / rel} is a symlink or not a directory: envlock does not write through it",
                           hint=f"a link in {root} leads elsewhere; remove it, or use a new -p PREFIX")
@@ -86,13 +93,15 @@ def write_bytes(root: Path, rel: str | PurePosixPath, data: bytes, *, mode: int 
                 sync: bool = False) -> None:
     """`root/rel` := data, atomically (temp file + rename in its directory; `sync`: fsync'd before the rename);
     parents made; no symlink followed."""
-    from envlock.fs import new_file_mode  # noqa: PLC0415
-
-    if not _AT:  # pragma: no cover - Windows
-        from envlock.fs import write_atomic  # noqa: PLC0415
-        from envlock.gate import under  # noqa: PLC0415
-
-        write_atomic(under(root, PurePosixPath(*_parts(rel))), data, mode=mode, skip_unchanged=False)
+    if not _AT:  # pragma: no cover - Windows: no dir_fd; the path is checked as a whole, then written
+        path = Path(root, *_parts(rel))
+        top, real = os.path.realpath(root), os.path.realpath(path.parent)
+        if real != top and not real.startswith(top.rstrip(os.sep) + os.sep):
+            raise _refused(root, str(rel))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
         return
     parent, name = _split(rel)
     with directory(root, parent) as dfd:
@@ -103,7 +112,7 @@ def write_bytes(root: Path, rel: str | PurePosixPath, data: bytes, *, mode: int 
                 view = memoryview(data)
                 while view:
                     view = view[os.write(wfd, view):]
-                os.fchmod(wfd, new_file_mode() if mode is None else mode)
+                os.fchmod(wfd, _new_file_mode() if mode is None else mode)
                 if sync:
                     os.fsync(wfd)
             finally:

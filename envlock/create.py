@@ -16,6 +16,8 @@ Order of work, and why:
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -190,13 +192,17 @@ def create_env(req: CreateRequest, progress: Progress | None = None) -> CreateRe
     ensure_writable(cache.parent)  # the file locks and packages live there
     # Two creates of one prefix at once: the second waits, naming the holder (envlock.fs.FileLock).
     with prefix_lock(req.prefix, package_cache_dir().parent):
+        from envlock.update import recover, remove_leftovers
+
+        real = Path(os.path.realpath(req.prefix))  # a symlinked prefix: its target is what an update swaps
+        recover(real)  # an update killed between two renames (envlock/update.py)
+        remove_leftovers(real)
         return _install(req, lock, packages, cache, progress, started)
 
 
 def _install(req: CreateRequest, lock: LockFile, packages: Sequence[LockedPackage], cache: Path, progress: Progress,
              started: float) -> CreateResult:
     """create_env once the prefix is ours: fetch + verify, link, hooks, conda-meta/envlock."""
-    from envlock import beneath
     from envlock import prefix as env
     from envlock.conda import cache as pkgcache
     from envlock.conda import install
@@ -217,51 +223,88 @@ def _install(req: CreateRequest, lock: LockFile, packages: Sequence[LockedPackag
     fetched = pkgcache.fill(packages, cache, mirrors=req.mirrors, offline=req.offline, jobs=req.jobs,
                             progress=progress)
     records = install.records(fetched, cache)
-    # Symlinks (chains too) of the packages over those already in the prefix: none may lead out of it.
-    check_prefix(req.prefix, [(f.summary or summarize(f.path or pkgcache.entry(cache, f.pkg)), conda_archive(f.pkg))
-                              for f in fetched], python=_python_version(packages))
+    summaries = [(f.summary or summarize(f.path or pkgcache.entry(cache, f.pkg)), conda_archive(f.pkg)) for f in fetched]
     # The PyPI part: every wheel downloaded and sha256-checked before the prefix is touched.
     python = _python_of(packages) if wheels else ""
     wheel_paths = _fetch_pypi_part(wheels, req, cache.parent, python, progress)
 
-    # Linking may stop half-way (even SIGKILL): say so in the prefix until it has finished, for a new
-    # prefix too, so doctor and the next create recognise a half-built one.
-    env.write_env_meta(req.prefix, {**new_meta, "state": "incomplete"})
-    if state == "env":
-        env.drop_duplicate_records(req.prefix, [pkgcache.dist(p) for p in packages])
-        for record in env.damaged_records(req.prefix):
-            beneath.unlink(req.prefix, f"conda-meta/{record.name}")  # re-link packages whose files went missing
+    # A new prefix is built where it is (a failure removes it); an existing env is changed in a clone beside it
+    # and swapped in at once (envlock/update.py), so a failure or a kill anywhere leaves it as it was.
+    real = Path(os.path.realpath(req.prefix))
+    work = _update_clone(real) if state == "env" else req.prefix
     try:
-        install.link(records, req.prefix, req.platform, cache, progress)
-        if wheel_paths:  # after the conda part (its python), rolled back with it
+        # Symlinks (chains too) of the packages over those already in the prefix: none may lead out of it.
+        check_prefix(work, summaries, python=_python_version(packages))
+        # Linking may stop half-way (even SIGKILL): a new prefix says so until it has finished, so doctor and the
+        # next create recognise a half-built one.
+        env.write_env_meta(work, {**new_meta, "state": "incomplete"})
+        if state == "env":
+            _prepare_update(work, [pkgcache.dist(p) for p in packages], wheels)
+        install.link(records, work, req.platform, cache, progress, final=req.prefix)
+        if wheel_paths:  # after the conda part (its python)
             from envlock.pypi.wheels import install_wheels, private_links
 
             progress.start("pypi", 1)
             with private_links(wheel_paths, cache.parent) as verified:  # uv reads what was checked, nothing swapped in
-                install_wheels(req.prefix, verified, platform=req.platform, python=python,
-                               glibc=_glibc_of(lock, req.platform), cache=cache.parent)
+                install_wheels(work, verified, platform=req.platform, python=python,
+                               glibc=_glibc_of(lock, req.platform), cache=cache.parent, final=req.prefix)
             progress.advance("pypi", f"{len(wheel_paths)} wheels")
             progress.finish("pypi")
+        hooks = env.install_hooks(work, req.platform, new_meta["activation"]["torch_source"], has_cudnn,
+                                  prefix=req.prefix)
+        env.write_env_meta(work, new_meta)
+        env.share_records(work)
+        if work != req.prefix:
+            from envlock.update import exchange
+
+            exchange(work, real)  # the complete new env is the prefix; the old one is now at `work`
     except BaseException as exc:
-        _linking_failed(exc, req.prefix, state, packages, cache)
+        _linking_failed(exc, req.prefix, work, state, packages, cache)
         raise
-    hooks = env.install_hooks(req.prefix, req.platform, new_meta["activation"]["torch_source"], has_cudnn)
-    env.write_env_meta(req.prefix, new_meta)
-    env.share_records(req.prefix)
+    if work != req.prefix:
+        shutil.rmtree(work, ignore_errors=True)
     downloaded = sum(1 for f in fetched if f.downloaded)
     action: Action = "updated" if state == "env" else "created"
     done = _result(action, req, lock, packages, downloaded, len(fetched) - downloaded, started, hooks)
     return replace(done, wheels=len(wheel_paths))
 
 
-def _linking_failed(exc: BaseException, prefix: Path, state: str, packages: Sequence[LockedPackage],
+def _update_clone(prefix: Path) -> Path:
+    from envlock.update import clone
+
+    try:
+        return clone(prefix)
+    except OSError as exc:
+        raise EnvCreateError(f"cannot update {prefix}: making its new version beside it failed: {exc.strerror or exc}",
+                             hint=f"free space next to {prefix} (or make its parent folder writable), then run the "
+                                  "command again; the environment was left as it was") from None
+
+
+def _prepare_update(work: Path, dists: list[str], wheels: Sequence[Any]) -> None:
+    """In the clone of an existing env: its records and PyPI part brought to what the lock will link over them."""
+    from envlock import beneath
+    from envlock import prefix as env
+    from envlock.gate import canonical_project
+    from envlock.update import drop_pypi_part
+
+    env.drop_duplicate_records(work, dists)
+    for record in env.damaged_records(work):
+        beneath.unlink(work, f"conda-meta/{record.name}")  # re-link packages whose files went missing
+    drop_pypi_part(work, {(canonical_project(w.name), w.version) for w in wheels})
+
+
+def _linking_failed(exc: BaseException, prefix: Path, work: Path, state: str, packages: Sequence[LockedPackage],
                     cache: Path) -> None:
-    """Roll the prefix back, forget the cache entries the error names, and raise what the user sees."""
+    """Roll back (a new prefix removed, an update's clone dropped), forget the cache entries the error names, and
+    raise what the user sees."""
     from envlock import prefix as env
     from envlock.conda import cache as pkgcache
     from envlock.conda.errors import translate
 
-    env.roll_back(prefix, state)
+    if work != prefix:
+        env.roll_back(work, "absent")  # the clone goes; the env at the prefix was never touched
+    else:
+        env.roll_back(prefix, state)
     for pkg in packages:  # their 'verified' mark goes: the next run fetches them again
         if pkg.filename in str(exc) or pkgcache.dist(pkg) in str(exc):
             pkgcache.forget(cache, pkg)

@@ -129,11 +129,13 @@ def share_records(prefix: Path) -> None:
     beneath.chmod_files(prefix, "conda-meta", new_file_mode())
 
 
-def install_hooks(prefix: Path, platform: str, torch_source: str, has_cudnn: bool) -> tuple[str, ...]:
-    """Write etc/conda/{activate,deactivate}.d/envlock-cuda.* for the prefix; return their paths."""
+def install_hooks(root: Path, platform: str, torch_source: str, has_cudnn: bool,
+                  prefix: Path | None = None) -> tuple[str, ...]:
+    """Write etc/conda/{activate,deactivate}.d/envlock-cuda.* for the env at `prefix` into `root` (the prefix, or
+    the clone an update builds beside it); return their paths."""
     written = []
-    for rel, text in hook_files(platform, str(prefix), torch_source, has_cudnn).items():
-        beneath.write_bytes(prefix, rel, text.encode("utf-8"))  # never through a symlink out of the prefix
+    for rel, text in hook_files(platform, str(prefix or root), torch_source, has_cudnn).items():
+        beneath.write_bytes(root, rel, text.encode("utf-8"))  # never through a symlink out of the prefix
         written.append(rel)
     return tuple(sorted(written))
 
@@ -201,7 +203,7 @@ def roll_back(prefix: Path, state: str) -> None:
 
 def rollback_hint(prefix: Path, state: str) -> str:
     if state == "env":
-        return f"{prefix} is marked incomplete in conda-meta/envlock; run `envlock create` again to repair it"
+        return f"{prefix} was left as it was; run the command again once the cause is fixed"
     return f"the new environment was removed; run the command again (or use another -p than {prefix})"
 
 

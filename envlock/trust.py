@@ -92,9 +92,12 @@ class Store:
         ident = _identity(path)
         if ident is None:
             return  # not sealed by this user (e.g. a filesystem without modes): it will be verified again
-        from envlock.fs import write_json_atomic  # noqa: PLC0415
-
-        write_json_atomic(self._ready() / f"{key}.json", {**ident, "digest": digest, "extra": extra or {}}, mode=0o600)
+        folder = self._ready()
+        tmp = folder / f".{key}.{secrets.token_hex(4)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump({**ident, "digest": digest, "extra": extra or {}}, fh, sort_keys=True)
+        os.replace(tmp, folder / f"{key}.json")
         self._mine = True
 
     def check(self, key: str, path: Path, digest: str) -> Verdict:

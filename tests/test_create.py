@@ -451,10 +451,11 @@ def test_ctrl_c_during_download(project: Path, project_124: Path, tmp_path: Path
     assert tree(existing) == before
 
 
-def test_link_failure_removes_a_new_prefix_and_marks_an_existing_one(
+def test_link_failure_removes_a_new_prefix_and_leaves_an_existing_one_as_it_was(
     project: Path, project_124: Path, tmp_path: Path, mirror: dict[str, str]
 ) -> None:
-    """A damaged package-cache entry makes rattler's link fail: rollback, then the next run repairs."""
+    """A damaged package-cache entry makes rattler's link fail: a new prefix is removed, an existing env is left
+    exactly as it was (an update is built beside it and swapped in: envlock/update.py); the next run repairs."""
     cache = tmp_path / "c"
     existing = tmp_path / "existing"
     create_env(req(lock_of(project), existing, cache, mirror))  # fills the cache with 12.1
@@ -472,10 +473,12 @@ def test_link_failure_removes_a_new_prefix_and_marks_an_existing_one(
     # The failed entry lost its 'verified' mark, so running again fetches it again and works.
     assert create_env(req(lock_of(project_124), tmp_path / "new", cache, mirror)).action == "created"
     damage()
+    before = tree(existing)
     with pytest.raises(EnvCreateError) as info:
         create_env(req(lock_of(project_124), existing, cache, mirror))
-    assert "incomplete" in (info.value.hint or "")
-    assert read_env_meta(existing)["state"] == "incomplete"
+    assert "left as it was" in (info.value.hint or "")
+    assert read_env_meta(existing)["state"] == "complete" and tree(existing) == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".existing.envlock-")]
     repaired = create_env(req(lock_of(project_124), existing, cache, mirror))
     assert repaired.action == "updated" and read_env_meta(existing)["state"] == "complete"
     assert (existing / "bin" / "nvcc").is_file()

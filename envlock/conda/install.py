@@ -64,8 +64,10 @@ def records(fetched: Sequence[Fetched], cache: Path) -> list[Any]:
     return out
 
 
-def link(recs: list[Any], prefix: Path, platform: str, cache: Path, progress: Progress) -> None:
-    """rattler.install into `prefix`. Its exceptions propagate: the caller rolls the prefix back first."""
+def link(recs: list[Any], prefix: Path, platform: str, cache: Path, progress: Progress,
+         final: Path | None = None) -> None:
+    """rattler.install into `prefix` (`final`: the path the env will have, patched into its files: an update
+    builds beside the env, envlock/update.py). Its exceptions propagate: the caller rolls back first."""
     from rattler import Subdir, install
 
     from envlock.conda.client import http_client
@@ -77,7 +79,8 @@ def link(recs: list[Any], prefix: Path, platform: str, cache: Path, progress: Pr
     try:
         asyncio.run(install(recs, target_prefix=prefix, cache_dir=cache, platform=Subdir(platform), client=client,
                             show_progress=False, reporter=LinkReporter(progress, on_linked),
-                            execute_link_scripts=False))
+                            execute_link_scripts=False,
+                            alternative_target_prefix=final if final is not None and final != prefix else None))
     finally:
         progress.finish("link")
         drop_cache_tag(prefix)

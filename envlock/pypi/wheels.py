@@ -271,7 +271,7 @@ def site_packages(platform: str, python: str) -> str:
 
 
 def install_wheels(prefix: Path, wheels: Sequence[Path], *, platform: str, python: str, glibc: str,
-                   cache: Path) -> None:
+                   cache: Path, final: Path | None = None) -> None:
     """Install verified wheels into the prefix's site-packages (no resolution, no interpreter of the env run).
 
     uv's `--target` with the env's python version and platform: the prefix's python is never asked (a
@@ -300,15 +300,15 @@ def install_wheels(prefix: Path, wheels: Sequence[Path], *, platform: str, pytho
                              hint="run `envlock create` again; the environment was rolled back")
     (target / ".lock").unlink(missing_ok=True)  # uv's own lock file of the target dir
     if platform != "win-64":
-        _move_scripts(prefix, target, python)
+        _move_scripts(prefix, target, python, final or prefix)
 
 
-def _move_scripts(prefix: Path, target: Path, python: str) -> None:
+def _move_scripts(prefix: Path, target: Path, python: str, final: Path) -> None:
     """`<site-packages>/bin/*` -> `<prefix>/bin/*` (shebang: the env's python), RECORD paths updated."""
     scripts = target / "bin"
     if not scripts.is_dir():
         return
-    interpreter = str(prefix / "bin" / f"python{python}")
+    interpreter = str(final / "bin" / f"python{python}")  # the env's path once in place (an update builds beside)
     moved = set()
     for src in sorted(scripts.iterdir()):
         data = src.read_bytes()
@@ -323,8 +323,8 @@ def _move_scripts(prefix: Path, target: Path, python: str) -> None:
     for record in target.glob("*.dist-info/RECORD"):
         lines = record.read_text(encoding="utf-8").splitlines()
         fixed = [up + ln if ln.split(",", 1)[0] in moved else ln for ln in lines]
-        if fixed != lines:
-            record.write_text("\n".join(fixed) + "\n", encoding="utf-8")
+        if fixed != lines:  # a new file, renamed into place (an update's clone shares the old env's inodes)
+            beneath.write_bytes(prefix, record.relative_to(prefix).as_posix(), ("\n".join(fixed) + "\n").encode())
 
 
 def _shebang(interpreter: str) -> bytes:

@@ -242,15 +242,26 @@ def _wait_line(proc: subprocess.Popen[str], needle: str, timeout: float = 120) -
 def test_sigkill_while_linking_is_reported_and_repaired(existing: bool, lock: Path, lock_120: Path,
                                                         small_root: Path, tmp_path: Path,
                                                         env: dict[str, str]) -> None:
+    """A new prefix killed half-linked says so (doctor, the next create repairs it); an existing env is updated in a
+    clone beside it (envlock/update.py), so a kill leaves it exactly as it was."""
     mirror = (small_root / "conda-forge").as_uri()
     prefix = tmp_path / "env"
     target_lock = lock
     if existing:
         assert _create(lock_120, prefix, mirror, env).returncode == 0
+        before = _tree(prefix)
     proc = _create(target_lock, prefix, mirror, paused_env(env, PAUSE_IN_LINK="60"), wait=False)
     _wait_line(proc, "envlock-test: pausing while linking")
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
+    if existing:
+        assert _tree(prefix) == before
+        assert json.loads((prefix / "conda-meta" / "envlock").read_text())["state"] == "complete"
+        done = _create(target_lock, prefix, mirror, env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert json.loads(done.stdout)["action"] == "updated"
+        assert not [p for p in tmp_path.iterdir() if p.name.startswith(".env.envlock-")]  # the clone was removed
+        return
     meta = json.loads((prefix / "conda-meta" / "envlock").read_text())
     assert meta["state"] == "incomplete"
     doctor = subprocess.run([*ENVLOCK, "doctor", "-p", str(prefix), "--json"], env=env, capture_output=True,
