@@ -102,6 +102,11 @@ def _best(url: str, mirrors: Mapping[str, str]) -> tuple[str, str] | None:
     return max(found, key=lambda pv: len(pv[0])) if found else None
 
 
+def mirror_of(url: str, mirrors: Mapping[str, str]) -> tuple[str, str] | None:
+    """(the key's URL prefix, the mirror's URL) of the mirror a locked URL is fetched from, or None."""
+    return _best(url, mirrors)
+
+
 def mirrored(url: str, mirrors: Mapping[str, str]) -> str:
     """Where to fetch a canonical URL from (itself when no key covers it)."""
     hit = _best(url, mirrors)

@@ -8,6 +8,7 @@ Also used by `envlock pack` and `envlock mirror` (envlock/channeldir.py).
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,6 +35,48 @@ def mirrored(url: str, mirrors: Mapping[str, str]) -> str:
     return _mirrored(url, mirrors)
 
 
+def local_archive(pkg: LockedPackage, mirrors: Mapping[str, str]) -> Path:
+    """Where a package fetched from a file:// URL is read: under the root of the file:// mirror the user named (the
+    locked rest of the path checked by envlock/gate.py), else the lock's own file:// URL, only inside a conda
+    channel, a folder whose repodata.json lists the file (so a lock cannot make envlock read /etc/passwd)."""
+    from envlock.gate import relative, under
+    from envlock.mirrors import mirror_of
+
+    hit = mirror_of(pkg.url, mirrors)
+    if hit is not None and hit[1].startswith("file:"):
+        return under(file_url_path(hit[1]), relative(pkg.url[len(hit[0]):], f"the path of {pkg.name} in the mirror"))
+    path = file_url_path(pkg.url)
+    if not _listed(path) or os.path.islink(path):
+        raise EnvCreateError(
+            f"refusing to read {path} (locked as {net.scrub(pkg.url)}): a file:// URL in a lock is read only inside "
+            "a conda channel (a folder whose repodata.json lists the file) or a mirror you name",
+            hint="pass --mirror CHANNEL=DIR for a local channel, or re-lock against a channel")
+    return path
+
+
+_LISTED: dict[str, frozenset[str]] = {}
+
+
+def _listed(path: Path) -> bool:
+    """Whether `path` is a package its folder's repodata.json lists (read once per folder and process)."""
+    import json
+    import stat
+
+    folder = str(path.parent)
+    if folder not in _LISTED:
+        names: frozenset[str] = frozenset()
+        try:
+            repodata = os.path.join(folder, "repodata.json")
+            if stat.S_ISREG(os.lstat(repodata).st_mode):
+                with open(repodata, encoding="utf-8") as fh:
+                    doc = json.load(fh)
+                names = frozenset(str(k) for key in ("packages", "packages.conda") for k in (doc.get(key) or {}))
+        except (OSError, ValueError, AttributeError, TypeError):
+            pass
+        _LISTED[folder] = names
+    return path.name in _LISTED[folder]
+
+
 def hash_file(path: Path, cancel: threading.Event | None = None) -> tuple[str, str, int]:
     """(sha256, md5, size) of a file; Cancelled when `cancel` is set meanwhile."""
     sha, md5, size = hashlib.sha256(), hashlib.md5(), 0
@@ -58,7 +101,7 @@ def fetch_archive(pkg: LockedPackage, mirrors: Mapping[str, str], work: Path, ca
     url = mirrored(pkg.url, mirrors)
     scheme = urlsplit(url).scheme
     if scheme == "file":
-        archive = file_url_path(url)
+        archive = local_archive(pkg, mirrors)
         if not archive.is_file():
             from envlock.mirrors import missing_file_hint
 

@@ -223,7 +223,7 @@ def _fetch_locked(pkg: PypiPackage, final: Path, mirrors: Mapping[str, str], ses
             if offline:
                 raise EnvCreateError(f"{final.name} in envlock's cache does not match the lock, and --offline is set",
                                      hint="run once without --offline (it fetches and checks it again)")
-            _fetch_to(_mirrored(pkg, mirrors, session), tmp, pkg, session, progress, sized)
+            _fetch_to(_mirrored(pkg, mirrors, session), tmp, pkg, session, progress, sized, mirrors)
             got = _digest(tmp)
         if got != sha:
             raise EnvCreateError(
@@ -247,12 +247,37 @@ def _digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _fetch_to(url: str, dest: Path, pkg: PypiPackage, session: Any, progress: Any, sized: int) -> None:
-    """The file's bytes into `dest`: copied from a file:// URL, else downloaded (envlock.net.download: a body cut
-    off mid-way starts the file again, so no byte is written twice)."""
+def _local_roots(mirrors: Mapping[str, str]) -> list[str]:
+    """The folders a file:// wheel URL may be read from: the file:// mirrors and the pip indexes the user names."""
+    from envlock.pypi.pipconf import configured_extra_index_urls, configured_index_url
+
+    try:
+        urls = [configured_index_url()[0], *configured_extra_index_urls()[0]]
+    except EnvlockError:
+        urls = []
+    return [os.path.realpath(file_url_path(index_root(u))) for u in [*mirrors.values(), *urls] if u.startswith("file:")]
+
+
+def _local_wheel(url: str, pkg: PypiPackage, mirrors: Mapping[str, str]) -> Path:
+    """The path of a file:// wheel URL, when it lies under a file:// index or mirror the user named; a lock (or a
+    mirror's page) cannot make envlock read any other file."""
+    path = os.path.realpath(file_url_path(url))
+    if any(path.startswith(root.rstrip(os.sep) + os.sep) for root in _local_roots(mirrors)):
+        return Path(path)
+    raise EnvCreateError(
+        f"refusing to read {path} for {pkg.filename}: a file:// URL is read only inside a package index or mirror "
+        "you name (pip's index-url / extra-index-url, or --mirror pypi=DIR)",
+        hint="name the folder as an index or mirror, or re-lock against a network index")
+
+
+def _fetch_to(url: str, dest: Path, pkg: PypiPackage, session: Any, progress: Any, sized: int,
+              mirrors: Mapping[str, str] = {}) -> None:
+    """The file's bytes into `dest`: copied from a file:// URL (under an index or mirror the user names), else
+    downloaded (envlock.net.download: a body cut off mid-way starts the file again, so no byte is written twice)."""
     if url.startswith("file:"):
+        source = _local_wheel(url, pkg, mirrors)
         try:
-            shutil.copyfile(file_url_path(url), dest)
+            shutil.copyfile(source, dest)
         except OSError as exc:
             raise EnvCreateError(f"cannot read {pkg.filename}: {exc.strerror or exc}",
                                  hint="the lock records a machine-local file:// URL; re-lock against a network index") from None

@@ -21,6 +21,7 @@ from urllib.parse import unquote
 
 from envlock.formats import render_conda_lock, render_package_section
 from envlock.models import LockedPackage, PypiPackage
+from envlock.names import file_url_path
 from tests.channelbuilder import PackageSpec, python_packages, write_package
 
 ENVLOCK = [sys.executable, "-m", "envlock"]
@@ -62,8 +63,17 @@ def wheel_entry(name: str, version: str, url: str, data: bytes) -> PypiPackage:
 
 
 def write_lock(path: Path, packages: Sequence[LockedPackage], wheels: Sequence[PypiPackage] = (),
-               env_name: str = "hostile", extra_meta: Mapping[str, str] | None = None) -> Path:
-    """A conda-lock v1 file holding exactly these entries (envlock's own header, so it reads as envlock's)."""
+               env_name: str = "hostile", extra_meta: Mapping[str, str] | None = None, index: bool = True) -> Path:
+    """A conda-lock v1 file holding exactly these entries (envlock's own header, so it reads as envlock's).
+
+    `index`: the local channels its file:// URLs point into are indexed (envlock reads a lock's file:// URL only
+    inside a conda channel whose repodata.json lists the file)."""
+    if index:
+        from tests.channelbuilder import index_channel
+
+        for chan in sorted({file_url_path(p.url).parent.parent for p in packages if p.url.startswith("file:")}):
+            if chan.is_dir():
+                index_channel(chan, write_zst=False, write_shards=False)
     meta = {"envlock.version": "0.0", "envlock.lock_format": "1", "envlock.env_name": env_name, **(extra_meta or {})}
     text = render_conda_lock(packages=packages, platforms=[PLATFORM], channels=[CF], content_hashes={PLATFORM: "0" * 64},
                              sources=[], custom_metadata=meta,

