@@ -140,26 +140,38 @@ def _fetch_entry(pkg: LockedPackage, cache: Path, work: Path, mirrors: Mapping[s
         if verdict == "changed":
             notify(f"the package cache entry {dist(pkg)} is not the one you verified (replaced or made writable "
                    "since); it is extracted again from its archive, checked against the lock")
-        archive, sha256, md5, size, downloaded = _verified_archive(pkg, cache, work, mirrors, cancel, session,
-                                                                   progress, sized, offline)
-        target = entry(cache, pkg)
-        staging = Path(tempfile.mkdtemp(prefix=f".{dist(pkg)}.", dir=work))
-        _extract(archive, staging, pkg.filename)
-        # ../ or absolute paths and symlinks out of the prefix: refused before anything is linked (rattler
-        # would link some, create some, and panic on others; envlock/pkgcheck.py).
-        check_extracted(staging, pkg.filename)
-        os.chmod(staging, new_dir_mode())  # mkdtemp's 0700 would hide the entry from the other users of a cache
-        seal(staging)  # nobody else may write into it once it is in the cache (envlock/trust.py)
-        swap_in(staging, target)
-        write_atomic(entry(cache, pkg, ".lock"), struct.pack(">Q", 1) + bytes.fromhex(sha256), mode=_sealed_file_mode(),
-                     skip_unchanged=False)
-        # 0666 minus the umask: the cache may be shared by the users of a cluster
-        write_json_atomic(sidecar(cache, pkg), {"sha256": sha256, "md5": md5, "size": size, "url": pkg.url},
-                          mode=new_file_mode())
-        summary = summarize(target)
-        fetched = {"sha256": sha256, "md5": md5, "size": size}
-        store(cache).remember(dist(pkg), target, _digest(pkg), {"summary": summary, "fetched": fetched})
-        return Fetched(pkg, sha256, md5, size, downloaded, summary, target)
+        try:
+            return _verify_and_extract(pkg, cache, work, mirrors, cancel, session, progress, sized, offline)
+        except OSError as exc:  # a disk full or read-only under the cache: not the package's fault
+            raise EnvCreateError(f"cannot put {pkg.filename} into the package cache {cache}: {exc.strerror or exc}",
+                                 hint="free space there (or point ENVLOCK_CACHE_DIR elsewhere), then run the command "
+                                      "again") from None
+
+
+def _verify_and_extract(pkg: LockedPackage, cache: Path, work: Path, mirrors: Mapping[str, str],
+                        cancel: threading.Event, session: Any, progress: Progress | None, sized: int,
+                        offline: bool) -> Fetched:
+    """_fetch_entry's work: the archive checked, extracted and checked, sealed, swapped in, remembered."""
+    archive, sha256, md5, size, downloaded = _verified_archive(pkg, cache, work, mirrors, cancel, session,
+                                                               progress, sized, offline)
+    target = entry(cache, pkg)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dist(pkg)}.", dir=work))
+    _extract(archive, staging, pkg.filename)
+    # ../ or absolute paths and symlinks out of the prefix: refused before anything is linked (rattler
+    # would link some, create some, and panic on others; envlock/pkgcheck.py).
+    check_extracted(staging, pkg.filename)
+    os.chmod(staging, new_dir_mode())  # mkdtemp's 0700 would hide the entry from the other users of a cache
+    seal(staging)  # nobody else may write into it once it is in the cache (envlock/trust.py)
+    swap_in(staging, target)
+    write_atomic(entry(cache, pkg, ".lock"), struct.pack(">Q", 1) + bytes.fromhex(sha256), mode=_sealed_file_mode(),
+                 skip_unchanged=False)
+    # 0666 minus the umask: the cache may be shared by the users of a cluster
+    write_json_atomic(sidecar(cache, pkg), {"sha256": sha256, "md5": md5, "size": size, "url": pkg.url},
+                      mode=new_file_mode())
+    summary = summarize(target)
+    fetched = {"sha256": sha256, "md5": md5, "size": size}
+    store(cache).remember(dist(pkg), target, _digest(pkg), {"summary": summary, "fetched": fetched})
+    return Fetched(pkg, sha256, md5, size, downloaded, summary, target)
 
 
 def _sealed_file_mode() -> int:

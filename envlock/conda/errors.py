@@ -36,6 +36,16 @@ KINDS: dict[str, str] = {
 _NOT_ERRORS = frozenset({"GatewayWarning"})  # a warning category, never raised
 
 
+#: What rattler's io errors say when the disk, not the package, is at fault (os error numbers on Linux and macOS).
+_DISK = (("No space left on device", "os error 28", "no space is left"), ("Disk quota exceeded", "os error 122",
+         "the disk quota is used up"), ("Read-only file system", "os error 30", "the file system is read-only"))
+
+
+def disk_problem(text: str) -> str:
+    """'no space is left' (etc.) when a rattler message is about the disk it wrote to; '' otherwise."""
+    return next((what for a, b, what in _DISK if a in text or b in text), "")
+
+
 def first_lines(text: str, n: int = 6) -> str:
     """The first `n` non-empty lines of a (multi-line) rattler message, joined by ' / '."""
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
@@ -78,13 +88,19 @@ def translate(exc: BaseException, *, offline: bool = False, what: str = "",
             return SpecError(f"invalid match spec: {text}", hint="fix the dependency in the spec")
         return SpecError(f"invalid input for rattler{' (' + what + ')' if what else ''}: {text}",
                          hint="check the spec's dependencies, channels and platforms")
+    disk = disk_problem(str(exc))
     if kind == "package":
+        if disk:  # the archive is fine: the disk under the package cache is not
+            return EnvCreateError(f"cannot unpack {what or 'a package'}: {text}",
+                                  hint=f"{disk} under envlock's package cache (ENVLOCK_CACHE_DIR): free space there or "
+                                       "point ENVLOCK_CACHE_DIR elsewhere, then run the command again")
         return EnvCreateError(f"cannot unpack {what or 'a package'}: {text}",
                               hint="the archive matches the lock but is not a valid conda package; re-lock")
     if kind == "install":
         text = scrub(first_lines(str(exc), 1) or type(exc).__name__)
         return EnvCreateError(f"linking {what or 'the environment'} failed: {text}",
-                              hint="run `envlock create` again")
+                              hint=f"{disk} where the environment is: free space there, then run `envlock create` again"
+                                   if disk else "run `envlock create` again")
     return SolveError(f"the solve failed: {text}", hint="retry; if it persists, narrow the plan with --platform")
 
 

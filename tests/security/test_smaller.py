@@ -83,3 +83,28 @@ def test_a_wheel_file_url_is_read_only_inside_an_index_or_mirror_the_user_names(
     env["PIP_INDEX_URL"] = (tmp_path / "elsewhere" / "simple").as_uri()
     done = envlock("create", "--lock", str(lock), "-p", str(tmp_path / "env"), env=env)
     assert done.returncode == 0, done.stderr
+
+
+# --------------------------------------------------------------------------- disk full while extracting
+
+
+def test_a_disk_full_while_extracting_says_so_not_re_lock(tmp_path: Path) -> None:
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mnt)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("needs root and a tmpfs mount to fill a disk")
+    try:
+        spec = tool(files={"lib/big.bin": b"\0" * (8 * MB)})  # a small archive, too big once unpacked
+        chan = tmp_path / "chan" / "conda-forge"
+        archive = write_package(spec, chan / "linux-64")
+        index_channel(chan, write_zst=False, write_shards=False)
+        lock = write_lock(tmp_path / "lock" / "conda-lock.yml", [locked(spec, archive)])
+        env = {**cli_env(tmp_path), "ENVLOCK_CACHE_DIR": str(mnt / "cache")}
+        done = envlock("create", "--lock", str(lock), "-p", str(tmp_path / "env"), "--mirror",
+                       f"conda-forge={chan.as_uri()}", env=env)
+        error = assert_refused(done)
+        assert "re-lock" not in done.stderr and "not a valid conda package" not in done.stderr, done.stderr
+        assert "space" in error + done.stderr and not (tmp_path / "env").exists()
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
