@@ -129,8 +129,7 @@ def store_packages(root: Path, packages: Sequence[LockedPackage], *, mirrors: Ma
     """
     from envlock.net import parallel
 
-    known = _indexed(root, packages)
-    todo = [p for p in packages if not _present(root, p, known)]
+    todo = [p for p in packages if not _present(root, p)]
     if progress is not None:
         progress.start("fetch", len(packages))
         for p in set(packages) - set(todo):
@@ -179,30 +178,13 @@ def _store_one(root: Path, pkg: LockedPackage, mirrors: Mapping[str, str], work:
     return None
 
 
-def _indexed(root: Path, packages: Sequence[LockedPackage]) -> dict[str, dict[str, Any]]:
-    """Records of the existing repodata.json files that hold some of `packages` (path -> record)."""
-    out: dict[str, dict[str, Any]] = {}
-    for sub in {str(Path(package_path(p)).parent) for p in packages}:
-        doc = read_json(under(root, sub) / "repodata.json")
-        if not isinstance(doc, dict):
-            continue
-        for key in ("packages", "packages.conda"):
-            records = doc.get(key)
-            for fn, rec in records.items() if isinstance(records, dict) else ():
-                if isinstance(rec, dict):
-                    out[f"{sub}/{fn}"] = rec
-    return out
-
-
-def _present(root: Path, pkg: LockedPackage, known: Mapping[str, Mapping[str, Any]]) -> bool:
-    """Whether the archive under root is the locked one: by its indexed record, else by hashing it."""
+def _present(root: Path, pkg: LockedPackage) -> bool:
+    """Whether the archive under root is the locked one, by its bytes: a file of the right size (or one its index
+    record vouches for) may still have been damaged or edited, and re-running mirror repairs it."""
     rel = package_path(pkg)
     path = under(root, rel, "the package's place in the mirror")
-    if not path.is_file():
+    if not path.is_file() or path.is_symlink():
         return False
-    rec = known.get(rel)
-    if rec is not None and rec.get("size") == path.stat().st_size:
-        return rec.get("sha256") == pkg.sha256 if pkg.sha256 else rec.get("md5") == pkg.md5
     digest = hashlib.sha256() if pkg.sha256 else hashlib.md5()
     with path.open("rb") as fh:
         while chunk := fh.read(1 << 20):
@@ -238,7 +220,8 @@ def store_wheels(root: Path, wheels: Sequence[PypiPackage], upload_bound: Mappin
     for w, src in zip(wheels, paths):
         fn = wheel_file(w)
         dest = under(files, fn, "the wheel's place in the mirror")
-        if not (dest.is_file() and record.get(fn, {}).get("sha256") == w.sha256):
+        if not (dest.is_file() and not dest.is_symlink() and record.get(fn, {}).get("sha256") == w.sha256
+                and _sha256_of(dest) == w.sha256.lower()):  # the bytes, not the record: a damaged copy is repaired
             copy_atomic(src, dest, mode=_FILE_MODE)  # a copy: editing the mirror never edits the cache
             added += 1
         meta = dest.with_name(dest.name + ".metadata")
@@ -252,6 +235,14 @@ def store_wheels(root: Path, wheels: Sequence[PypiPackage], upload_bound: Mappin
     _write_simple_index(root, record)
     write_text_atomic(root / WHEELS_JSON, json.dumps(record, indent=1, sort_keys=True) + "\n")
     return added
+
+
+def _sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _read_wheels_json(root: Path) -> dict[str, dict[str, str]]:

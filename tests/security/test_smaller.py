@@ -108,3 +108,27 @@ def test_a_disk_full_while_extracting_says_so_not_re_lock(tmp_path: Path) -> Non
         assert "space" in error + done.stderr and not (tmp_path / "env").exists()
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+# --------------------------------------------------------------------------- mirror repairs
+
+
+@pytest.mark.parametrize("what", ["conda archive", "wheel"])
+def test_re_running_mirror_repairs_a_damaged_file_of_the_same_size(what: str, tmp_path: Path) -> None:
+    chan = tmp_path / "chan"
+    spec, py = tool(), python311()
+    pkgs = [built(s, chan, url=(chan / "linux-64").as_uri() + "/" + s.filename) for s in (spec, py)]
+    wheel = build_wheel("ninja", "1.11.1")
+    env = cli_env(tmp_path)
+    with AnyPathServer({wheel.filename: wheel.data}) as server:
+        lock = write_lock(tmp_path / "lock" / "conda-lock.yml", pkgs,
+                          [wheel_entry("ninja", "1.11.1", f"{server.url}/simple/ninja/{wheel.filename}", wheel.data)])
+        assert envlock("mirror", "--lock", str(lock), str(tmp_path / "m"), env=env).returncode == 0
+        damaged = next((tmp_path / "m").rglob(spec.filename if what == "conda archive" else wheel.filename))
+        good = damaged.read_bytes()
+        data = bytearray(good)
+        data[len(data) // 2] ^= 0xFF  # one byte flipped: same size, same name
+        damaged.write_bytes(bytes(data))
+        again = envlock("mirror", "--lock", str(lock), str(tmp_path / "m"), env=env)
+    assert again.returncode == 0, again.stderr
+    assert damaged.read_bytes() == good
