@@ -49,6 +49,7 @@ class CreateRequest:
     freshness_check: FreshnessCheck | None = None  # raises LockfileError for a stale lock (lock lifecycle)
     jobs: int = 4
     lock_record: Path | None = None  # the lock path conda-meta/envlock records (unpack: a copy in the prefix)
+    allow_insecure: bool = False  # plain http off loopback (refused otherwise, as resolve refuses it)
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,7 @@ def _env_meta(lock: LockFile, req: CreateRequest, digest: str, state: str, has_c
 def create_env(req: CreateRequest, progress: Progress | None = None) -> CreateResult:
     """Install the lock's `req.platform` packages into `req.prefix` (see the module docstring)."""
     from envlock.dirs import ensure_writable
+    from envlock.conda.channels import check_fetch_urls
     from envlock.gate import check_entries
     from envlock.mirrors import channel_of, check_in_play
     from envlock.prefix import prefix_lock
@@ -185,6 +187,8 @@ def create_env(req: CreateRequest, progress: Progress | None = None) -> CreateRe
                             hint="re-lock with `envlock resolve`")
     check_in_play(req.mirrors, {channel_of(p.url) for p in packages}, [w.url for w in lock.pypi_for(req.platform)])
     check_entries(packages, lock.pypi_for(req.platform))  # every name a path is made of: envlock/gate.py
+    check_fetch_urls([p.url for p in packages], [w.url for w in lock.pypi_for(req.platform)], req.mirrors,
+                     allow_insecure=req.allow_insecure)
     if req.freshness_check is not None:
         req.freshness_check(lock, req.platform)
     refuse_disagreeing(lock, req.lock_path, req.platform)  # what conda and pip would install from beside it is the lock's

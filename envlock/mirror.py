@@ -32,6 +32,7 @@ class MirrorRequest:
     platforms: tuple[str, ...] = ()  # default: every platform of each lock
     mirrors: Mapping[str, str] = field(default_factory=dict)
     jobs: int = 4
+    allow_insecure: bool = False  # plain http off loopback (refused otherwise, as resolve refuses it)
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ def mirror(req: MirrorRequest, progress: Any = None) -> MirrorResult:
     from envlock.channeldir import content_of, index_channels, store_packages, store_wheels
     from envlock.dirs import cache_location
     from envlock.fs import FileLock
+    from envlock.conda.channels import check_fetch_urls
     from envlock.gate import check_entries
     from envlock.mirrors import channel_of, check_in_play
 
@@ -101,6 +103,8 @@ def mirror(req: MirrorRequest, progress: Any = None) -> MirrorResult:
     chosen = selected(req.locks, req.platforms)
     content = content_of(chosen)
     check_entries(content.packages, content.wheels)  # every name a path is made of: envlock/gate.py
+    check_fetch_urls([p.url for p in content.packages], [w.url for w in content.wheels], req.mirrors,
+                     allow_insecure=req.allow_insecure)
     check_in_play(req.mirrors, {channel_of(p.url) for p in content.packages}, [w.url for w in content.wheels])
     if req.dest.exists() and not req.dest.is_dir():
         raise SpecError(f"{req.dest} exists and is not a directory", hint="give a directory to mirror into")

@@ -37,6 +37,7 @@ def create_cmd(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
     locked: bool = typer.Option(False, "--locked", help="Refuse a lock that no longer matches its spec (envlock check)."),
     frozen: bool = typer.Option(False, "--frozen", help="Install the lock as it is, without comparing it with its spec."),
+    allow_insecure: bool = typer.Option(False, "--allow-insecure", help="Allow plain-http channels and indexes."),
 ) -> int:
     """Create (or update) an environment from a lock, verifying every package's sha256."""
     from envlock.commands.resolve import parse_mirrors
@@ -53,7 +54,7 @@ def create_cmd(
     from envlock.commands.lifecycle import freshness_check  # lock lifecycle: check the lock against its spec
 
     req = CreateRequest(lock_path=lock_path, prefix=target, platform=platform or host_platform(),
-                        offline=offline, mirrors=parse_mirrors(mirror, project_dir),
+                        offline=offline, mirrors=parse_mirrors(mirror, project_dir), allow_insecure=allow_insecure,
                         freshness_check=None if frozen else freshness_check(project_dir, lock_path, locked=locked))
 
     result = with_bars(lambda p: create_env(req, p), as_json=as_json, quiet=quiet)

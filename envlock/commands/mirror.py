@@ -30,6 +30,7 @@ def mirror_cmd(
     lock: list[Path] = typer.Option([], "--lock", help="A conda-lock.yml to mirror (repeatable)."),
     platform: list[str] = typer.Option([], "--platform", help="Only these platforms (repeatable; default: every one locked)."),
     mirror: list[str] = typer.Option([], "--mirror", help="NAME=URL or NAME=PATH: fetch channel NAME from there."),
+    allow_insecure: bool = typer.Option(False, "--allow-insecure", help="Allow plain-http channels and indexes."),
     project_dir: Path = typer.Option(Path("."), "--project-dir", help="Project directory holding locks/."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="The URL DIR will be served at (for the printed mirrors)."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress and no summary."),
@@ -42,7 +43,8 @@ def mirror_cmd(
 
     *names, dest = args
     req = MirrorRequest(dest=Path(dest).expanduser().absolute(), locks=lock_paths(project_dir, names, lock),
-                        platforms=tuple(platform), mirrors=parse_mirrors(mirror, project_dir))
+                        platforms=tuple(platform), mirrors=parse_mirrors(mirror, project_dir),
+                        allow_insecure=allow_insecure)
     result = with_bars(lambda p: run_mirror(req, p), as_json=as_json, quiet=quiet)
     if not as_json and not quiet:
         err = sys.stderr.write

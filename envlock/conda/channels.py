@@ -5,7 +5,7 @@ No rattler here: the checks run before anything is fetched (and in tests of thei
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from envlock.errors import SpecError
 from envlock.mirrors import CANONICAL_BASE
@@ -36,6 +36,17 @@ def check_channel_security(url: str, *, allow_insecure: bool) -> None:
             f"channel {strip_credentials(url)} uses plain http",
             hint="use https, or pass --allow-insecure if you trust the network path",
         )
+
+
+def check_fetch_urls(package_urls: Iterable[str], wheel_urls: Iterable[str], mirrors: Mapping[str, str], *,
+                     allow_insecure: bool) -> None:
+    """create, pack and mirror refuse plain http off loopback as resolve does (unless --allow-insecure), for every
+    URL they would fetch from: each package's (after its mirror), each wheel's, each mirror's; before any request."""
+    from envlock.mirrors import mirrored
+
+    urls = {mirrored(u, mirrors) for u in package_urls} | {mirrored(u, mirrors) for u in wheel_urls} | set(mirrors.values())
+    for url in sorted(urls):
+        check_channel_security(url, allow_insecure=allow_insecure)
 
 
 def check_channel_url(url: str) -> None:

@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -103,9 +104,10 @@ def craft_archive(tmp_path: Path, lock_text: str, extra: dict[str, bytes], manif
 
 
 class AnyPathServer:
-    """HTTP on 127.0.0.1: `routes` maps a request path's last segment (percent-decoded) to the bytes served."""
+    """HTTP on 127.0.0.1 (or `host`): `routes` maps a request path's last segment (percent-decoded) to the bytes
+    served; `stall`: seconds it sits on a body after its first 64 KB (a download a test can kill half-way)."""
 
-    def __init__(self, routes: Mapping[str, bytes]) -> None:
+    def __init__(self, routes: Mapping[str, bytes], host: str = "127.0.0.1", stall: float = 0) -> None:
         self.routes = dict(routes)
         self.paths: list[str] = []
         outer = self
@@ -123,16 +125,27 @@ class AnyPathServer:
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                if self.command == "HEAD":
+                    return
+                if stall:
+                    self.wfile.write(body[:65536])
+                    self.wfile.flush()
+                    time.sleep(stall)
+                    body = body[65536:]
+                try:
+                    self.wfile.write(body)
+                except OSError:
+                    pass  # the client is gone (killed)
 
             do_HEAD = do_GET  # noqa: N815
 
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = http.server.ThreadingHTTPServer((host, 0), Handler)
+        self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{host}:{self.port}"
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     def __enter__(self) -> AnyPathServer:

@@ -33,6 +33,39 @@ from tests.wheelindex import build_wheel
 MB = 1 << 20
 
 
+# --------------------------------------------------------------------------- plain http off loopback
+
+
+@pytest.mark.parametrize("command", ["create", "mirror"])
+@pytest.mark.parametrize("where", ["package URL", "wheel URL", "mirror"])
+def test_create_pack_and_mirror_refuse_plain_http_off_loopback(command: str, where: str, tmp_path: Path) -> None:
+    ip = _non_loopback_ip()
+    spec, py = tool(), python311()
+    chan = tmp_path / "chan"
+    wheel = build_wheel("ninja", "1.11.1")
+    with AnyPathServer({spec.filename: write_package(spec, chan / "linux-64").read_bytes(), wheel.filename: wheel.data},
+                       host=ip) as server:
+        local = (chan / "linux-64").as_uri()
+        pkg_url = f"{server.url}/conda-forge/linux-64/{spec.filename}" if where == "package URL" else \
+            f"https://conda.anaconda.org/conda-forge/linux-64/{spec.filename}"
+        pkgs = [locked(spec, chan / "linux-64" / spec.filename, pkg_url), built(py, chan, url=f"{local}/{py.filename}")]
+        wheels = [wheel_entry("ninja", "1.11.1", f"{server.url}/simple/ninja/{wheel.filename}", wheel.data)] \
+            if where == "wheel URL" else []
+        lock = write_lock(tmp_path / "lock" / "conda-lock.yml", pkgs, wheels)
+        mirror = {"mirror": ["--mirror", f"conda-forge={server.url}/conda-forge"], "package URL": [],
+                  "wheel URL": ["--mirror", f"conda-forge={chan.as_uri()}"]}[where]
+        args = {"create": ["-p", str(tmp_path / "env")], "pack": ["-o", str(tmp_path / "x.tar")],
+                "mirror": [str(tmp_path / "m")]}[command]
+        env = cli_env(tmp_path)
+        done = envlock(command, "--lock", str(lock), *args, *mirror, env=env)
+        assert_refused(done, "plain http")
+        assert "--allow-insecure" in done.stderr and server.paths == []  # refused before any request
+        assert not (tmp_path / "env").exists() and not (tmp_path / "x.tar").exists()
+        if command == "create":  # and the way out works
+            done = envlock(command, "--lock", str(lock), *args, *mirror, "--allow-insecure", env=env)
+            assert done.returncode == 0, done.stderr
+
+
 # --------------------------------------------------------------------------- file:// URLs in a lock
 
 
