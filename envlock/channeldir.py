@@ -23,8 +23,6 @@ import hashlib
 import html
 import json
 import os
-import shutil
-import tempfile
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,7 +32,7 @@ from urllib.parse import quote, urlsplit
 
 from envlock.errors import ChannelError, EnvlockError
 from envlock.formats import LockFile
-from envlock.fs import copy_atomic, write_atomic
+from envlock.fs import copy_atomic, remove_dead, work_dir, write_atomic
 from envlock.mirrors import CANONICAL_BASE, channel_of
 from envlock.models import LockedPackage, PypiPackage
 from envlock.gate import component, conda_archive, relative, under, wheel_file
@@ -146,11 +144,11 @@ def store_packages(root: Path, packages: Sequence[LockedPackage], *, mirrors: Ma
         if progress is not None:
             progress.advance("fetch", result[0].name)
 
-    work = Path(tempfile.mkdtemp(prefix=".envlock-fetch-", dir=_mkdir(root)))
+    remove_dead(_mkdir(root), ".envlock-fetch-*")  # what a killed run left
     try:
-        outcomes = {p.url: err for p, err in parallel(todo, one, jobs=jobs, on_done=done)}
+        with work_dir(root, ".envlock-fetch-") as work:
+            outcomes = {p.url: err for p, err in parallel(todo, one, jobs=jobs, on_done=done)}
     finally:
-        shutil.rmtree(work, ignore_errors=True)
         if progress is not None:
             progress.finish("fetch")
     failed = [err for p in todo if (err := outcomes.get(p.url)) is not None]

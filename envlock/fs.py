@@ -16,12 +16,13 @@ nothing to import, while filelock 3.32 costs 16-17 ms of every resolve (benchmar
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -177,6 +178,76 @@ def remove_stale_temps(globs: Iterable[tuple[Path, str]]) -> list[Path]:
             tmp.unlink(missing_ok=True)
             removed.append(tmp)
     return removed
+
+
+# --------------------------------------------------------------------------- one run's work folders
+
+#: A work folder younger than this is never removed as a leftover (its maker may not hold its lock yet).
+LEFTOVER_AGE_S = 60.0
+
+
+@contextlib.contextmanager
+def work_dir(parent: Path, prefix: str) -> Iterator[Path]:
+    """A temp folder `parent/<prefix>XXXX` for one run's work, held (flock on the folder) while the run lasts and
+    removed at its end; one that a killed run left is removed by the next (`remove_dead`)."""
+    parent.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    held = _hold(path)
+    try:
+        yield path
+    finally:
+        import shutil  # noqa: PLC0415
+
+        shutil.rmtree(path, ignore_errors=True)
+        if held is not None:
+            os.close(held)
+
+
+def _hold(path: Path) -> int | None:
+    if os.name == "nt":  # pragma: no cover - Windows: age alone tells a leftover
+        return None
+    import fcntl  # noqa: PLC0415
+
+    fd = os.open(path, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def remove_dead(parent: Path, pattern: str, *, older_than: float = LEFTOVER_AGE_S) -> list[Path]:
+    """Remove the work folders `parent/<pattern>` whose run is gone (no process holds them) and that are older than
+    `older_than` seconds: what killed runs left (a download half done, an extracted archive)."""
+    removed: list[Path] = []
+    try:
+        candidates = [p for p in parent.glob(pattern) if p.is_dir() and not p.is_symlink()]
+    except OSError:
+        return removed
+    now = time.time()
+    for path in candidates:
+        try:
+            if now - os.lstat(path).st_mtime < older_than or not _is_dead(path):
+                continue
+        except OSError:
+            continue
+        import shutil  # noqa: PLC0415
+
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _is_dead(path: Path) -> bool:
+    if os.name == "nt":  # pragma: no cover
+        return time.time() - os.lstat(path).st_mtime > 86400
+    import fcntl  # noqa: PLC0415
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False  # held: its run is alive
+    finally:
+        os.close(fd)
 
 
 # --------------------------------------------------------------------------- file locks

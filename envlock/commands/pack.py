@@ -1,4 +1,4 @@
-"""`envlock pack` and `envlock unpack` (adapters: options → envlock.pack → render)."""
+"""`envlock pack` and `envlock unpack` (adapters: options → envlock.pack / envlock.unpack → render)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ def pack_cmd(
     output: Path = typer.Option(..., "-o", "--output", help="The archive to write (FILE.tar)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing archive."),
     mirror: list[str] = typer.Option([], "--mirror", help="NAME=URL or NAME=PATH: fetch channel NAME from there."),
+    allow_insecure: bool = typer.Option(False, "--allow-insecure", help="Allow plain-http channels and indexes."),
     project_dir: Path = typer.Option(Path("."), "--project-dir", help="Project directory holding locks/."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress and no summary."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
@@ -40,7 +41,7 @@ def pack_cmd(
         platforms = read_lock(lock_path).platforms
         platform = platforms[0] if len(platforms) == 1 else host_platform()
     req = PackRequest(lock_path=lock_path, platform=platform, output=output, force=force,
-                      mirrors=parse_mirrors(mirror, project_dir))
+                      mirrors=parse_mirrors(mirror, project_dir), allow_insecure=allow_insecure)
     result = with_bars(lambda p: pack(req, p), as_json=as_json, quiet=quiet)
     if not as_json and not quiet:
         name, output = printable(result.name), printable(str(result.output))
@@ -62,7 +63,7 @@ def unpack_cmd(
     """Create the archive's environment offline: every package checked against the lock, atomic like create."""
     from envlock.commands.create import _render_create
     from envlock.create import envs_dir
-    from envlock.pack import UnpackRequest, unpack
+    from envlock.unpack import UnpackRequest, unpack
 
     if bool(prefix) == bool(env_name):
         raise UsageError("give -p PREFIX or -n NAME (one of them)", hint="e.g. envlock unpack env.tar -p ~/envs/train")

@@ -15,7 +15,6 @@ archive once that archive's sha256 matches the lock again, or fetched again; a c
 from __future__ import annotations
 
 import os
-import shutil
 import struct
 import tempfile
 import threading
@@ -27,7 +26,8 @@ from typing import Any
 from envlock import net
 from envlock.conda.fetch import expected, fetch_archive, hash_file, mirrored
 from envlock.errors import EnvCreateError
-from envlock.fs import copy_atomic, entry_lock, new_dir_mode, new_file_mode, write_atomic, write_json_atomic
+from envlock.fs import (copy_atomic, entry_lock, new_dir_mode, new_file_mode, remove_dead, work_dir, write_atomic,
+                        write_json_atomic)
 from envlock.gate import conda_archive, conda_dist, under
 from envlock.models import LockedPackage
 from envlock.pkgcheck import check_extracted, summarize
@@ -225,10 +225,10 @@ def fill(packages: Sequence[LockedPackage], cache: Path, *, mirrors: Mapping[str
     progress.start("fetch", len(packages))
     for hit in results.values():
         progress.advance("fetch", hit.pkg.name)
+    remove_dead(cache, ".envlock-fetch-*")  # what killed runs left: downloads half done, extractions
+    remove_dead(cache, ".envlock-old-*")  # entries replaced by another (envlock/trust.py swap_in)
     if missing:
-        cache.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=".envlock-fetch-", dir=cache))
-        try:
+        with work_dir(cache, ".envlock-fetch-") as work:
             sizes: Mapping[str, int] = {}
             if getattr(progress, "wants_sizes", False) and not offline:  # a person watches: a total for the byte bar (and an ETA)
                 with net.session() as s:
@@ -242,7 +242,5 @@ def fill(packages: Sequence[LockedPackage], cache: Path, *, mirrors: Mapping[str
 
             for fetched in net.parallel(missing, fetch, jobs=jobs, on_done=lambda f: progress.advance("fetch", f.pkg.name)):
                 results[fetched.pkg.filename] = fetched
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
     progress.finish("fetch")
     return [results[p.filename] for p in packages]

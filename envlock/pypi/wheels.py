@@ -11,7 +11,6 @@ import hashlib
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -19,7 +18,7 @@ from urllib.parse import unquote
 
 from envlock import beneath, net
 from envlock.errors import ChannelError, EnvCreateError, EnvlockError
-from envlock.fs import entry_lock, new_dir_mode, new_file_mode
+from envlock.fs import entry_lock, new_dir_mode, new_file_mode, remove_dead, work_dir
 from envlock.mirrors import PYPI
 from envlock.gate import component, sha256_hex, under, wheel_file
 from envlock.names import file_url_path
@@ -51,6 +50,7 @@ def fetch_wheels(packages: Sequence[PypiPackage], cache: Path, *, offline: bool,
     user's when it matches the lock, else fetched again.
     """
     paths = [cached_wheel(cache, p) for p in packages]
+    remove_dead(wheel_cache(cache), ".envlock-*")  # what killed runs left (downloads, install links)
     trust = _store(cache)
     todo = [p for p, path in zip(packages, paths) if trust.check(path.parent.name, path, p.sha256.lower()) != "trusted"]
     missing = [p for p, path in zip(packages, paths) if p in todo and not path.is_file()]
@@ -93,8 +93,7 @@ def private_links(paths: Sequence[Path], cache: Path) -> Iterator[list[Path]]:
     by another user of the cache after the check (a link shares the sealed inode; a copy where no link can be)."""
     root = wheel_cache(cache)
     root.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix=".envlock-install-", dir=root))
-    try:
+    with work_dir(root, ".envlock-install-") as folder:
         out = []
         for path in paths:
             dest = folder / path.name
@@ -108,8 +107,6 @@ def private_links(paths: Sequence[Path], cache: Path) -> Iterator[list[Path]]:
                                           "cache may be tampering with it")
             out.append(dest)
         yield out
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _same(path: Path, sha256: str) -> bool:
@@ -209,9 +206,8 @@ def _fetch_locked(pkg: PypiPackage, final: Path, mirrors: Mapping[str, str], ses
     """The wheel into a new folder of this user's, checked against the lock, sealed and swapped in as `final`'s."""
     sha = final.parent.name
     final.parent.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=".envlock-fetch-", dir=wheel_cache(cache)))
-    tmp = work / final.name
-    try:
+    with work_dir(wheel_cache(cache), ".envlock-fetch-") as work:
+        tmp = work / final.name
         got = None
         if os.path.isfile(final) and not os.path.islink(final):  # there, but not ours or not as verified
             shutil.copyfile(final, tmp)
@@ -235,8 +231,6 @@ def _fetch_locked(pkg: PypiPackage, final: Path, mirrors: Mapping[str, str], ses
         os.chmod(work, new_dir_mode() & ~0o022)
         swap_in(work, final.parent)
         _store(cache).remember(sha, final, sha)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def _digest(path: Path) -> str:

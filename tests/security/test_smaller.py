@@ -36,7 +36,7 @@ MB = 1 << 20
 # --------------------------------------------------------------------------- plain http off loopback
 
 
-@pytest.mark.parametrize("command", ["create", "mirror"])
+@pytest.mark.parametrize("command", ["create", "pack", "mirror"])
 @pytest.mark.parametrize("where", ["package URL", "wheel URL", "mirror"])
 def test_create_pack_and_mirror_refuse_plain_http_off_loopback(command: str, where: str, tmp_path: Path) -> None:
     ip = _non_loopback_ip()
@@ -118,6 +118,57 @@ def test_a_wheel_file_url_is_read_only_inside_an_index_or_mirror_the_user_names(
     assert done.returncode == 0, done.stderr
 
 
+# --------------------------------------------------------------------------- what killed runs leave
+
+
+def test_what_a_killed_create_and_a_killed_unpack_left_is_removed_by_the_next_run(tmp_path: Path) -> None:
+    spec = tool(files={"lib/big.bin": os.urandom(2 * MB)})
+    chan = tmp_path / "chan" / "conda-forge"
+    archive = write_package(spec, chan / "linux-64")
+    index_channel(chan, write_zst=False, write_shards=False)
+    lock = write_lock(tmp_path / "lock" / "conda-lock.yml", [locked(spec, archive)])
+    env = cli_env(tmp_path)
+    cache = tmp_path / "cache"
+    # a create killed while it downloads (the server sends the headers, then sits on the body)
+    with AnyPathServer({spec.filename: archive.read_bytes()}, stall=30) as server:
+        proc = subprocess.Popen([*LAUNCHER, "create", "--lock", str(lock), "-p", str(tmp_path / "env"),
+                                 "--mirror", f"conda-forge={server.url}/conda-forge"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while not server.paths and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    left = list((cache / "pkgs").glob(".envlock-fetch-*"))
+    assert left, "the killed create left no work folder (the test did not kill it mid-download)"
+    # an unpack killed while it extracts: its work folder under cache/unpack/
+    (cache / "unpack" / "unpack-killed").mkdir(parents=True)
+    (cache / "unpack" / "unpack-killed" / "half.tar.bz2").write_bytes(b"x" * 1000)
+    live = cache / "unpack" / "unpack-live"  # a run still at work holds its folder: it is never removed
+    live.mkdir()
+    import fcntl
+
+    held = os.open(live, os.O_RDONLY)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    try:
+        old = time.time() - 3600
+        for p in [*left, cache / "unpack" / "unpack-killed", live]:
+            os.utime(p, (old, old))
+        done = envlock("create", "--lock", str(lock), "-p", str(tmp_path / "env"),
+                       "--mirror", f"conda-forge={chan.as_uri()}", env=env)
+        assert done.returncode == 0, done.stderr
+        assert not list((cache / "pkgs").glob(".envlock-fetch-*"))
+        pack = envlock("pack", "--lock", str(lock), "-o", str(tmp_path / "p.tar"), "--mirror",
+                       f"conda-forge={chan.as_uri()}", env=env)
+        assert pack.returncode == 0, pack.stderr
+        done = envlock("unpack", str(tmp_path / "p.tar"), "-p", str(tmp_path / "env2"), env=env)
+        assert done.returncode == 0, done.stderr
+        assert sorted(p.name for p in (cache / "unpack").iterdir()) == ["unpack-live"]
+    finally:
+        os.close(held)
+
+
 # --------------------------------------------------------------------------- disk full while extracting
 
 
@@ -165,3 +216,95 @@ def test_re_running_mirror_repairs_a_damaged_file_of_the_same_size(what: str, tm
         again = envlock("mirror", "--lock", str(lock), str(tmp_path / "m"), env=env)
     assert again.returncode == 0, again.stderr
     assert damaged.read_bytes() == good
+
+
+# --------------------------------------------------------------------------- unpack over a full env
+
+
+def test_a_toolchain_only_archive_unpacked_over_a_full_env_leaves_no_old_pypi_part(tmp_path: Path) -> None:
+    chan = tmp_path / "chan"
+    spec, py = tool(), python311()
+    pkgs = [built(s, chan, url=(chan / "linux-64").as_uri() + "/" + s.filename) for s in (spec, py)]
+    torch = build_wheel("torch", "2.7.0", files={"torch/__init__.py": "OLD = True\n"},
+                        entry_points={"torchrun": "torch:main"})
+    env = cli_env(tmp_path)
+    prefix = tmp_path / "env"
+    with AnyPathServer({torch.filename: torch.data}) as server:
+        full = write_lock(tmp_path / "full" / "conda-lock.yml", pkgs,
+                          [wheel_entry("torch", "2.7.0", f"{server.url}/simple/torch/{torch.filename}", torch.data)])
+        assert envlock("create", "--lock", str(full), "-p", str(prefix), env=env).returncode == 0
+    site = prefix / "lib" / "python3.11" / "site-packages"
+    assert (prefix / "bin" / "torchrun").is_file() and (site / "torch" / "__init__.py").is_file()
+    toolchain = write_lock(tmp_path / "tc" / "locks" / "hostile" / "conda-lock.yml", [pkgs[0]])
+    done = envlock("pack", "--lock", str(toolchain), "-o", str(tmp_path / "tc.tar"), env=env)
+    assert done.returncode == 0, done.stderr
+    done = envlock("unpack", str(tmp_path / "tc.tar"), "-p", str(prefix), env=env)
+    assert done.returncode == 0, done.stderr
+    assert not (prefix / "bin" / "torchrun").exists() and not (site / "torch").exists()
+    assert not list(site.glob("torch-*.dist-info")) if site.exists() else True
+    assert (prefix / "bin" / "nvcc").is_file()
+
+
+# --------------------------------------------------------------------------- pack member sizes
+
+
+def _sparse_member(name: str, realsize: int) -> tuple[tarfile.TarInfo, bytes]:
+    """A GNU sparse 1.0 member (PAX): a few bytes stored, `realsize` bytes of it when extracted."""
+    data = b"tail"
+    sparse_map = f"1\n{realsize - len(data)}\n{len(data)}\n".encode().ljust(512, b"\0")
+    info = tarfile.TarInfo(name)
+    info.size = len(sparse_map) + len(data)
+    info.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.name": name,
+                        "GNU.sparse.realsize": str(realsize)}
+    return info, sparse_map + data
+
+
+@pytest.mark.parametrize("how", ["sparse", "larger than recorded", "larger than the archive"])
+def test_pack_members_are_checked_against_the_manifest_before_extraction(how: str, tmp_path: Path) -> None:
+    spec = tool()
+    archive = write_package(spec, tmp_path / "b" / "linux-64")
+    lock = write_lock(tmp_path / "lk" / "conda-lock.yml", [locked(spec, archive)])
+    member = f"channels/conda-forge/linux-64/{spec.filename}"
+    tar = craft_archive(tmp_path, lock.read_text(), {member: archive.read_bytes()}, {"pypi": None})
+    real = 64 * MB
+    big = hashlib.sha256(b"\0" * (real - 4) + b"tail").hexdigest()
+    # the attacker's own archive: the manifest records what the sparse member expands to
+    with tarfile.open(tar) as tf:
+        names = tf.getnames()
+        manifest = tf.extractfile(names[0]).read()  # type: ignore[union-attr]
+    import json
+
+    doc = json.loads(manifest)
+    doc["members"]["channels/conda-forge/linux-64/blob.bin"] = big
+    if how == "larger than recorded":
+        doc["sizes"] = {"channels/conda-forge/linux-64/blob.bin": 10}
+    out = tmp_path / "evil.tar"
+    with tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as tf:
+        data = (json.dumps(doc) + "\n").encode()
+        info = tarfile.TarInfo(names[0])
+        info.size = len(data)
+        tf.addfile(info, io.BytesIO(data))
+        if how == "sparse":
+            info, payload = _sparse_member("channels/conda-forge/linux-64/blob.bin", real)
+        else:  # a header that claims more than the file holds: the reader fails part way, after writing it
+            info = tarfile.TarInfo("channels/conda-forge/linux-64/blob.bin")
+            payload = b"\0" * (2 * MB)
+            info.size = len(payload)
+        tf.addfile(info, io.BytesIO(payload))
+        with tarfile.open(tar) as src:
+            for m in src.getmembers()[1:]:
+                tf.addfile(m, src.extractfile(m))
+    if how == "larger than the archive":
+        raw = bytearray(out.read_bytes())  # patch the size field of blob.bin's header: 64 MB, octal
+        at = raw.find(b"channels/conda-forge/linux-64/blob.bin\0")
+        raw[at + 124:at + 136] = f"{real:011o}\0".encode()
+        chk = sum(raw[at:at + 148]) + 8 * 32 + sum(raw[at + 156:at + 512])
+        raw[at + 148:at + 156] = f"{chk:06o}\0 ".encode()
+        out.write_bytes(bytes(raw))
+    env = cli_env(tmp_path)
+    started = time.monotonic()
+    done = envlock("unpack", str(out), "-p", str(tmp_path / "env"), env=env)
+    assert_refused(done, "blob.bin")
+    assert "claims" in done.stdout + done.stderr, done.stderr
+    assert not (tmp_path / "env").exists() and not list((tmp_path / "cache" / "unpack").glob("unpack-*/**/blob.bin"))
+    assert time.monotonic() - started < 60

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.channelbuilder import PackageSpec, write_package
+from tests.channelbuilder import write_package
 from tests.paused_envlock import LAUNCHER
 from tests.security.hostile import (
     AnyPathServer, assert_refused, cli_env, envlock, locked, python311, tool, tree, wheel_entry, write_lock,
