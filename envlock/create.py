@@ -24,12 +24,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from envlock import __version__
 from envlock.dirs import envs_dir, package_cache_dir
 from envlock.errors import EnvCreateError, Interrupted, LockfileError, SpecError
 from envlock.formats import LockFile, read_lock
 from envlock.models import CUDNN_NAMES, LockedPackage
-from envlock.prefix import ENVLOCK_JSON_VERSION
 from envlock.progress import NoProgress, Progress
 
 Action = Literal["created", "updated", "unchanged"]
@@ -145,8 +143,6 @@ def _env_meta(lock: LockFile, req: CreateRequest, digest: str, state: str, has_c
     anchor = meta.get("anchor") or {}
     plan = meta.get("plan") or {}
     return {
-        "envlock_json_version": ENVLOCK_JSON_VERSION,
-        "envlock_version": __version__,
         "lock_path": str((req.lock_record or req.lock_path).absolute()),
         "content_hash": lock.content_hash.get(req.platform, ""),
         "platform": req.platform,

@@ -10,7 +10,7 @@ The tree (other modules define no error classes of their own)::
     ├── ChannelError             exit 4   a channel or index cannot be reached or read
     ├── SolveError               exit 3   no candidate CUDA minor solved (lists every attempt)
     ├── LockfileError            exit 1   missing, corrupt or stale lock
-    │   └── NewerFormatError     exit 1   a lock or spec written by a newer envlock (upgrade envlock)
+    │   └── NewerFormatError     exit 1   a lock, spec or env record written by a newer envlock (upgrade envlock)
     ├── EnvCreateError           exit 1   installing a lock into a prefix failed
     ├── ArchiveError             exit 1   a pack archive is damaged, incomplete or not envlock's
     ├── UnsafeNameError          exit 1   a name from a lock, archive, mirror or cache would not stay under its root
@@ -78,7 +78,7 @@ class LockfileError(EnvlockError):
 
 
 class NewerFormatError(LockfileError):
-    """A lock or spec records a format version newer than this envlock reads."""
+    """A lock, spec or env record (conda-meta/envlock) records a format version newer than this envlock reads."""
 
 
 class EnvCreateError(EnvlockError):

@@ -1,8 +1,5 @@
-"""An environment on disk, as create sees it: what is at a prefix, its records, hooks and envlock's own record.
-
-conda-meta/envlock is JSON without a .json suffix, like pixi's conda-meta/pixi and conda's conda-meta/state:
-conda, micromamba and rattler parse every conda-meta/*.json as a package record, and an envlock.json there
-makes rattler fail with "failed to determine the currently installed packages" (measured).
+"""An environment on disk, as create sees it: what is at a prefix, its records, hooks and envlock's own record
+(conda-meta/envlock, whose format envlock/envrecord.py owns: written here through envlock/beneath.py).
 """
 
 from __future__ import annotations
@@ -16,14 +13,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from envlock import beneath, envrecord
 from envlock.activation import hook_files
 from envlock.errors import EnvCreateError
-from envlock import beneath
 from envlock.fs import FileLock, new_file_mode
 from envlock.untrusted import read_json
-
-ENVLOCK_JSON = "envlock"
-ENVLOCK_JSON_VERSION = 1
 
 
 def prefix_state(prefix: Path) -> Literal["absent", "empty", "env"]:
@@ -63,16 +57,10 @@ def prefix_lock(prefix: Path, cache_root: Path) -> FileLock:
     return FileLock(cache_root / "file-locks" / f"prefix-{Path(real).name[:40]}-{key}.lock", f"the environment {prefix}")
 
 
-def read_env_meta(prefix: Path) -> dict[str, Any]:
-    """conda-meta/envlock (JSON), or {} when absent or unreadable."""
-    data = read_json(prefix / "conda-meta" / ENVLOCK_JSON)
-    return data if isinstance(data, dict) else {}
-
-
 def write_env_meta(prefix: Path, meta: Mapping[str, Any]) -> None:
-    """conda-meta/envlock, atomically, with the usual file mode (other users' doctor must read it); never through
-    a symlink (envlock/beneath.py)."""
-    beneath.write_json(prefix, f"conda-meta/{ENVLOCK_JSON}", dict(meta), mode=new_file_mode())
+    """conda-meta/envlock (envrecord.document of `meta`), atomically, with the usual file mode (other users'
+    doctor must read it); never through a symlink (envlock/beneath.py)."""
+    beneath.write_json(prefix, envrecord.REL, envrecord.document(meta), mode=new_file_mode())
 
 
 def installed_dists(prefix: Path) -> set[str]:
@@ -160,11 +148,8 @@ def add_hooks(prefix: Path, torch_source: str | None = None) -> tuple[tuple[str,
     written = install_hooks(prefix, platform, source, has_cudnn)
     # The record says how the env is activated (`envlock run`, shell-hook and doctor read it); one that
     # `envlock create` wrote keeps its lock and anchor.
-    from envlock import __version__
-
-    meta = read_env_meta(prefix) or {"envlock_json_version": ENVLOCK_JSON_VERSION, "envlock_version": __version__,
-                                     "platform": platform, "made_by": "another tool (activation: envlock hook)",
-                                     "state": "complete"}
+    meta = envrecord.read(prefix) or {"platform": platform, "made_by": "another tool (activation: envlock hook)",
+                                      "state": "complete"}
     write_env_meta(prefix, {**meta, "activation": {"torch_source": source, "has_cudnn": has_cudnn}})
     return written, platform, source, has_cudnn
 
@@ -182,7 +167,7 @@ def hooks_current(prefix: Path, platform: str, torch_source: str, has_cudnn: boo
 
 def is_unchanged(prefix: Path, new_meta: Mapping[str, Any], dists: Sequence[str]) -> bool:
     """Whether the prefix is already, completely, what `new_meta` describes (create has nothing to do)."""
-    old = read_env_meta(prefix)
+    old = envrecord.read(prefix)
     same = all(old.get(k) == new_meta[k] for k in ("lock_path", "content_hash", "packages_digest", "platform"))
     if not same or old.get("state") != "complete":
         return False

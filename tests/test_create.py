@@ -20,7 +20,7 @@ import pytest
 
 from envlock.cli import run
 from envlock.create import CreateRequest, create_env
-from envlock.prefix import ENVLOCK_JSON, read_env_meta
+from envlock import envrecord
 from envlock.errors import ChannelError, EnvCreateError, LockfileError
 from envlock.formats import read_lock
 from tests.test_activation import snapshots
@@ -227,7 +227,7 @@ def test_create_repairs_files_deleted_by_hand(project: Path, tmp_path: Path, mir
 def test_envlock_json_has_the_keys_doctor_reads(project: Path, tmp_path: Path, mirror: dict[str, str]) -> None:
     prefix = tmp_path / "env"
     create_env(req(lock_of(project), prefix, tmp_path, mirror))
-    meta = json.loads((prefix / "conda-meta" / ENVLOCK_JSON).read_text())
+    meta = json.loads((prefix / envrecord.REL).read_text())
     # conda, micromamba and rattler read every conda-meta/*.json as a package record: only records there.
     from rattler import PrefixRecord
 
@@ -254,7 +254,7 @@ def test_a_different_lock_updates_the_prefix(project: Path, project_124: Path, t
     wanted = {p.filename.removesuffix(".tar.bz2").removesuffix(".conda")
               for p in read_lock(lock_of(project_124)).packages_for("linux-64")}
     assert names == wanted  # 12.1 packages gone, exactly the new lock's set
-    assert read_env_meta(prefix)["lock_path"] == str(lock_of(project_124).absolute())
+    assert envrecord.read(prefix)["lock_path"] == str(lock_of(project_124).absolute())
 
 
 def test_explicit_file_creates_the_same_env(project: Path, tmp_path: Path, mirror: dict[str, str]) -> None:
@@ -277,7 +277,7 @@ def test_cross_platform_prefixes(project: Path, tmp_path: Path, mirror: dict[str
     result = create_env(req(lock_of(project), prefix, tmp_path, mirror, platform=platform))
     assert result.action == "created"
     assert (prefix / probe).is_file()
-    assert read_env_meta(prefix)["platform"] == platform
+    assert envrecord.read(prefix)["platform"] == platform
     hooks = sorted(p.name for p in (prefix / "etc/conda/activate.d").glob("envlock-cuda.*"))
     assert hooks == (["envlock-cuda.bat", "envlock-cuda.ps1"] if platform == "win-64"
                      else ["envlock-cuda.fish", "envlock-cuda.sh"])
@@ -477,10 +477,10 @@ def test_link_failure_removes_a_new_prefix_and_leaves_an_existing_one_as_it_was(
     with pytest.raises(EnvCreateError) as info:
         create_env(req(lock_of(project_124), existing, cache, mirror))
     assert "left as it was" in (info.value.hint or "")
-    assert read_env_meta(existing)["state"] == "complete" and tree(existing) == before
+    assert envrecord.read(existing)["state"] == "complete" and tree(existing) == before
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".existing.envlock-")]
     repaired = create_env(req(lock_of(project_124), existing, cache, mirror))
-    assert repaired.action == "updated" and read_env_meta(existing)["state"] == "complete"
+    assert repaired.action == "updated" and envrecord.read(existing)["state"] == "complete"
     assert (existing / "bin" / "nvcc").is_file()
 
 
@@ -517,7 +517,7 @@ def test_conda_meta_records_are_readable_by_other_users(project: Path, tmp_path:
         create_env(req(lock_of(project), prefix, tmp_path, mirror))
     finally:
         os.umask(old)
-    records = [*(prefix / "conda-meta").glob("*.json"), prefix / "conda-meta" / ENVLOCK_JSON]
+    records = [*(prefix / "conda-meta").glob("*.json"), prefix / envrecord.REL]
     assert len(records) > 20
     assert {oct(p.stat().st_mode & 0o777) for p in records} == {"0o644"}
     # An env of an older envlock (0600 records) gets them fixed by the next create, which changes nothing else.
@@ -539,7 +539,7 @@ def test_doctor_recognises_an_envlock_env_by_its_content(project: Path, tmp_path
     create_env(req(lock_of(project), prefix, tmp_path, mirror))
     meta, problem = _read_meta(prefix)
     assert meta is not None and meta["platform"] == "linux-64" and problem is None
-    (prefix / "conda-meta" / ENVLOCK_JSON).unlink()
+    (prefix / envrecord.REL).unlink()
     meta, problem = _read_meta(prefix)
     assert meta is None and "envlock's activation hook but no record" in (problem or "")
     proc = subprocess.run([*ENVLOCK, "doctor", "-p", str(prefix), "--json"], capture_output=True, text=True,

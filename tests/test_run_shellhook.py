@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from envlock.create import CreateRequest, create_env
-from envlock.prefix import ENVLOCK_JSON
+from envlock import envrecord
 from tests.test_activation import snapshots
 from tests.test_create import lock_of, project  # noqa: F401 - `project` is a session fixture
 
@@ -82,7 +82,7 @@ def test_run_on_a_prefix_envlock_did_not_create(prefixes: dict[str, Path], tmp_p
     """No conda-meta/envlock: pip torch is assumed, cuDNN is seen from conda-meta."""
     copy = tmp_path / "foreign"
     shutil.copytree(prefixes["linux-64"], copy, symlinks=True)
-    (copy / "conda-meta" / ENVLOCK_JSON).unlink()
+    (copy / envrecord.REL).unlink()
     for hook in copy.glob("etc/conda/*.d/envlock-cuda.*"):
         hook.unlink()  # no envlock hook: run applies envlock's own activation in its place
     proc = envlock("run", "-p", str(copy), "--", "sh", "-c", 'echo "$CUDNN_HOME|$LD_LIBRARY_PATH"')
@@ -180,6 +180,6 @@ def test_doctor_gives_the_same_verdict_inside_run_as_with_p(prefixes: dict[str, 
 
 
 def test_envlock_json_of_a_win_prefix_drives_run_and_hooks(prefixes: dict[str, Path]) -> None:
-    meta = json.loads((prefixes["win-64"] / "conda-meta" / ENVLOCK_JSON).read_text())
+    meta = json.loads((prefixes["win-64"] / envrecord.REL).read_text())
     assert meta["platform"] == "win-64" and meta["activation"] == {"torch_source": "pip", "has_cudnn": True}
     assert os.path.isfile(prefixes["win-64"] / "etc/conda/deactivate.d/envlock-cuda.bat")

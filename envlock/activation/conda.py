@@ -28,7 +28,6 @@ from envlock.models import CUDNN_NAMES
 from envlock.names import split_conda_filename
 from envlock.untrusted import read_json
 
-ENVLOCK_RECORD = "envlock"  # conda-meta/envlock, written by `envlock create`
 _UNSET = "***unset***"  # conda's CONDA_ENV_VARS_UNSET_VAR
 _RESERVED = ("PATH", "CONDA_PREFIX", "CONDA_SHLVL", "CONDA_DEFAULT_ENV", "CONDA_PROMPT_MODIFIER")
 #: Variables a shell sets by itself: never part of an activation's result.
@@ -63,16 +62,12 @@ class Hooks:
     deactivate: str
 
 
-def read_record(prefix: Path) -> dict[str, object]:
-    """conda-meta/envlock (JSON), or {} when absent or unreadable."""
-    data = read_json(prefix / "conda-meta" / ENVLOCK_RECORD)
-    return data if isinstance(data, dict) else {}
-
-
 def prefix_activation(prefix: Path) -> tuple[str, str, bool]:
     """(platform, torch_source, has_cudnn) of a prefix: from conda-meta/envlock, else from its package records
     (an env made by conda, conda-lock or conda-pack): the packages' subdir, conda's pytorch, cuDNN."""
-    meta = read_record(prefix)
+    from envlock import envrecord
+
+    meta = envrecord.read(prefix)
     act = meta.get("activation") if isinstance(meta.get("activation"), dict) else {}
     anchor = meta.get("anchor") if isinstance(meta.get("anchor"), dict) else {}
     records = sorted((prefix / "conda-meta").glob("*.json")) if (prefix / "conda-meta").is_dir() else []

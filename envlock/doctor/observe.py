@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envlock import envrecord
 from envlock.activation.model import HOOK_NAME
 from envlock.doctor import programs
 from envlock.doctor.data import Tables, header_names
@@ -39,7 +40,6 @@ from envlock.doctor.observation import (
 )
 from envlock.doctor.probe import CUDA_LIB_PREFIXES
 from envlock.errors import SpecError
-from envlock.untrusted import DOC_CAP, json_value
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,18 +63,8 @@ def read_meta(prefix: Path) -> tuple[dict[str, Any] | None, str | None]:
     etc/conda/activate.d. (None, reason) when it is one whose record is unreadable (a 0600 record of
     another user) or gone; (None, None) when it is not one.
     """
-    path, reason = prefix / "conda-meta" / "envlock", None
-    try:
-        with path.open("rb") as fh:
-            data = fh.read(DOC_CAP + 1)
-        doc = json_value(data, default=ValueError)
-    except FileNotFoundError:
-        doc = None
-    except OSError as exc:
-        doc, reason = None, f"its record {path} cannot be read ({exc.strerror or exc})"
-    if doc is ValueError:  # not JSON, nested too deeply, or too big
-        doc, reason = None, f"its record {path} is not valid JSON"
-    if isinstance(doc, dict):
+    doc, reason = envrecord.load(prefix)
+    if doc is not None:
         return doc, None
     if reason is None and any((prefix / "etc" / "conda" / "activate.d").glob(f"{HOOK_NAME}.*")):
         reason = "it has envlock's activation hook but no record conda-meta/envlock"
