@@ -5,6 +5,9 @@
   (default 3: extra attempts after a connection error, a timeout or a 5xx). `settings()` reads them.
 * `session()`: a requests Session whose adapter carries urllib3's Retry (status and connection retries
   with backoff); urllib3 2 enforces Content-Length, so a body cut short raises instead of passing.
+* `get()`: one GET with envlock's redirect rule (same scheme or up to https, a login kept on its own host
+  only, a bounded number); no answer at all is one `NoAnswer` (its reason scrubbed). The index client
+  (pypi/index.py), the mirror's page reader (pypi/wheels.py) and the metadata reader (pypi/requires.py) use it.
 * `download()`: a body cut off mid-way starts the file again from its first byte (Retry ends at the headers).
 * `parallel()`: a thread pool sharing one session; Ctrl-C -> Interrupted.
 * `scrub()`: the one credential scrubber (URLs in locks, messages, logs, `--json`).
@@ -24,7 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from envlock.errors import ChannelError, Interrupted
 from envlock.names import strip_credentials
@@ -98,6 +101,59 @@ def reason(exc: BaseException) -> str:
         if needle in text:
             return why
     return type(exc).__name__
+
+
+MAX_REDIRECTS = 5
+_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+
+class NoAnswer(Exception):
+    """A GET got no HTTP answer: `reason` (short, see reason()), `detail` (the exception, credentials scrubbed),
+    `transient` (a connection error or a timeout, after urllib3's retries; else a malformed request or reply)."""
+
+    def __init__(self, reason: str, detail: str, transient: bool) -> None:
+        super().__init__(detail)
+        self.reason, self.detail, self.transient = reason, detail, transient
+
+
+def get(s: requests.Session, url: str, *, headers: dict[str, str] | None = None, http: HttpSettings | None = None,
+        redirects: int = MAX_REDIRECTS, hint: str = "check the URL") -> tuple[requests.Response, str]:
+    """(the answer, its URL) of a GET through `s`, redirects followed here (see redirect_target) up to
+    `redirects` times: too many, or a refused one, is a ChannelError with `hint`; no answer: NoAnswer."""
+    import requests  # noqa: PLC0415
+
+    for _ in range(redirects + 1):
+        try:
+            resp = s.get(url, headers=headers or {}, timeout=timeout_of(http), allow_redirects=False)
+        except (requests.ConnectionError, requests.Timeout) as exc:
+            raise NoAnswer(reason(exc), scrub(f"{type(exc).__name__}: {exc}", secrets=[url]), True) from None
+        except requests.RequestException as exc:
+            raise NoAnswer(reason(exc), scrub(f"{type(exc).__name__}: {exc}", secrets=[url]), False) from None
+        if resp.status_code not in _REDIRECT_STATUSES:
+            return resp, url
+        resp.close()
+        url = redirect_target(url, resp.headers.get("Location", ""), hint=hint)
+    raise ChannelError(f"too many redirects from {scrub(url, marked=True)}", hint=hint)
+
+
+def redirect_target(url: str, location: str, *, hint: str = "check the URL") -> str:
+    """The next URL of a redirect: the same scheme, or http to https (anything else is a ChannelError with
+    `hint`); a login on the URL follows to the same host and port only (carry_credentials)."""
+    target = urljoin(url, location)
+    old, new = urlsplit(url).scheme, urlsplit(target).scheme
+    allowed = {"https"} if old == "https" else {"http", "https"}
+    if new not in allowed:
+        raise ChannelError(f"the index redirected {scrub(url, marked=True)} to a {new or 'schemeless'} URL; "
+                           "envlock refuses that", hint=f"{hint} (redirects may keep the scheme or go to https)")
+    return carry_credentials(url, target)
+
+
+def carry_credentials(src: str, dst: str) -> str:
+    """`dst` with `src`'s login where `dst` lost it on the same host and port (never to another host)."""
+    s, d = urlsplit(src), urlsplit(dst)
+    if "@" in s.netloc and "@" not in d.netloc and s.hostname == d.hostname and s.port == d.port:
+        return urlunsplit((d.scheme, s.netloc, d.path, d.query, d.fragment))
+    return dst
 
 
 class Cancelled(Exception):

@@ -421,22 +421,16 @@ def test_no_index_host_is_hard_coded_in_the_repository() -> None:
 
 
 def test_https_index_may_not_be_redirected_to_http() -> None:
-    from envlock.pypi.index import _Client
+    from envlock.net import redirect_target
 
-    client = _Client(IndexSettings(), "https://u:pw@index.test/simple/")
-    try:
-        with pytest.raises(ChannelError, match="to a http URL") as info:
-            client._redirect_target(
-                "https://u:pw@index.test/simple/torch/", "http://index.test/simple/torch/"
-            )
-        assert "u:pw" not in str(info.value) and "***@index.test" in str(info.value)
-        assert client._redirect_target("http://a.test/x/", "https://a.test/y/") == "https://a.test/y/"
-    finally:
-        client.close()
+    with pytest.raises(ChannelError, match="to a http URL") as info:
+        redirect_target("https://u:pw@index.test/simple/torch/", "http://index.test/simple/torch/")
+    assert "u:pw" not in str(info.value) and "***@index.test" in str(info.value)
+    assert redirect_target("http://a.test/x/", "https://a.test/y/") == "https://a.test/y/"
 
 
 def test_credentials_follow_a_redirect_on_the_same_host_only() -> None:
-    from envlock.pypi.index import _carry_credentials
+    from envlock.net import carry_credentials as _carry_credentials
 
     src = "https://u:pw@index.test/simple/torch/"
     assert _carry_credentials(src, "https://index.test/other/") == "https://u:pw@index.test/other/"

@@ -12,7 +12,6 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
@@ -33,8 +32,8 @@ CACHE_FORMAT = 1
 JSON_ACCEPT = (
     "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 )
-_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-_MAX_REDIRECTS = 5
+_MAX_REDIRECTS = net.MAX_REDIRECTS
+_URL_HINT = "check the index URL in PIP_INDEX_URL / pip.conf"
 _MAX_METADATA_TRIES = 4  # wheels of one version whose .metadata we try before giving up
 
 
@@ -104,16 +103,13 @@ def _write_cache(version: str, settings: IndexSettings, data: dict[str, Any]) ->
 
 
 class _Client:
-    """GETs with timeouts, bounded retries, same-scheme redirects and credentials kept out of messages."""
+    """The index's GETs through envlock.net (its Retry, timeout, redirect rule and scrubbing), with the index's
+    login on its own host and the index's own messages."""
 
     def __init__(self, settings: IndexSettings, index_url: str) -> None:
-        import requests  # noqa: PLC0415 - lazy: `envlock --help` must not pay for it
-
-        self._requests = requests
         self._http = net.HttpSettings(timeout=settings.timeout, retries=max(0, settings.retries),
                                       backoff=settings.backoff)
-        self._session: requests.Session = net.session(self._http)  # urllib3 Retry: 5xx, resets, timeouts
-        self._settings = settings
+        self._session = net.session(self._http)  # urllib3 Retry: 5xx, resets, timeouts
         self._index = index_url
 
     def close(self) -> None:
@@ -121,16 +117,23 @@ class _Client:
 
     def get(self, url: str, accept: str | None = None) -> requests.Response | None:
         """The response for url, None on 404/410; ChannelError on anything else that is not 200."""
-        headers = {"Accept": accept} if accept else {}
-        url = _carry_credentials(self._index, url)  # file links on the index's own host need its login
-        for _ in range(_MAX_REDIRECTS + 1):
-            resp = self._get_retrying(url, headers)
-            if resp.status_code not in _REDIRECT_STATUSES:
+        url = net.carry_credentials(self._index, url)  # file links on the index's own host need its login
+        attempts = 1 + self._http.retries
+        try:
+            resp, url = net.get(self._session, url, headers={"Accept": accept} if accept else {}, http=self._http,
+                                redirects=_MAX_REDIRECTS, hint=_URL_HINT)
+        except net.NoAnswer as exc:
+            if not exc.transient:
+                raise ChannelError(f"cannot fetch {redact(url)}: {exc.detail}", hint=_URL_HINT) from None
+            why = exc.detail
+        else:
+            if resp.status_code not in net.RETRY_STATUSES:
                 return self._final(resp, url)
-            url = self._redirect_target(url, resp.headers.get("Location", ""))
+            why = f"HTTP {resp.status_code}"
+        log.debug("GET %s: %s after %d attempts", redact(url), why, attempts)
         raise ChannelError(
-            f"too many redirects from {redact(url)}",
-            hint="check the index URL in PIP_INDEX_URL / pip.conf",
+            f"cannot reach the index at {redact(self._index)} ({why} for {redact(url)}, {attempts} attempts)",
+            hint="check your network/proxy, or pass --cuda X.Y (or --offline with a warm cache)",
         )
 
     def _final(self, resp: requests.Response, url: str) -> requests.Response | None:
@@ -147,49 +150,6 @@ class _Client:
                 hint="try again later, or pass --cuda X.Y / use a version envlock's table knows",
             )
         return resp
-
-    def _redirect_target(self, url: str, location: str) -> str:
-        """The next URL of a redirect, refusing a change to another (or weaker) scheme."""
-        target = urljoin(url, location)
-        old, new = urlsplit(url).scheme, urlsplit(target).scheme
-        allowed = {"https"} if old == "https" else {"http", "https"}
-        if new not in allowed:
-            raise ChannelError(
-                f"the index redirected {redact(url)} to a {new or 'schemeless'} URL; envlock refuses that",
-                hint="check the index URL in PIP_INDEX_URL / pip.conf (redirects may keep the scheme or go to https)",
-            )
-        return _carry_credentials(url, target)
-
-    def _get_retrying(self, url: str, headers: dict[str, str]) -> requests.Response:
-        """One GET; urllib3's Retry (envlock.net) retries 5xx, connection errors and timeouts with backoff."""
-        attempts = 1 + self._http.retries
-        try:
-            resp = self._session.get(url, headers=headers, timeout=net.timeout_of(self._http), allow_redirects=False)
-        except (self._requests.ConnectionError, self._requests.Timeout) as exc:
-            why = net.scrub(f"{type(exc).__name__}: {exc}", secrets=[url])
-            log.debug("GET %s failed (%s) after %d attempts", redact(url), why, attempts)
-        except self._requests.RequestException as exc:
-            raise ChannelError(
-                f"cannot fetch {redact(url)}: {net.scrub(type(exc).__name__ + ': ' + str(exc), secrets=[url])}",
-                hint="check the index URL in PIP_INDEX_URL / pip.conf",
-            ) from None
-        else:
-            if resp.status_code not in net.RETRY_STATUSES:
-                return resp
-            why = f"HTTP {resp.status_code}"
-            log.debug("GET %s: %s after %d attempts", redact(url), why, attempts)
-        raise ChannelError(
-            f"cannot reach the index at {redact(self._index)} ({why} for {redact(url)}, {attempts} attempts)",
-            hint="check your network/proxy, or pass --cuda X.Y (or --offline with a warm cache)",
-        )
-
-
-def _carry_credentials(src: str, dst: str) -> str:
-    """Keep the index credentials on a same-host redirect that dropped them (never to another host)."""
-    s, d = urlsplit(src), urlsplit(dst)
-    if "@" in s.netloc and "@" not in d.netloc and s.hostname == d.hostname and s.port == d.port:
-        return urlunsplit((d.scheme, s.netloc, d.path, d.query, d.fragment))
-    return dst
 
 
 # --------------------------------------------------------------------------- the lookup

@@ -341,13 +341,11 @@ def _read_local(url: str) -> str | None:
 
 
 def _get(url: str, session: Any) -> str | None:
-    import requests
-
     from envlock import net
 
     try:
-        resp = session.get(url, timeout=net.timeout_of())
-    except requests.RequestException:
+        resp, _ = net.get(session, url)
+    except net.NoAnswer:
         return None  # the wheel itself is tried next, with download's own errors
     return resp.text if resp.status_code == 200 else None
 

@@ -152,12 +152,10 @@ def _read_page(page: str, pkg: PypiPackage, session: Any) -> str:
         except (OSError, UnicodeDecodeError):
             raise ChannelError(f"{pkg.name} is not on the pypi mirror ({path} is missing)",
                                hint="fill the mirror with `envlock mirror` for this lock, or fix the pypi= mirror URL") from None
-    import requests  # noqa: PLC0415 - the session's own exceptions
-
     try:
-        resp = session.get(page, timeout=net.timeout_of(), headers={"Accept": "text/html"})
-    except requests.RequestException as exc:
-        raise ChannelError(f"cannot read the pypi mirror page {scrub(page)} ({net.reason(exc)})",
+        resp, page = net.get(session, page, headers={"Accept": "text/html"}, hint="check the pypi= mirror URL")
+    except net.NoAnswer as exc:
+        raise ChannelError(f"cannot read the pypi mirror page {scrub(page)} ({exc.reason})",
                            hint="check the pypi= mirror URL and the network") from None
     if resp.status_code != 200:
         raise ChannelError(f"{pkg.name} is not on the pypi mirror (HTTP {resp.status_code} from {scrub(page)})",
