@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from envlock.dirs import envs_dir, package_cache_dir
-from envlock.errors import EnvCreateError, Interrupted, LockfileError, SpecError
+from envlock.errors import EnvCreateError, EnvlockError, Interrupted, LockfileError, SpecError
 from envlock.formats import LockFile, read_lock
 from envlock.models import CUDNN_NAMES, LockedPackage
 from envlock.progress import NoProgress, Progress
@@ -295,27 +295,26 @@ def _prepare_update(work: Path, dists: list[str], wheels: Sequence[Any]) -> None
 
 def _linking_failed(exc: BaseException, prefix: Path, work: Path, state: str, packages: Sequence[LockedPackage],
                     cache: Path) -> None:
-    """Roll back (a new prefix removed, an update's clone dropped), forget the cache entries the error names, and
-    raise what the user sees."""
+    """Roll back (a new prefix removed, an update's clone dropped), forget the damaged cache entries, and raise what
+    the user sees (conda/ has mapped rattler's exceptions to EnvlockErrors already)."""
     from envlock import prefix as env
     from envlock.conda import cache as pkgcache
-    from envlock.conda.errors import translate
+    from envlock.net import scrub
 
     if work != prefix:
         env.roll_back(work, "absent")  # the clone goes; the env at the prefix was never touched
     else:
         env.roll_back(prefix, state)
-    for pkg in packages:  # their 'verified' mark goes: the next run fetches them again
-        if pkg.filename in str(exc) or pkgcache.dist(pkg) in str(exc):
-            pkgcache.forget(cache, pkg)
+    for pkg in pkgcache.damaged(cache, packages):  # their 'verified' mark goes: the next run fetches them again
+        pkgcache.forget(cache, pkg)
     hint = env.rollback_hint(prefix, state)
     if isinstance(exc, (KeyboardInterrupt, Interrupted)):
         raise Interrupted("interrupted while linking", hint=hint) from None
-    if isinstance(exc, EnvCreateError):
-        raise EnvCreateError(exc.message, hint=hint) from None
-    if isinstance(exc, Exception):  # rattler's, or anything else its installer raised
-        err = translate(exc, what=f"into {prefix}", default="install")
-        raise EnvCreateError(err.message if err else f"linking into {prefix} failed", hint=hint) from None
+    if isinstance(exc, EnvlockError):
+        raise type(exc)(exc.message, hint=hint) from None
+    if isinstance(exc, Exception):  # not rattler's (conda/ maps those): the PyPI part's, say
+        raise EnvCreateError(f"linking into {prefix} failed ({type(exc).__name__}: {scrub(str(exc))[:300]})",
+                             hint=hint) from None
 
 
 def _python_version(packages: Sequence[LockedPackage]) -> str:

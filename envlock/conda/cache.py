@@ -112,6 +112,23 @@ def store(cache: Path) -> Store:
     return _STORES[cache]
 
 
+def damaged(cache: Path, packages: Sequence[LockedPackage]) -> list[LockedPackage]:
+    """The packages whose cache entry lacks a file its own info/paths.json lists (deleted by hand, a half-removed
+    entry): after a failed link, the entries to forget. Read from the entries, never from an error's text."""
+    out = []
+    for pkg in packages:
+        root = entry(cache, pkg)
+        doc = read_json(root / "info" / "paths.json")
+        paths = doc.get("paths") if isinstance(doc, dict) else None
+        if not isinstance(paths, list):
+            out.append(pkg)
+            continue
+        rels = (p.get("_path") for p in paths if isinstance(p, dict))
+        if any(not isinstance(rel, str) or not os.path.lexists(root / rel) for rel in rels):
+            out.append(pkg)
+    return out
+
+
 def forget(cache: Path, pkg: LockedPackage) -> None:
     """Drop an entry's 'verified' mark, so the next run fetches it again."""
     sidecar(cache, pkg).unlink(missing_ok=True)

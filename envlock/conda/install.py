@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from envlock.conda.cache import Fetched, entry
+from envlock.conda.errors import mapped
 from envlock.errors import EnvCreateError
 from envlock.gate import conda_archive
 from envlock.progress import Progress
@@ -52,8 +53,9 @@ def records(fetched: Sequence[Fetched], cache: Path) -> list[Any]:
     out = []
     for f in fetched:
         pkg = f.pkg
-        rec = PackageRecord.from_index_json((f.path or entry(cache, pkg)) / "info" / "index.json", f.size, f.sha256,
-                                            f.md5)
+        with mapped(what=pkg.filename, default="package"):  # a cache entry whose index.json does not read
+            rec = PackageRecord.from_index_json((f.path or entry(cache, pkg)) / "info" / "index.json", f.size,
+                                                f.sha256, f.md5)
         if (rec.name.normalized, str(rec.version), str(rec.build)) != (pkg.name.lower(), pkg.version, pkg.build):
             raise EnvCreateError(
                 f"{pkg.filename} holds {rec.name.normalized} {rec.version} {rec.build}, not what the lock names",
@@ -67,7 +69,8 @@ def records(fetched: Sequence[Fetched], cache: Path) -> list[Any]:
 def link(recs: list[Any], prefix: Path, platform: str, cache: Path, progress: Progress,
          final: Path | None = None) -> None:
     """rattler.install into `prefix` (`final`: the path the env will have, patched into its files: an update
-    builds beside the env, envlock/update.py). Its exceptions propagate: the caller rolls back first."""
+    builds beside the env, envlock/update.py); a failure is an EnvCreateError ("linking into PREFIX failed: ..."),
+    never rattler's exception. The caller rolls back (and forgets damaged cache entries: `cache.damaged`)."""
     from rattler import Subdir, install
 
     from envlock.conda.client import http_client
@@ -77,10 +80,11 @@ def link(recs: list[Any], prefix: Path, platform: str, cache: Path, progress: Pr
     client = http_client()
     progress.start("link", len(recs))
     try:
-        asyncio.run(install(recs, target_prefix=prefix, cache_dir=cache, platform=Subdir(platform), client=client,
-                            show_progress=False, reporter=LinkReporter(progress, on_linked),
-                            execute_link_scripts=False,
-                            alternative_target_prefix=final if final is not None and final != prefix else None))
+        with mapped(what=f"into {final or prefix}", default="install"):
+            asyncio.run(install(recs, target_prefix=prefix, cache_dir=cache, platform=Subdir(platform),
+                                client=client, show_progress=False, reporter=LinkReporter(progress, on_linked),
+                                execute_link_scripts=False,
+                                alternative_target_prefix=final if final is not None and final != prefix else None))
     finally:
         progress.finish("link")
         drop_cache_tag(prefix)
