@@ -6,7 +6,6 @@ no solver, no network. `git` runs as a subprocess for `--git REF`.
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -146,13 +145,16 @@ def diff_files(old: Path, new: Path) -> LockDiff:
     )
 
 
-def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
-    except FileNotFoundError:
-        raise SpecError(
-            "git is not installed", hint="install git, or pass two lock files to `envlock diff`"
-        ) from None
+def _git(cwd: Path, *args: str) -> Any:
+    """`git ARGS` in `cwd` (envlock.proc; a completed process): its exit status is the caller's to judge."""
+    from envlock import proc
+
+    return proc.run(["git", *args], what="running git", timeout=_GIT_TIMEOUT_S, cwd=cwd,
+                    failed=lambda why: SpecError("git is not installed" if why.kind == "missing" else f"git {why}",
+                                                 hint="install git, or pass two lock files to `envlock diff`"))
+
+
+_GIT_TIMEOUT_S = 300.0
 
 
 def diff_git(project_dir: Path, ref: str, path: Path | None = None) -> list[LockDiff]:

@@ -6,9 +6,9 @@ The answer is an InstalledTorch value the caller hands to the pure anchor (envlo
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
+from envlock import proc
 from envlock.errors import AnchorError
 from envlock.models import InstalledTorch
 
@@ -40,18 +40,18 @@ def probe(python_exe: str | None) -> InstalledTorch:
     """Run the probe in that python (None: this interpreter); AnchorError when it cannot run at all."""
     exe = python_exe or sys.executable
     hint = "pass --python-exe PATH of the python that has torch, or give --torch VERSION"
-    try:
-        proc = subprocess.run([exe, "-c", _PROBE], capture_output=True, text=True, timeout=_TIMEOUT_S, check=False)
-    except FileNotFoundError:
-        raise AnchorError(f"python {exe} does not exist", hint=hint) from None
-    except PermissionError:
-        raise AnchorError(f"python {exe} cannot be run (permission denied)", hint=hint) from None
-    except subprocess.TimeoutExpired:
-        raise AnchorError(f"`import torch` in {exe} did not finish within {_TIMEOUT_S:.0f} s", hint=hint) from None
-    line = next((x for x in reversed(proc.stdout.splitlines()) if x.startswith(_MARK)), None)
+
+    def failed(why: proc.Failure) -> AnchorError:
+        words = {"missing": f"python {exe} does not exist",
+                 "denied": f"python {exe} cannot be run (permission denied)",
+                 "timeout": f"`import torch` in {exe} did not finish within {_TIMEOUT_S:.0f} s"}
+        return AnchorError(words.get(why.kind, f"python {exe}: {why}"), hint=hint)
+
+    proc_ = proc.run([exe, "-c", _PROBE], what=f"asking the torch of {exe}", timeout=_TIMEOUT_S, failed=failed)
+    line = next((x for x in reversed(proc_.stdout.splitlines()) if x.startswith(_MARK)), None)
     if line is None:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise AnchorError(f"cannot ask the torch of {exe} (exit {proc.returncode}: {tail})", hint=hint)
+        tail = (proc_.stderr.strip().splitlines() or ["no output"])[-1]
+        raise AnchorError(f"cannot ask the torch of {exe} (exit {proc_.returncode}: {tail})", hint=hint)
     found = json.loads(line[len(_MARK) :])
     if "error" in found:
         return InstalledTorch(exe, error=str(found["error"]))

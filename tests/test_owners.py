@@ -1,5 +1,6 @@
 """Each outside system has one owner in envlock (README "How it is built"): rattler -> envlock/conda/, HTTP ->
-envlock/net.py. Read from the sources with ast (lazy imports inside functions count, strings and comments do not).
+envlock/net.py, other programs -> envlock/proc.py. Read from the sources with ast (lazy imports inside functions
+count, strings and comments do not).
 """
 
 from __future__ import annotations
@@ -61,9 +62,33 @@ def test_only_net_speaks_http() -> None:
     assert found == []
 
 
+#: os functions that start or become another program.
+OS_RUNNERS = ("system", "popen", "startfile", "posix_spawn", "posix_spawnp", "fork", "forkpty")
+OS_PREFIXES = ("exec", "spawn")
+
+
+def test_only_proc_runs_programs() -> None:
+    found = []
+    for rel, tree in _sources():
+        if rel == "proc.py":
+            continue
+        for line, mod, names in _imports(tree):
+            if _is(mod, "subprocess") or _is(mod, "pty") or (mod == "os" and any(
+                    n in OS_RUNNERS or n.startswith(OS_PREFIXES) for n in names)):
+                found.append(f"{rel}:{line} {mod} {names}")
+        for node in _walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os"
+                    and (node.attr in OS_RUNNERS or node.attr.startswith(OS_PREFIXES))):
+                found.append(f"{rel}:{node.lineno} os.{node.attr}")
+    assert found == []
+
+
 def test_the_checks_can_fail() -> None:
     """Control: the same scan finds what it looks for where it is (net.py's requests, conda/'s rattler)."""
     net = ast.parse((PACKAGE / "net.py").read_text(encoding="utf-8"))
     assert any(_is(mod, "requests") for _, mod, _ in _imports(net))
     solve = ast.parse((PACKAGE / "conda" / "solve.py").read_text(encoding="utf-8"))
     assert any(_is(mod, "rattler") for _, mod, _ in _imports(solve))
+    proc = ast.parse((PACKAGE / "proc.py").read_text(encoding="utf-8"))
+    assert any(_is(mod, "subprocess") for _, mod, _ in _imports(proc))
+    assert any(isinstance(n, ast.Attribute) and n.attr == "execvpe" for n in _walk(proc))

@@ -18,7 +18,6 @@ would sort to. `run_environ` executes the sh form in bash and reads the environm
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -292,15 +291,15 @@ def run_environ(environ: Mapping[str, str], step: Step, *, platform: str, torch_
         env = deactivate_environ(_apply_vars(environ, step), True)
         return activate_environ(env, prefix, platform, torch_source=torch_source, has_cudnn=has_cudnn), None
     body = "{\n" + render_step(step, "bash") + "} 1>&2\nenv -0\n"
-    try:
-        proc = subprocess.run(["bash", "--noprofile", "--norc", "-c", body], env=dict(environ), capture_output=True,
-                              timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return _apply_vars(environ, step), f"bash could not run the activation scripts: {exc}"
-    err = proc.stderr.decode(errors="replace").strip()
-    if proc.returncode != 0:
-        return _apply_vars(environ, step), (err.splitlines() or [f"exit {proc.returncode}"])[-1]
-    pairs = (item.split("=", 1) for item in proc.stdout.decode(errors="surrogateescape").split("\0") if "=" in item)
+    from envlock import proc
+
+    done = proc.attempt(["bash", "--noprofile", "--norc", "-c", body], what="running the activation scripts",
+                        timeout=timeout, env=environ, out_errors="surrogateescape")
+    if done.rc in (124, 127) and not done.out:  # bash itself could not run, or ran past the timeout
+        return _apply_vars(environ, step), f"bash could not run the activation scripts: {done.err}"
+    if done.rc != 0:
+        return _apply_vars(environ, step), (done.err.strip().splitlines() or [f"exit {done.rc}"])[-1]
+    pairs = (item.split("=", 1) for item in done.out.split("\0") if "=" in item)
     env = {k: v for k, v in pairs if k not in SHELL_NOISE}
     env.update({k: environ[k] for k in SHELL_NOISE if k in environ})  # bash's own, not the activation's
     return env, None

@@ -133,18 +133,11 @@ def run_cmd(
     env, _, error = activated_environ(os.environ, path)
     if error is not None:
         sys.stderr.write(f"envlock: warning: {printable(error)}; running with conda's variables and envlock's own activation\n")
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if os.name != "posix":
-        import subprocess
+    from envlock import proc
 
-        return subprocess.call(command, env=env)
-    try:
-        os.execvpe(command[0], command, env)  # replaces this process: its exit code is the command's
-    except OSError as exc:
-        raise EnvlockError(f"cannot run {command[0]!r}: {exc.strerror or exc}",
-                           hint=f"is it installed in {path}/bin or on PATH?") from None
-    return 0  # not reached
+    # On POSIX this process becomes the command (its exit code is the command's).
+    return proc.replace_with(command, env, failed=lambda why: EnvlockError(
+        f"cannot run {command[0]!r}: {why.reason}", hint=f"is it installed in {path}/bin or on PATH?"))
 
 
 def shell_hook_cmd(

@@ -1,6 +1,7 @@
 """The programs doctor runs and the files it reads for observe.py; each answer goes into the Observation.
 
-Every subprocess of doctor starts here (`run` never raises: 127 = not runnable, 124 = timed out), with the
+Every program doctor runs starts here, through envlock.proc (`run` never raises: 127 = not runnable, 124 = timed
+out; Ctrl-C is Interrupted), with the
 environment under test: nvcc, the host compilers, nvidia-smi, bash for the env's activation scripts, and
 probe.py in the env's python (for torch) or in envlock's own (to load libcudart with ctypes).
 """
@@ -11,7 +12,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -53,24 +53,11 @@ def run(
     cwd: str | None = None,
     stdin: str | None = None,
 ) -> Ran:
-    """Run a program; never raise (127 = not runnable, 124 = timed out)."""
-    try:
-        proc = subprocess.run(
-            list(cmd),
-            check=False,
-            env=dict(env),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            cwd=cwd,
-            input=stdin if stdin is not None else "",
-            errors="replace",
-        )
-    except (FileNotFoundError, PermissionError, NotADirectoryError, OSError) as exc:
-        return Ran(127, "", f"{type(exc).__name__}: {exc}")
-    except subprocess.TimeoutExpired:
-        return Ran(124, "", f"timed out after {timeout:.0f} s")
-    return Ran(proc.returncode, proc.stdout, proc.stderr)
+    """Run a program through envlock.proc; never raise but Interrupted (127 = not runnable, 124 = timed out)."""
+    from envlock import proc
+
+    return Ran(*proc.attempt(cmd, what=f"running {os.path.basename(cmd[0])}", timeout=timeout, env=env, cwd=cwd,
+                             input=stdin or ""))
 
 
 def which(name: str, env: Mapping[str, str]) -> Path | None:

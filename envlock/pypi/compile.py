@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from envlock import proc
 from envlock.errors import ChannelError, EnvlockError, SolveError, SpecError
 from envlock.models import PypiPackage
 from envlock.names import strip_credentials
@@ -176,8 +177,8 @@ def _canon(name: str) -> str:
 
 
 def _run_uv(args: list[str], stdin: str, cache: Path, platform: str, req: CompileRequest) -> Any:
-    def failed(why: str) -> EnvlockError:
-        return ChannelError(f"uv {why} to lock the PyPI part of {platform}" if why.startswith("took") else
+    def failed(why: proc.Failure) -> EnvlockError:
+        return ChannelError(f"uv {why} to lock the PyPI part of {platform}" if why.kind == "timeout" else
                             f"uv cannot lock the PyPI part of {platform}: {why}",
                             hint="check the network and the index, or set ENVLOCK_UV_TIMEOUT")
 

@@ -8,13 +8,16 @@ timeout ones. ENVLOCK_UV_TIMEOUT bounds one run (600 s).
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from envlock import REINSTALL_HINT, proc
 from envlock.errors import EnvlockError, SpecError
 from envlock.names import has_credentials, split_userinfo
+
+if TYPE_CHECKING:
+    import subprocess
 
 #: UV_* variables of the user's that may reach uv; every other one (UV_INDEX_URL, UV_EXCLUDE_NEWER …) would
 #: change what a spec locks to, so envlock alone decides (the command line, and the indexes in UV_INDEX_URL /
@@ -84,7 +87,7 @@ def timeout() -> float:
         return 600.0
 
 
-def run(args: Sequence[str], *, cache: Path, what: str, failed: Callable[[str], EnvlockError],
+def run(args: Sequence[str], *, cache: Path, what: str, failed: Callable[[proc.Failure], EnvlockError],
         stdin: str | None = None, environ: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """`uv ARGS…` in uv's environment (plus `environ`: what must not be on a command line, such as index URLs
     with credentials), bounded by the uv timeout (envlock.proc); its exit status is the caller's."""

@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote
 
-from envlock import beneath, net
+from envlock import beneath, net, proc
 from envlock.errors import ChannelError, EnvCreateError, EnvlockError
 from envlock.fs import entry_lock, new_dir_mode, new_file_mode, remove_dead, work_dir
 from envlock.mirrors import PYPI
@@ -306,8 +306,8 @@ def install_wheels(prefix: Path, wheels: Sequence[Path], *, platform: str, pytho
             "--target", str(target), "--python", sys.executable, "--python-version", python,
             "--python-platform", python_platform(platform, glibc), *map(str, wheels)]
 
-    def failed(why: str) -> EnvlockError:
-        return EnvCreateError("installing the PyPI part timed out" if why.startswith("took") else
+    def failed(why: proc.Failure) -> EnvlockError:
+        return EnvCreateError("installing the PyPI part timed out" if why.kind == "timeout" else
                               f"installing the PyPI part failed: {why}", hint="run `envlock create` again")
 
     done = uv.run(args, cache=cache, what="installing the PyPI part", failed=failed)
