@@ -117,14 +117,16 @@ class NoAnswer(Exception):
 
 
 def get(s: requests.Session, url: str, *, headers: dict[str, str] | None = None, http: HttpSettings | None = None,
-        redirects: int = MAX_REDIRECTS, hint: str = "check the URL") -> tuple[requests.Response, str]:
+        redirects: int = MAX_REDIRECTS, hint: str = "check the URL",
+        stream: bool = False) -> tuple[requests.Response, str]:
     """(the answer, its URL) of a GET through `s`, redirects followed here (see redirect_target) up to
-    `redirects` times: too many, or a refused one, is a ChannelError with `hint`; no answer: NoAnswer."""
+    `redirects` times: too many, or a refused one, is a ChannelError with `hint`; no answer: NoAnswer.
+    `stream`: the body is not read yet (body() reads it; close() drops it)."""
     import requests  # noqa: PLC0415
 
     for _ in range(redirects + 1):
         try:
-            resp = s.get(url, headers=headers or {}, timeout=timeout_of(http), allow_redirects=False)
+            resp = s.get(url, headers=headers or {}, timeout=timeout_of(http), allow_redirects=False, stream=stream)
         except (requests.ConnectionError, requests.Timeout) as exc:
             raise NoAnswer(reason(exc), scrub(f"{type(exc).__name__}: {exc}", secrets=[url]), True) from None
         except requests.RequestException as exc:
@@ -134,6 +136,16 @@ def get(s: requests.Session, url: str, *, headers: dict[str, str] | None = None,
         resp.close()
         url = redirect_target(url, resp.headers.get("Location", ""), hint=hint)
     raise ChannelError(f"too many redirects from {scrub(url, marked=True)}", hint=hint)
+
+
+def body(resp: requests.Response) -> bytes:
+    """The body of a streamed answer (get(stream=True)); the connection lost mid-body: NoAnswer."""
+    import requests  # noqa: PLC0415
+
+    try:
+        return resp.content
+    except requests.RequestException as exc:
+        raise NoAnswer(reason(exc), scrub(f"{type(exc).__name__}: {exc}", secrets=[resp.url]), True) from None
 
 
 def redirect_target(url: str, location: str, *, hint: str = "check the URL") -> str:

@@ -278,10 +278,14 @@ class _Ranges(io.RawIOBase):
 
         if len(self.blocks) >= self.LIMIT:
             raise OSError("too many range requests")
-        resp = self.session.get(self.url, headers={"Range": spec}, timeout=net.timeout_of(), stream=True)
-        if resp.status_code != 206:
-            resp.close()  # the whole file would follow: not read here (downloaded once, into the wheel cache)
-            raise OSError(f"HTTP {resp.status_code} to a range request")
+        try:
+            resp, _ = net.get(self.session, self.url, headers={"Range": spec}, stream=True)
+            if resp.status_code != 206:
+                resp.close()  # the whole file would follow: not read here (downloaded once, into the wheel cache)
+                raise OSError(f"HTTP {resp.status_code} to a range request")
+            net.body(resp)  # read here: a connection lost mid-body is a NoAnswer, not requests' exception
+        except net.NoAnswer as exc:
+            raise OSError(exc.reason) from None
         return resp
 
     def readable(self) -> bool:
@@ -323,13 +327,11 @@ class _Ranges(io.RawIOBase):
 
 def _ranged(url: str, pkg: PypiPackage, session: Any) -> str | None:
     """The wheel's METADATA through range requests, or None where the server does not serve them."""
-    import requests
-
     try:
         remote = _Ranges(session, url)
         with zipfile.ZipFile(remote) as zf:
             return _member(zf, pkg)
-    except (OSError, ValueError, zipfile.BadZipFile, requests.RequestException):
+    except (OSError, ValueError, zipfile.BadZipFile):  # net's NoAnswer arrives as an OSError (_Ranges._get)
         return None
 
 
