@@ -14,7 +14,7 @@ import contextvars
 import os
 import sys
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 
 class Reporter(Protocol):
@@ -135,7 +135,7 @@ class NoProgress:
 class CreateBars:
     """create's Progress protocol as rich bars on stderr: packages counted, downloads in bytes with speed and ETA."""
 
-    _LABELS = {"fetch": "download + verify", "link": "link", "wheels": "wheels + verify", "pypi": "install wheels"}
+    _LABELS: ClassVar[dict[str, str]] = {"fetch": "download + verify", "link": "link", "wheels": "wheels + verify", "pypi": "install wheels"}
     wants_sizes = True  # create asks the server for sizes first, so the byte bars have a total (and an ETA)
 
     def __init__(self) -> None:

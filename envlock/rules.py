@@ -141,7 +141,8 @@ def candidate(
     """Everything needed to solve one CUDA minor on one platform."""
     fill = {"{X.Y}": row.cuda, "{V}": row.package_version or row.cuda}
     specs: list[str] = []
-    for spec in tables.toolchain_specs[row.toolchain]:
+    for template in tables.toolchain_specs[row.toolchain]:
+        spec = template
         for k, v in fill.items():
             spec = spec.replace(k, v)
         specs.append(spec)

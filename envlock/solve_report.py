@@ -128,7 +128,7 @@ def _groups(attempts: Sequence[Attempt]) -> list[tuple[str, list[str]]]:
     groups: dict[str, tuple[str, list[str]]] = {}
     for a in attempts:
         key = a.reason.replace(f"CUDA {a.cuda}", "CUDA <minor>")
-        reason, minors = groups.setdefault(key, (a.reason, []))
+        _, minors = groups.setdefault(key, (a.reason, []))
         if a.cuda not in minors:
             minors.append(a.cuda)
     return list(groups.values())

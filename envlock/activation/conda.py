@@ -67,15 +67,15 @@ def prefix_activation(prefix: Path) -> tuple[str, str, bool]:
     from envlock import envrecord
 
     meta = envrecord.read(prefix)
-    act = meta.get("activation") if isinstance(meta.get("activation"), dict) else {}
-    anchor = meta.get("anchor") if isinstance(meta.get("anchor"), dict) else {}
+    act: dict[str, object] = meta["activation"] if isinstance(meta.get("activation"), dict) else {}
+    anchor: dict[str, object] = meta["anchor"] if isinstance(meta.get("anchor"), dict) else {}
     records = sorted((prefix / "conda-meta").glob("*.json")) if (prefix / "conda-meta").is_dir() else []
     names = {(split_conda_filename(p.stem) or ("",))[0] for p in records}
     platform = str(meta.get("platform") or _subdir(records))
-    torch_source = str(act.get("torch_source") or anchor.get("torch_source")  # type: ignore[union-attr]
+    torch_source = str(act.get("torch_source") or anchor.get("torch_source")
                        or ("conda-forge" if "pytorch" in names else "pip"))
-    if "has_cudnn" in act:  # type: ignore[operator]
-        return platform, torch_source, bool(act["has_cudnn"])  # type: ignore[index]
+    if "has_cudnn" in act:
+        return platform, torch_source, bool(act["has_cudnn"])
     return platform, torch_source, bool(names & CUDNN_NAMES)
 
 

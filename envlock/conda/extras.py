@@ -33,7 +33,7 @@ def _fits(record: rattler.RepoDataRecord, cuda: str) -> tuple[bool, set[str]]:
         minors.update(_LOWER.findall(rng))
         try:
             ok = ok and (not rng or VersionSpec(rng).matches(Version(cuda)))
-        except Exception:  # an odd pin on a record: no verdict from it  # noqa: BLE001
+        except Exception:  # noqa: BLE001, S112 - an odd pin on a record: no verdict from it
             continue
     return ok, minors
 

@@ -31,7 +31,7 @@ def index_dirs(root: Path, dirs: Sequence[str], *, zst_and_shards: bool) -> None
                     _pin_timestamps(sub / "repodata.json")
             if zst_and_shards:
                 asyncio.run(index_fs(chan, write_zst=True, write_shards=True))
-        except Exception as exc:  # rattler's own exception types, and the OSErrors of the directory
+        except Exception as exc:  # noqa: BLE001 - rattler's own exception types, and the OSErrors of the directory
             raise ChannelError(f"indexing {chan} failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
                                hint="check the directory is writable and its archives are whole") from None
 

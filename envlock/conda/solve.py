@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,6 +26,8 @@ from envlock.names import strip_credentials
 from envlock.net import HttpSettings, settings
 
 if TYPE_CHECKING:
+    import datetime
+
     from envlock.solve_report import Attempt
 
 
@@ -202,7 +204,7 @@ class RattlerSolver:
                                                   virtual=_virtual(cand), exclude_newer=_cutoff(self.options.exclude_newer),
                                                   torch=self._torch)
                     if why is not None:
-                        raise solve_report.blocked(pp.platform, attempt, why)
+                        raise solve_report.blocked(pp.platform, attempt, why) from None
                 continue
             progress.done(pp.platform)
             return PlatformResult(pp.platform, cand, tuple(packages), tuple(a.recorded for a in attempts))
@@ -330,7 +332,7 @@ def _locked(record: rattler.RepoDataRecord, platform: str, rewrite: Sequence[tup
     )
 
 
-def _cutoff(text: str | None):  # type: ignore[no-untyped-def]
+def _cutoff(text: str | None) -> datetime.datetime | None:
     """The spec's ISO cutoff as the datetime rattler takes (None: no cutoff)."""
     if not text:
         return None
@@ -339,7 +341,8 @@ def _cutoff(text: str | None):  # type: ignore[no-untyped-def]
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def conda_forge_pytorch_lookup(options: SolveOptions, channel: str = "conda-forge"):  # type: ignore[no-untyped-def]
+def conda_forge_pytorch_lookup(options: SolveOptions,
+                               channel: str = "conda-forge") -> Callable[[str], list[tuple[str, str]]]:
     """A function torch-version → [(version, build)] of a channel's `pytorch` records (for the anchor)."""
 
     def lookup(version: str) -> list[tuple[str, str]]:

@@ -206,11 +206,11 @@ def check_header(doc: dict[str, Any], p: Path | None, *, compare: bool = False) 
     """
     version = doc.get("version")
     if compare:
-        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-        _check_format(_custom(meta, p), p)
+        found: dict[str, Any] = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
+        _check_format(_custom(found, p), p)
         if version not in (1, 2) or not isinstance(doc.get("package"), list):
             raise LockfileError(f"{p} is not a conda-lock v1/v2 file (version {version!r})", hint=COMPARE_READS)
-        return meta, _custom(meta, p)
+        return found, _custom(found, p)
     if version != 1:
         if isinstance(version, int) and version > 1:
             raise LockfileError(

@@ -60,9 +60,9 @@ def parse_explicit(text: str, p: Path | None = None) -> LockFile:
             if body.startswith("platform:"):
                 platform = body.split(":", 1)[1].strip()
             elif body.startswith("sha256:"):
-                parts = body.split()
-                if len(parts) == 3:
-                    sha[parts[1]] = parts[2]
+                words = body.split()
+                if len(words) == 3:
+                    sha[words[1]] = words[2]
             continue
         if line == MARKER:
             seen_marker = True

@@ -72,7 +72,7 @@ def check_torch_source(value: str, setting: str, error: type[SpecError] = SpecEr
     """The torch source (pip or conda-forge), or `error` naming the setting it came from (--torch-source,
     a spec's envlock.torch_source) with the nearest valid value."""
     if value in TORCH_SOURCES:
-        return value  # type: ignore[return-value]
+        return value
     close = "conda-forge" if "conda" in value.lower() else "pip"
     raise error(
         f"{setting} {value!r} is not a torch source (pip or conda-forge)",
@@ -319,7 +319,7 @@ def format_cutoff(stamp: Any) -> str:
     """A datetime as the cutoff text a spec holds (UTC, whole seconds)."""
     import datetime
 
-    return stamp.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return str(stamp.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
 def normalise_with(names: Sequence[str]) -> tuple[str, ...]:

@@ -78,7 +78,7 @@ def sources(ask: anchors.TorchAsk, torch_source: str, channels: Sequence[str], s
         def conda_forge(version: str) -> list[tuple[str, str]]:
             from envlock.conda.solve import conda_forge_pytorch_lookup
 
-            return conda_forge_pytorch_lookup(solve_options(settings, channels=(first,)), first)(version)  # type: ignore[no-any-return]
+            return conda_forge_pytorch_lookup(solve_options(settings, channels=(first,)), first)(version)
 
     offline = settings.offline if index_offline is None else index_offline
 

@@ -100,7 +100,7 @@ def python_units(files: Mapping[str, str]) -> list[PyUnit]:
             continue
         for chain, call in _calls(tree):
             last = dotted(call.func).rsplit(".", 1)[-1]
-            if is_setup and (last in EXTENSION_CALLS or last.lower().endswith("extension") and not last.startswith("Build")):
+            if is_setup and (last in EXTENSION_CALLS or (last.lower().endswith("extension") and not last.startswith("Build"))):
                 ev = Evaluator(chain, file=path)
                 out.append(_unit("extension", ev, call, path, _kw(call, "name", pos=0)))
             elif last in _JIT_CALLS and _kw(call, "sources", "cpp_sources", "cuda_sources", pos=1) is not None:

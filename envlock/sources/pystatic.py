@@ -223,7 +223,7 @@ class Evaluator:
         name = dotted(node.func)
         last = name.rsplit(".", 1)[-1]
         args = node.args
-        if last == "join" and "path" in name or name in ("join", "osp.join"):
+        if (last == "join" and "path" in name) or name in ("join", "osp.join"):
             return ("s", _product([self._alts(a, d) for a in args], "/"))
         if last == "dirname" and args:
             return ("s", tuple(dict.fromkeys(posixpath.dirname(a) if a != UNKNOWN else a for a in self._alts(args[0], d))))

@@ -107,7 +107,7 @@ class _Closure:
 
     def run(self, unit: PyUnit, sources: Sequence[str], note: str | None) -> Unit:
         dirs = self.include_dirs(unit.include_dirs)
-        macros: dict[str, bool | int | None] = {d: 1 for d in unit.defines}
+        macros: dict[str, bool | int | None] = dict.fromkeys(unit.defines, 1)
         if not unit.cuda:
             macros.update({"__CUDACC__": False, "__NVCC__": False, "WITH_CUDA": None})
         needs: dict[tuple[str, str], Need] = {}

@@ -94,7 +94,7 @@ def _read(line: str, python: str) -> tuple[str, str | None, str] | None:
         try:
             if not req.marker.evaluate(_marker_env(python)):
                 return None
-        except Exception:  # noqa: BLE001 - an odd marker must not hide a CUDA pin
+        except Exception:  # noqa: BLE001, S110 - an odd marker must not hide a CUDA pin
             pass
     pin = next((sp.version.removesuffix(".*") for sp in req.specifier if sp.operator in ("==", "===")), None)
     return _canon(req.name), pin, str(req).split(";")[0].strip()
@@ -219,7 +219,7 @@ def _yaml_load_unique(text: str) -> Any:
     class UniqueKeyLoader(base):  # type: ignore[valid-type,misc]
         pass
 
-    def construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    def construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         keys = [loader.construct_object(k, deep=deep) for k, _ in node.value]
         dups = sorted({str(k) for k in keys if keys.count(k) > 1})
         if dups:
@@ -253,7 +253,7 @@ def _check_cudnn(value: Any, where: str) -> str | None:
         ok = False
     if not ok:
         raise _table_error(f"{where}: cuDNN {value!r} is not a version like 8.9.2.26")
-    return value
+    return str(value)
 
 
 def _parse_row(minor: Any, raw: Any) -> TorchRow:
