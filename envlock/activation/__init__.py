@@ -1,7 +1,8 @@
 """Activation of a CUDA toolchain prefix: one list of operations, rendered per shell, applied in Python.
 
   model.py       the operations (`env_ops`), their bookkeeping, and the same rules applied to a mapping
-  sh.py fish.py powershell.py cmd.py   one renderer per shell
+  sh.py fish.py powershell.py cmd.py   one renderer per shell, each declaring its SHELL (model.Shell); SHELLS
+                 below lists them: a new shell is one new module and one line there
   conda.py       conda's own activation of a prefix (PATH, CONDA_*, the env's activate.d scripts in
                  conda's order), shared by `envlock run`, `envlock shell-hook` and `envlock doctor`
 
@@ -32,6 +33,7 @@ from envlock.activation.model import (
     TARGETS,
     ActivationSpec,
     EnvOp,
+    Shell,
     activate_environ,
     changed_vars,
     deactivate_environ,
@@ -40,29 +42,35 @@ from envlock.activation.model import (
 )
 
 __all__ = [
-    "ACTIVE", "CHANGED", "CREATED", "OLD", "TARGETS", "ActivationSpec", "EnvOp", "activate_environ",
-    "changed_vars", "deactivate_environ", "env_ops", "hook_files", "is_windows", "render_scripts", "shell_hook",
+    "ACTIVE", "CHANGED", "CREATED", "OLD", "SHELLS", "TARGETS", "ActivationSpec", "EnvOp", "Shell",
+    "activate_environ", "changed_vars", "deactivate_environ", "env_ops", "hook_files", "is_windows",
+    "render_scripts", "shell_hook", "shell_named", "shell_names",
 ]  # fmt: skip
 
-_RENDERERS = {
-    "sh": ("sh", sh.render_activate, sh.render_deactivate),
-    "fish": ("fish", fish.render_activate, fish.render_deactivate),
-    "powershell": ("ps1", powershell.render_activate, powershell.render_deactivate),
-    "cmd": ("bat", cmd.render_activate, cmd.render_deactivate),
-}
-_POSIX_SHELLS = ("sh", "fish")
+#: Every shell envlock renders for, one line each (a new shell: its module with a SHELL, and its line here).
+SHELLS: tuple[Shell, ...] = (sh.SHELL, fish.SHELL, powershell.SHELL, cmd.SHELL)
 
 
-def render_scripts(spec: ActivationSpec, shells: tuple[str, ...] = ("sh", "powershell", "cmd")) -> dict[str, str]:
-    """filename → text: activate/deactivate.{sh,fish} for linux platforms, .{ps1,bat} for win-64."""
-    has_linux = any(not is_windows(p) for p in spec.platforms)
-    has_win = any(is_windows(p) for p in spec.platforms)
+def shell_named(name: str) -> Shell | None:
+    """The shell --shell NAME means (a name or an alias: bash and zsh are sh), None for one envlock lacks."""
+    return next((s for s in SHELLS if name == s.name or name in s.aliases), None)
+
+
+def shell_names() -> tuple[str, ...]:
+    """Every name --shell takes, aliases first where they are the usual name (bash, zsh, sh, fish, ...)."""
+    return tuple(n for s in SHELLS for n in (*s.aliases, s.name))
+
+
+def render_scripts(spec: ActivationSpec, shells: tuple[str, ...] | None = None) -> dict[str, str]:
+    """filename → text: activate/deactivate.<ext> of each shell (default: those written beside a lock) whose
+    platforms (linux, or win-64) the spec has."""
+    has = {False: any(not is_windows(p) for p in spec.platforms), True: any(is_windows(p) for p in spec.platforms)}
+    chosen = [s for s in SHELLS if (s.in_lock if shells is None else s.name in shells)]
     out: dict[str, str] = {}
-    for shell in shells:
-        ext, activate, deactivate = _RENDERERS[shell]
-        if has_linux if shell in _POSIX_SHELLS else has_win:
-            out[f"activate.{ext}"] = activate(spec)
-            out[f"deactivate.{ext}"] = deactivate(spec)
+    for shell in chosen:
+        if has[shell.windows]:
+            out[f"activate.{shell.ext}"] = shell.render_activate(spec)
+            out[f"deactivate.{shell.ext}"] = shell.render_deactivate(spec)
     return out
 
 
@@ -73,7 +81,7 @@ def hook_spec(platform: str, prefix: str, torch_source: str = "pip", has_cudnn: 
 
 def hook_files(platform: str, prefix: str, torch_source: str = "pip", has_cudnn: bool = False) -> dict[str, str]:
     """Relative path under the prefix → text of the conda activate.d/deactivate.d hooks."""
-    shells = ("powershell", "cmd") if is_windows(platform) else ("sh", "fish")
+    shells = tuple(s.name for s in SHELLS if s.windows == is_windows(platform))
     out: dict[str, str] = {}
     for name, text in render_scripts(hook_spec(platform, prefix, torch_source, has_cudnn), shells).items():
         kind, ext = name.split(".")
@@ -84,10 +92,10 @@ def hook_files(platform: str, prefix: str, torch_source: str = "pip", has_cudnn:
 def shell_hook(shell: str, platform: str, prefix: str, torch_source: str = "pip", has_cudnn: bool = False,
                *, deactivate: bool = False) -> str:
     """envlock's own hook for one shell (what etc/conda/activate.d/envlock-cuda.<ext> holds)."""
-    kind = {"bash": "sh", "zsh": "sh", "sh": "sh"}.get(shell, shell)
-    if kind not in _RENDERERS:
+    found = shell_named(shell)
+    if found is None:
         raise ValueError(f"unknown shell {shell!r}")
-    if (kind in _POSIX_SHELLS) == is_windows(platform):
+    if found.windows != is_windows(platform):
         raise ValueError(f"a {shell} hook for a {platform} environment")
     spec = hook_spec(platform, prefix, torch_source, has_cudnn)
-    return _RENDERERS[kind][2 if deactivate else 1](spec)
+    return found.render_deactivate(spec) if deactivate else found.render_activate(spec)

@@ -16,6 +16,7 @@ from envlock.activation.model import (
     SET,
     ActivationSpec,
     EnvOp,
+    Shell,
     bookkeeping,
     changed_vars,
     env_ops,
@@ -171,3 +172,6 @@ def render_deactivate(spec: ActivationSpec | None = None) -> str:
         *restore_lines(_Labels("d")),
     ]
     return "\r\n".join(lines) + "\r\n"
+
+
+SHELL = Shell("cmd", "bat", windows=True, render_activate=render_activate, render_deactivate=render_deactivate)

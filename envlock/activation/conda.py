@@ -244,29 +244,14 @@ def deactivate_step(environ: Mapping[str, str], ext: str, hooks: Hooks | None = 
 
 
 def render_step(step: Step, shell: str) -> str:
-    """The step as `eval`-able text: sh (bash, zsh, sh) or fish, in conda's order."""
-    from envlock.activation.fish import fish_quote
-    from envlock.activation.sh import sh_quote
+    """The step as text `shell` evaluates, in conda's order (the shell's own render_step: sh for bash, zsh, sh;
+    fish); ValueError for a shell that has none (PowerShell and cmd get envlock's own hook only)."""
+    from envlock.activation import shell_named
 
-    fish = shell == "fish"
-    quote = fish_quote if fish else sh_quote
-
-    def export(key: str, value: str) -> str:
-        if fish and key == "PATH":  # conda's fish activator sets PATH as a list
-            return "set -gx PATH " + " ".join(quote(p) for p in value.split(":"))
-        return f"set -gx {key} {quote(value)}" if fish else f"export {key}={quote(value)}"
-
-    def run(script: Script) -> str:
-        if script.text is None:
-            return f"source {quote(script.path)}" if fish else f". {quote(script.path)}"
-        return f"# envlock's own hook ({script.path} is not in this env)\n{script.text.rstrip()}"
-
-    lines = [export(k, v) for k, v in sorted(step.export_path.items())]
-    lines += [run(s) for s in step.deactivate_scripts]
-    lines += [f"set -e {k} || true" if fish else f"export {k}=''" for k in step.unset_vars]
-    lines += [export(k, v) for k, v in step.export_vars.items()]
-    lines += [run(s) for s in step.activate_scripts]
-    return "\n".join(lines) + "\n"
+    found = shell_named(shell)
+    if found is None or found.render_step is None:
+        raise ValueError(f"no conda activation step for {shell!r}")
+    return found.render_step(step)
 
 
 def _apply_vars(environ: Mapping[str, str], step: Step) -> dict[str, str]:
@@ -308,7 +293,12 @@ def run_environ(environ: Mapping[str, str], step: Step, *, platform: str, torch_
 # --------------------------------------------------------------------------- the three doors
 
 
-_EXT = {"fish": ".fish", "powershell": ".ps1", "cmd": ".bat"}
+def _ext(shell: str) -> str:
+    """The extension of `shell`'s scripts, with its dot (.sh for bash, zsh and sh)."""
+    from envlock.activation import shell_named
+
+    found = shell_named(shell)
+    return f".{found.ext}" if found is not None else ".sh"
 
 
 def own_hooks(shell: str, prefix: Path) -> Hooks:
@@ -317,19 +307,19 @@ def own_hooks(shell: str, prefix: Path) -> Hooks:
 
     platform, torch_source, has_cudnn = prefix_activation(prefix)
     args = (shell, platform, str(prefix), torch_source, has_cudnn)
-    return Hooks(_EXT.get(shell, ".sh"), shell_hook(*args), shell_hook(*args, deactivate=True))
+    return Hooks(_ext(shell), shell_hook(*args), shell_hook(*args, deactivate=True))
 
 
 def prefix_step(environ: Mapping[str, str], prefix: Path, shell: str) -> Step:
     """`conda activate PREFIX` for `shell` (bash, zsh and sh run .sh scripts; fish .fish; cmd .bat)."""
-    return activate_step(environ, str(prefix), _EXT.get(shell, ".sh"), own_hooks(shell, prefix))
+    return activate_step(environ, str(prefix), _ext(shell), own_hooks(shell, prefix))
 
 
 def deactivation_step(environ: Mapping[str, str], shell: str) -> Step:
     """`conda deactivate` for `shell`, envlock's hook included where the active prefix has none."""
     active = environ.get("CONDA_PREFIX")
     hooks = own_hooks(shell, Path(active)) if active and Path(active, "conda-meta").is_dir() else None
-    return deactivate_step(environ, _EXT.get(shell, ".sh"), hooks)
+    return deactivate_step(environ, _ext(shell), hooks)
 
 
 def activated_environ(environ: Mapping[str, str], prefix: Path, *, own_hook: bool = True,
@@ -342,7 +332,7 @@ def activated_environ(environ: Mapping[str, str], prefix: Path, *, own_hook: boo
     """
     platform, torch_source, has_cudnn = prefix_activation(prefix)
     shell = "cmd" if is_windows(platform) else "bash"
-    step = activate_step(environ, str(prefix), _EXT.get(shell, ".sh"), own_hooks(shell, prefix) if own_hook else None)
+    step = activate_step(environ, str(prefix), _ext(shell), own_hooks(shell, prefix) if own_hook else None)
     env, error = run_environ(environ, step, platform=platform, torch_source=torch_source, has_cudnn=has_cudnn)
     if error is not None and own_hook:
         env = activate_environ(deactivate_environ(env), str(prefix), platform, torch_source=torch_source,

@@ -15,6 +15,8 @@ is left to fish. It runs only while CONDA_PREFIX is the hook's prefix (inside `c
 
 from __future__ import annotations
 
+from typing import Any
+
 from envlock.activation.model import (
     ACTIVE,
     APPENDED,
@@ -28,6 +30,7 @@ from envlock.activation.model import (
     TARGETS_TOKEN,
     ActivationSpec,
     EnvOp,
+    Shell,
     bookkeeping,
     changed_vars,
     env_ops,
@@ -253,3 +256,28 @@ def render_deactivate(spec: ActivationSpec | None = None) -> str:
             "set -e _envlock_p",
         ]
     return "\n".join(lines) + "\n"
+
+
+def render_step(step: Any) -> str:
+    """conda's activation step (envlock.activation.conda.Step) as fish text, in conda's order."""
+
+    def export(key: str, value: str) -> str:
+        if key == "PATH":  # conda's fish activator sets PATH as a list
+            return "set -gx PATH " + " ".join(fish_quote(p) for p in value.split(":"))
+        return f"set -gx {key} {fish_quote(value)}"
+
+    def run(script: Any) -> str:
+        if script.text is None:
+            return f"source {fish_quote(script.path)}"
+        return f"# envlock's own hook ({script.path} is not in this env)\n{script.text.rstrip()}"
+
+    lines = [export(k, v) for k, v in sorted(step.export_path.items())]
+    lines += [run(s) for s in step.deactivate_scripts]
+    lines += [f"set -e {k} || true" for k in step.unset_vars]
+    lines += [export(k, v) for k, v in step.export_vars.items()]
+    lines += [run(s) for s in step.activate_scripts]
+    return "\n".join(lines) + "\n"
+
+
+SHELL = Shell("fish", "fish", windows=False, render_activate=render_activate, render_deactivate=render_deactivate,
+              in_lock=False, render_step=render_step)

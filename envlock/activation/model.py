@@ -25,9 +25,9 @@ prefix first undoes the active one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from envlock.models import TorchSource
 
@@ -245,3 +245,20 @@ def activate_environ(
         env[CREATED] = " ".join(created)
     env[ACTIVE] = prefix
     return env
+
+
+@dataclass(frozen=True)
+class Shell:
+    """One shell envlock renders for: what a renderer module (sh.py, fish.py, ...) declares as its SHELL and
+    activation/__init__.py lists in SHELLS. Adding a shell is that new module and its line there."""
+
+    name: str  # what --shell takes
+    ext: str  # the scripts' extension: activate.<ext>, etc/conda/activate.d/envlock-cuda.<ext>
+    windows: bool  # for win-64 envs (else for the linux ones)
+    render_activate: Callable[[ActivationSpec], str]
+    render_deactivate: Callable[[ActivationSpec | None], str]
+    aliases: tuple[str, ...] = ()  # other names --shell takes for it (bash, zsh for sh)
+    in_lock: bool = True  # written beside a lock (locks/<name>/activate.<ext>); always an env's hook
+    #: conda's activation step (envlock.activation.conda.Step) as text the shell evaluates; None: `shell-hook`
+    #: prints envlock's own hook only (conda's activation is replicated for sh and fish)
+    render_step: Callable[[Any], str] | None = None

@@ -16,6 +16,7 @@ from envlock.activation.model import (
     SET,
     ActivationSpec,
     EnvOp,
+    Shell,
     bookkeeping,
     changed_vars,
     env_ops,
@@ -149,3 +150,7 @@ def render_deactivate(spec: ActivationSpec | None = None) -> str:
         "}",
     ]
     return "\r\n".join(lines) + "\r\n"
+
+
+SHELL = Shell("powershell", "ps1", windows=True, render_activate=render_activate,
+              render_deactivate=render_deactivate)

@@ -6,6 +6,8 @@ and every test quotes them, so a prefix with spaces, quotes, `$` or glob charact
 
 from __future__ import annotations
 
+from typing import Any
+
 from envlock.activation.model import (
     ACTIVE,
     APPENDED,
@@ -18,6 +20,7 @@ from envlock.activation.model import (
     TARGETS_TOKEN,
     ActivationSpec,
     EnvOp,
+    Shell,
     bookkeeping,
     changed_vars,
     env_ops,
@@ -212,3 +215,23 @@ def render_deactivate(spec: ActivationSpec | None = None) -> str:
         "fi",
     ]
     return "\n".join(lines) + "\n"
+
+
+def render_step(step: Any) -> str:
+    """conda's activation step (envlock.activation.conda.Step) as sh text, in conda's order."""
+
+    def run(script: Any) -> str:
+        if script.text is None:
+            return f". {sh_quote(script.path)}"
+        return f"# envlock's own hook ({script.path} is not in this env)\n{script.text.rstrip()}"
+
+    lines = [f"export {k}={sh_quote(v)}" for k, v in sorted(step.export_path.items())]
+    lines += [run(s) for s in step.deactivate_scripts]
+    lines += [f"export {k}=''" for k in step.unset_vars]
+    lines += [f"export {k}={sh_quote(v)}" for k, v in step.export_vars.items()]
+    lines += [run(s) for s in step.activate_scripts]
+    return "\n".join(lines) + "\n"
+
+
+SHELL = Shell("sh", "sh", windows=False, render_activate=render_activate, render_deactivate=render_deactivate,
+              aliases=("bash", "zsh"), render_step=render_step)

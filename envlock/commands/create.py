@@ -16,7 +16,6 @@ from envlock.names import printable
 if TYPE_CHECKING:
     from envlock.create import CreateResult
 
-_SHELL_CHOICES = ("bash", "zsh", "sh", "fish", "powershell", "cmd")
 
 
 def create_cmd(
@@ -151,16 +150,17 @@ def shell_hook_cmd(
     ),
 ) -> int:
     """Print what `conda activate` would run: eval "$(envlock shell-hook -p PREFIX)"."""
-    from envlock.activation import shell_hook
+    from envlock.activation import shell_hook, shell_named, shell_names
     from envlock.activation.conda import deactivation_step, prefix_activation, prefix_step, render_step
 
     chosen = shell or Path(os.environ.get("SHELL", "bash")).name
-    if chosen not in _SHELL_CHOICES:
+    found = shell_named(chosen)
+    if found is None:
         if shell:
-            raise UsageError(f"unknown shell {shell!r}", hint=f"one of: {', '.join(_SHELL_CHOICES)}")
-        chosen = "bash"
-    windows_shell = chosen in ("powershell", "cmd")
-    if deactivate and not windows_shell:
+            raise UsageError(f"unknown shell {shell!r}", hint=f"one of: {', '.join(shell_names())}")
+        chosen, found = "bash", shell_named("bash")
+    conda_step = found is not None and found.render_step is not None  # sh, fish: conda's activation replicated
+    if deactivate and conda_step:
         if prefix or env_name:
             raise UsageError("--deactivate takes no -p/-n: it deactivates the active env ($CONDA_PREFIX)",
                             hint='eval "$(envlock shell-hook --deactivate)"')
@@ -174,7 +174,7 @@ def shell_hook_cmd(
     except ValueError:
         raise SpecError(f"no {chosen} hook for a {platform} environment",
                         hint="sh/bash/zsh/fish for linux envs, powershell/cmd for win-64 envs") from None
-    if not windows_shell:
+    if conda_step:
         text = render_step(prefix_step(os.environ, path, chosen), chosen)
     sys.stdout.write(text)
     return 0
