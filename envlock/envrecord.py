@@ -18,7 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from envlock.errors import NewerFormatError
-from envlock.untrusted import DOC_CAP, json_value
+
+#: What a record may weigh (envlock writes ~1 KB); more is "not valid JSON". Read here with json alone, as
+#: envlock.untrusted.json_value reads such values, so that activation/ (which reads the record) stays low.
+CAP = 1 << 20
 
 NAME = "envlock"
 REL = f"conda-meta/{NAME}"
@@ -42,14 +45,19 @@ def load(prefix: Path) -> tuple[dict[str, Any] | None, str | None]:
     """(record, None); (None, None) when there is none; (None, why) when it does not read (another user's 0600
     record, not JSON, not an object, a version that is not a number). A newer version: NewerFormatError."""
     where = path(prefix)
+    import json
+
     try:
         with where.open("rb") as fh:
-            data = fh.read(DOC_CAP + 1)
+            data = fh.read(CAP + 1)
     except FileNotFoundError:
         return None, None
     except OSError as exc:
         return None, f"its record {where} cannot be read ({exc.strerror or exc})"
-    doc = json_value(data, default=ValueError)
+    try:
+        doc = json.loads(data) if len(data) <= CAP else None
+    except (ValueError, RecursionError):  # not JSON (UnicodeDecodeError too), or nested too deeply
+        doc = None
     if not isinstance(doc, dict):  # not JSON, nested too deeply, too big, or not an object
         return None, f"its record {where} is not valid JSON"
     version = doc.get(VERSION_KEY, 1)
