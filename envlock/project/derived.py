@@ -69,7 +69,8 @@ def _scripts(platforms: tuple[str, ...], torch_source: str, has_cudnn: bool) -> 
     """The activation scripts (rendered once per kind of lock: a project's locks mostly share one)."""
     from envlock.activation import ActivationSpec, render_scripts
 
-    spec = ActivationSpec(platforms=platforms, torch_source=torch_source, has_cudnn=has_cudnn)  # type: ignore[arg-type]
+    spec = ActivationSpec(platforms=platforms, torch_source=torch_source,  # type: ignore[arg-type]  # the lock's str for a Literal
+                          has_cudnn=has_cudnn)
     return dict(sorted(render_scripts(spec).items()))
 
 

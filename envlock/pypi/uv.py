@@ -74,7 +74,7 @@ def index_environ(urls: Sequence[str]) -> dict[str, str]:
 def cache_for(cache: Path, urls: Sequence[str]) -> Path:
     """Where uv keeps its cache (`cache`/uv): this user's private corner of envlock's cache when an index URL holds a
     token in its path (conda's /t/<token>/), which stays in the URL uv records, so a shared cache never shows it."""
-    from envlock.dirs import private_cache  # noqa: PLC0415
+    from envlock.dirs import private_cache  # noqa: PLC0415 - lazy, as cache_dir above
 
     return private_cache(cache) if any(has_credentials(split_userinfo(u)[0]) for u in urls) else cache
 
