@@ -115,6 +115,8 @@ def store(cache: Path) -> Store:
 def damaged(cache: Path, packages: Sequence[LockedPackage]) -> list[LockedPackage]:
     """The packages whose cache entry lacks a file its own info/paths.json lists (deleted by hand, a half-removed
     entry): after a failed link, the entries to forget. Read from the entries, never from an error's text."""
+    from envlock.untrusted import read_json
+
     out = []
     for pkg in packages:
         root = entry(cache, pkg)
