@@ -91,7 +91,7 @@ def exchange(new: Path, prefix: Path) -> None:
     """The built clone becomes the prefix, at once; the old env is then at `new`'s path."""
     fn = _renameat2() if os.name == "posix" else None
     if fn is not None:
-        if fn(_AT_FDCWD, os.fsencode(new), _AT_FDCWD, os.fsencode(prefix), _RENAME_EXCHANGE) == 0:  # type: ignore[operator]
+        if fn(_AT_FDCWD, os.fsencode(new), _AT_FDCWD, os.fsencode(prefix), _RENAME_EXCHANGE) == 0:  # type: ignore[operator]  # a ctypes function, typed object
             return
         code = ctypes.get_errno()
         if code not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
