@@ -81,13 +81,9 @@ def _plain_ok(value: str, key: bool) -> bool:
     first, followed = value[0], len(value) == 1 or value[1] == " "
     if first in "#,[]{}&*!|>'\"%@`" or (first in "?:" and followed) or (first == "-" and followed):
         return False
-    for i in range(1, len(value)):
-        ch = value[i]
-        if ch == ":" and (i + 1 == len(value) or value[i + 1] == " "):
-            return False
-        if ch == "#" and value[i - 1] == " ":
-            return False
-    return True
+    # past the first character: a ':' followed by a space or the end, a '#' after a space (str.find: a URL or
+    # a sha256 is scanned in C, not character by character)
+    return value.find(": ", 1) < 0 and not (len(value) > 1 and value[-1] == ":") and " #" not in value
 
 
 def scalar(value: str, *, key: bool = False, column: int = 0) -> str:
