@@ -11,6 +11,7 @@ from hypothesis import settings
 pytest_plugins = [
     "tests.fixtures.channel",  # real tiny conda packages in real indexed channels (file:// and http)
     "tests.fixtures.pypi",  # a PEP 691 / PEP 658 index served from 127.0.0.1
+    "tests.cputime",  # --cputime-out=FILE: per-test wall and CPU seconds (off by default)
 ]
 
 REPO = Path(__file__).resolve().parent.parent
