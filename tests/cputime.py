@@ -36,9 +36,15 @@ def _timed(item: pytest.Item, phase: str) -> Iterator[None]:
         yield
         return
     wall, cpu = time.perf_counter(), _cpu()
-    yield
-    rec = {"test": item.nodeid, "phase": phase, "wall": round(time.perf_counter() - wall, 4),
-           "cpu": round(_cpu() - cpu, 4), "worker": os.environ.get("PYTEST_XDIST_WORKER", "")}
+    try:
+        yield
+    finally:  # a failing test is timed too
+        _write(out, item, phase, time.perf_counter() - wall, _cpu() - cpu)
+
+
+def _write(out: str, item: pytest.Item, phase: str, wall: float, cpu: float) -> None:
+    rec = {"test": item.nodeid, "phase": phase, "wall": round(wall, 4), "cpu": round(cpu, 4),
+           "worker": os.environ.get("PYTEST_XDIST_WORKER", "")}
     with open(out, "a") as f:
         f.write(json.dumps(rec) + "\n")
 
