@@ -10,6 +10,10 @@ read `envlock create …`):
   FILENAME's (or before every one) — tests/reliability/test_interrupted.py, test_create_faults.py;
 * ENVLOCK_TEST_PAUSE_IN_LINK=SECONDS sets `envlock.conda.install.on_linked`: after the first linked package
   it says `envlock-test: pausing while linking` and sleeps (the prefix is half-linked) — test_create_faults.py.
+
+SECONDS may be `until=PATH`: the pause lasts until the test creates PATH (at most 120 s), so a test that needs
+the paused process to outlast something (another process reaching the same file lock) waits for that event,
+not for a time that a busy machine may overrun.
 """
 
 from __future__ import annotations
@@ -30,6 +34,16 @@ def environ(env: dict[str, str], **pauses: str) -> dict[str, str]:
     return out
 
 
+def _hold(spec: str) -> None:
+    """Sleep SECONDS, or until the file named by `until=PATH` exists (at most 120 s)."""
+    if not spec.startswith("until="):
+        time.sleep(float(spec))
+        return
+    release, deadline = Path(spec[len("until="):]), time.monotonic() + 120
+    while not release.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def _say(text: str) -> None:
     sys.stderr.write(f"envlock-test: {text}\n")
     sys.stderr.flush()
@@ -46,7 +60,7 @@ def _install() -> None:
         def paused_replace(tmp: str | Path, path: Path) -> None:
             _say(f"pausing before replace of {path.name}")
             if not only or only == path.name:
-                time.sleep(float(seconds))
+                _hold(seconds)
             real(tmp, path)
 
         fs.replace = paused_replace
@@ -60,7 +74,7 @@ def _install() -> None:
             if not paused:
                 paused.append(True)
                 _say("pausing while linking")
-                time.sleep(float(in_link))
+                _hold(in_link)
 
         install.on_linked = pause_once
 

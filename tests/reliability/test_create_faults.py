@@ -226,15 +226,18 @@ def test_package_check_accepts_the_test_channels_real_symlinks(small_root: Path,
 # --------------------------------------------------------------------------- SIGKILL while linking, two at once
 
 
-def _wait_line(proc: subprocess.Popen[str], needle: str, timeout: float = 120) -> None:
+def _wait_line(proc: subprocess.Popen[str], needle: str, timeout: float = 120) -> str:
+    """Read the child's stderr until a line holds `needle`; the lines read, that one included."""
     assert proc.stderr is not None
+    seen: list[str] = []
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         line = proc.stderr.readline()
         if not line:
-            raise AssertionError(f"ended (exit {proc.wait()}) before printing {needle!r}")
+            raise AssertionError(f"ended (exit {proc.wait()}) before printing {needle!r}: {''.join(seen)}")
+        seen.append(line)
         if needle in line:
-            return
+            return "".join(seen)
     raise AssertionError(f"no {needle!r} within {timeout} s")
 
 
@@ -282,10 +285,14 @@ def test_two_creates_of_one_prefix_are_serialised_and_the_second_names_the_holde
 ) -> None:
     mirror = (small_root / "conda-forge").as_uri()
     prefix = tmp_path / "env"
-    first = _create(lock, prefix, mirror, paused_env(env, PAUSE_IN_LINK="3"), wait=False)
+    release = tmp_path / "release-the-first"  # the first holds its pause until the second says it waits
+    first = _create(lock, prefix, mirror, paused_env(env, PAUSE_IN_LINK=f"until={release}"), wait=False)
     _wait_line(first, "envlock-test: pausing while linking")
     second = _create(lock, prefix, mirror, env, wait=False)
-    out2, err2 = second.communicate(timeout=120)
+    waiting = _wait_line(second, f"waiting for the environment {prefix}")
+    release.touch()
+    out2, rest = second.communicate(timeout=120)
+    err2 = waiting + rest
     out1, err1 = first.communicate(timeout=120)
     assert first.returncode == 0, err1
     assert second.returncode == 0, err2

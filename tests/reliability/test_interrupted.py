@@ -56,6 +56,19 @@ def _wait_for_pause(proc: subprocess.Popen[str], filename: str, timeout: float =
     raise AssertionError(f"no pause at {filename} within {timeout} s")
 
 
+def _read_until(proc: subprocess.Popen[str], needle: str, timeout: float = 120) -> str:
+    """The child's stderr up to and including the first line holding `needle` (all of it if it ends first)."""
+    assert proc.stderr is not None
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        seen.append(line)
+        if not line or needle in line:
+            break
+    return "".join(seen)
+
+
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "ENVLOCK_CACHE_DIR": str(tmp_path / "cache")}
@@ -105,14 +118,18 @@ def test_sigkill_while_writing_leaves_each_file_whole_and_the_next_run_completes
 
 
 def test_two_resolves_of_one_env_are_serialised_and_the_second_names_the_holder(
-    project: Path, small_root: Path, env: dict[str, str], new_files: dict[str, bytes]
+    project: Path, small_root: Path, env: dict[str, str], new_files: dict[str, bytes], tmp_path: Path
 ) -> None:
     _mark_all(project)
-    first = _start(project, small_root / "conda-forge", env, pause="3:conda-linux-64.lock")
+    release = tmp_path / "release-the-first"  # the first holds its pause until the second says it waits
+    first = _start(project, small_root / "conda-forge", env, pause=f"until={release}:conda-linux-64.lock")
     _wait_for_pause(first, "conda-linux-64.lock")  # the first now holds the env's file lock
     started = time.monotonic()
     second = _start(project, small_root / "conda-forge", env, None)
-    _, err2 = second.communicate(timeout=120)
+    waiting = _read_until(second, f"waiting for the lock of {ENV}")
+    release.touch()
+    _, rest = second.communicate(timeout=120)
+    err2 = waiting + rest
     waited = time.monotonic() - started
     assert second.returncode == 0, err2
     first_err = first.communicate(timeout=60)[1]
