@@ -155,12 +155,14 @@ def bench(root: Path, runs: int, scenario: str, files: int, lib_mb: float) -> fl
                             show_progress=False, execute_link_scripts=False))
 
     times: dict[str, list[float]] = {"envlock create": [], "bare rattler.install": []}
+    cpu: dict[str, list[float]] = {"envlock create": [], "bare rattler.install": []}
     for i in range(runs):
         for label, fn in (("envlock create", envlock_once), ("bare rattler.install", bare_once)):
             prefix = root / f"{label.split()[0]}-{i}"
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             fn(prefix)
             times[label].append(time.perf_counter() - t0)
+            cpu[label].append(time.process_time() - c0)  # all threads (rattler's linking too)
             shutil.rmtree(prefix)
 
     med = {k: statistics.median(v) for k, v in times.items()}
@@ -169,6 +171,9 @@ def bench(root: Path, runs: int, scenario: str, files: int, lib_mb: float) -> fl
     mb = sum(p.stat().st_size for p in (root / "warmup").rglob("*") if p.is_file() and not p.is_symlink()) / 1e6
     print(f"\n[{scenario}] {len(packages)} packages, {nfiles} files in the prefix ({mb:.0f} MB; linux-64, torch 2.3.0 → "
           f"CUDA 12.1), warm cache, {runs} runs each, interleaved")
+    cpu_ratio = statistics.median(a / b for a, b in zip(cpu["envlock create"], cpu["bare rattler.install"]))
+    print(f"CPU (median, s)          {statistics.median(cpu['envlock create']):9.3f} "
+          f"{statistics.median(cpu['bare rattler.install']):9.3f}   paired ratio {cpu_ratio:.2f}x")
     print(f"{'':24} {'median':>9} {'min':>9} {'max':>9}")
     for label, values in times.items():
         print(f"{label:24} {med[label]:9.3f} {min(values):9.3f} {max(values):9.3f}   (seconds)")

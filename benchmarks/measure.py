@@ -104,6 +104,14 @@ def envlock_cmd() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-m", "envlock"]
 
 
+def cpu_note(ours: Sequence[Sample], bare: Sequence[Sample]) -> str:
+    """CPU seconds (user + system, the process and the children it waited for) of both sides and their paired
+    ratio: on a shared machine a process's CPU time does not grow with the others' load the way its wall time does."""
+    ratio = paired_ratio([s.cpu for s in ours], [s.cpu for s in bare])
+    return (f"CPU {statistics.median(s.cpu for s in ours):.3f} vs {statistics.median(s.cpu for s in bare):.3f} s "
+            f"= {ratio:.2f}x")
+
+
 def checked(sample: Sample, what: str) -> Sample:
     """Fail loudly (with the process's own words) when a measured command did not succeed."""
     if sample.rc != 0:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from measure import HERE, Row, Sample, checked, envlock_cmd, paired_ratio, run_proc
+from measure import HERE, Row, Sample, checked, cpu_note, envlock_cmd, paired_ratio, run_proc
 
 PLATFORMS = ("linux-64", "linux-aarch64", "win-64")
 TORCH = "2.7.1"
@@ -130,11 +130,12 @@ def bench_resolve(b: Bench) -> list[Row]:
         cold_bytes[layout] = [s.net["bytes"] for s in cold]
         rss[layout] = ([s.rss_mb for s in cold + warm], [s.rss_mb for s in bare_cold + bare_warm])
         rows.append(Row(SECTION, f"cold, {layout}", [s.wall for s in cold], baseline=[s.wall for s in bare_cold],
-                        baseline_label="bare", paired=True, note=f"{_net(cold)}; {_rss(cold, bare_cold)}"))
+                        baseline_label="bare", paired=True,
+                        note=f"{_net(cold)}; {_rss(cold, bare_cold)}; {cpu_note(cold, bare_cold)}"))
         ratio = paired_ratio([s.wall for s in warm], [s.wall for s in bare_warm])
         rows.append(Row(SECTION, f"warm, {layout}", [s.wall for s in warm], baseline=[s.wall for s in bare_warm],
                         baseline_label="bare", target="<= 1.5x bare", ok=ratio <= 1.5, paired=True,
-                        note=f"{_net(warm, 'kB')}; {_rss(warm, bare_warm)}"))
+                        note=f"{_net(warm, 'kB')}; {_rss(warm, bare_warm)}; {cpu_note(warm, bare_warm)}"))
         inproc, solve_s = [], []
         for _ in range(b.runs):  # pairs again: resolve() in its process, solve() in the bare one
             inproc.append(b.inproc_resolve(sharded, warm_cache))
@@ -144,7 +145,10 @@ def bench_resolve(b: Bench) -> list[Row]:
                         baseline=[d["solve_s"] for d in solve_s], baseline_label="bare solve()", paired=True,
                         target="<= 1.25x bare" if sharded else "", ok=(ratio <= 1.25) if sharded else None,
                         note=(f"no start-up; imports apart: envlock {statistics.median(d['import_s'] for d in inproc):.3f} s"
-                              f", bare (rattler) {statistics.median(d['import_s'] for d in solve_s):.3f} s")))
+                              f", bare (rattler) {statistics.median(d['import_s'] for d in solve_s):.3f} s; CPU "
+                              f"{statistics.median(d['resolve_cpu'] for d in inproc):.3f} vs "
+                              f"{statistics.median(d['solve_cpu'] for d in solve_s):.3f} s = "
+                              f"{paired_ratio([d['resolve_cpu'] for d in inproc], [d['solve_cpu'] for d in solve_s]):.2f}x")))
     pct = [100 * s / statistics.median(cold_bytes["plain"]) for s in cold_bytes["sharded"]]
     json_bytes = sum(v["json"] for v in b.info.bytes.values())
     rows.append(Row(SECTION, "sharded cold bytes / plain cold bytes", pct, unit="%", target="<= 5 %",
@@ -215,7 +219,7 @@ def bench_full(b: Bench) -> list[Row]:
                     target="<= 1.5x bare", ok=ratio <= 1.5, paired=True,
                     note=(f"{doc['platforms']['linux-64']['packages']} conda packages + {wheels} wheels; "
                           f"bare uv alone {statistics.median(json.loads(s.stdout)['uv_s'] for s in bare):.3f} s; "
-                          f"{_rss(ours, bare)}"))]
+                          f"{_rss(ours, bare)}; {cpu_note(ours, bare)}"))]
     finally:
         idx.stop()
 
@@ -249,5 +253,6 @@ def bench_snapshot(b: Bench, snapshot: Path) -> list[Row]:
         rows.append(Row("snapshot: resolve --toolchain-only, linux-64, warm (../shared, file://)", f"torch {torch}",
                         [s.wall for s in ours], baseline=[s.wall for s in bare], baseline_label="bare",
                         target="<= 1.5x bare", ok=ratio <= 1.5, paired=True,
-                        note=f"{why}; {attempts} failed attempt(s) before the lock; {_rss(ours, bare)}"))
+                        note=f"{why}; {attempts} failed attempt(s) before the lock; {_rss(ours, bare)}; "
+                             f"{cpu_note(ours, bare)}"))
     return rows

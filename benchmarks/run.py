@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from gen_channel import ChannelInfo, GenConfig, default_cache_dir, default_snapshot, generate  # noqa: E402
-from measure import Row, Sample, checked, envlock_cmd, launcher, load_average, machine, render_table, run_proc  # noqa: E402
+from measure import Row, Sample, checked, cpu_note, envlock_cmd, launcher, load_average, machine, render_table, run_proc  # noqa: E402
 from resolve_rows import Bench, bench_full, bench_resolve, bench_snapshot  # noqa: E402
 from server import CountingServer  # noqa: E402
 
@@ -58,7 +58,7 @@ def bench_help(b: Bench) -> list[Row]:
     return [
         Row("start-up", "envlock --help", [s.wall for s in samples], baseline=[s.wall for s in py], paired=True,
             baseline_label="python -c pass", target="<= 0.12 s", ok=med <= 0.12,
-            note=f"peak RSS {statistics.median(s.rss_mb for s in samples):.0f} MB"),
+            note=f"peak RSS {statistics.median(s.rss_mb for s in samples):.0f} MB; {cpu_note(samples, py)}"),
         Row("start-up", "peak RSS of a bare `python -c pass`", [s.rss_mb for s in py], unit="MB",
             target="its own few MB", ok=abs(statistics.median(s.rss_mb for s in py) - own_mb) < 2,
             note=(f"the process's own VmHWM reads {own_mb:.1f} MB: the RSS column is each command's own "
@@ -114,7 +114,7 @@ def bench_check(b: Bench, project: Path, cache: Path, label: str = "envlock chec
     bad = [s for s in samples if s.rc != 0]
     med = statistics.median(s.wall for s in samples)
     note = (f"exit {samples[0].rc}; {sum(s.net.get('requests', 0) for s in samples)} requests in all runs; "
-            f"peak RSS {statistics.median(s.rss_mb for s in samples):.0f} MB")
+            f"peak RSS {statistics.median(s.rss_mb for s in samples):.0f} MB; {cpu_note(samples, py)}")
     if bad:
         note += f"; stderr: {bad[0].stderr.strip().splitlines()[-1:] if bad[0].stderr.strip() else ''}"
     return [Row("lifecycle", label, [s.wall for s in samples], baseline=[s.wall for s in py], paired=True,
@@ -124,6 +124,7 @@ def bench_check(b: Bench, project: Path, cache: Path, label: str = "envlock chec
 
 CREATE_LINE = re.compile(r"^(envlock create|bare rattler.install)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
 CREATE_HEAD = re.compile(r"^\[(\w+)\] (\d+) packages, (\d+) files in the prefix \((\d+) MB.*?(\d+) runs each")
+CREATE_CPU = re.compile(r"^CPU \(median, s\)\s+([\d.]+)\s+([\d.]+)\s+paired ratio ([\d.]+)x")
 
 
 def bench_create(b: Bench) -> list[Row]:
@@ -144,13 +145,15 @@ def bench_create(b: Bench) -> list[Row]:
         if m := CREATE_HEAD.match(line):
             scenario = f"{m.group(1)}: {m.group(2)} packages, {m.group(3)} files, {m.group(4)} MB"
             figures = {"n": int(m.group(5))}
+        elif m := CREATE_CPU.match(line):
+            figures["cpu"] = f"CPU {m.group(1)} vs {m.group(2)} s = {m.group(3)}x"
         elif m := CREATE_LINE.match(line):
             figures[m.group(1)] = [float(m.group(3)), float(m.group(2)), float(m.group(4))]  # min, median, max
             if "envlock create" in figures and "bare rattler.install" in figures:
                 env, bare = figures["envlock create"], figures["bare rattler.install"]
                 rows.append(Row("create (warm package cache)", f"envlock create, {scenario}", env, baseline=bare,
                                 baseline_label="rattler.install", target="<= 1.2x bare", ok=env[1] / bare[1] <= 1.2,
-                                n=figures["n"], note="in-process, interleaved (bench_create.py)"))
+                                n=figures["n"], note=f"in-process, interleaved (bench_create.py); {figures.get('cpu', '')}"))
                 figures = {"n": figures["n"]}
     if not rows:
         raise RuntimeError(f"could not read bench_create.py's table:\n{sample.stdout[-1500:]}")
