@@ -46,6 +46,10 @@ def _sections(shared_dir: Path, per_platform: int | None = None) -> list[tuple[s
               PypiPackage("nvidia-nccl-cu12", "2.26.2", "linux-64", "http://127.0.0.1:8/nccl.whl", "0" * 63 + "c")]
     conda = [p for p in read_lock(sorted((shared_dir / "real-locks").glob("*.conda-lock.yml"))[0]).packages
              if p.platform == "linux-64"]
+    # exact pins with a build string (run_exports: `ld_impl_linux-64: 2.45.1 default_hbd61a6d_102`), as envlock's
+    # own locks hold them: a value with inner spaces (check read every such lock through YAML once)
+    pins = ("ld_impl_linux-64 2.45.1 default_hbd61a6d_102", "kernel-headers_linux-64 4.18.0 he073ed8_9")
+    conda = [dataclasses.replace(p, depends=(*p.depends, *pins)) if i < 5 else p for i, p in enumerate(conda)]
     out.append((render_package_section(conda, ["linux-64"], wheels), ("linux-64",)))
     return out
 

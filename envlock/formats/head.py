@@ -103,10 +103,11 @@ def parse_head(text: str, path: Path) -> LockHead:
 # exactly as YAML reads it: a URL is one plain (`scheme://`, no space) or single-quoted scalar, a hash hex
 # digits with at least one letter (all digits would be a YAML number), and name, version and platform are
 # checked to be the text envlock writes for the value (_value). A dependency line is one key and one value,
-# plain (no indicator first, no space, quote or `#`, no `:` last: nothing YAML reads otherwise) or single-quoted; what it says is
-# not read here (no derived file holds it), only that it is a line of its own.
+# plain (no indicator first, no quote or `#`, no `: ` anywhere, no space or `:` last: nothing YAML reads otherwise;
+# inner spaces are the exact pins of run_exports, `ld_impl_linux-64: 2.45.1 default_hbd61a6d_102`) or
+# single-quoted; what it says is not read here (no derived file holds it), only that it is a line of its own.
 _QUOTED = r"'(?:[^'\n]|'')*'"
-_PLAIN = r"[^\s\-?:,\[\]{}#&*!|>'\"%@`](?:[^\s'\"#]*[^\s'\"#:])?"  # no YAML indicator first
+_PLAIN = r"(?![^\n]*: )[^\s\-?:,\[\]{}#&*!|>'\"%@`](?:[^\n'\"#]*[^\s'\"#:])?"  # no YAML indicator first
 _KEY = r"[A-Za-z0-9_.][^\s'\"#:]*"
 _HEXV = r"(?=[0-9]*[a-fA-F])[0-9a-fA-F]+"
 _ENTRY = re.compile(
