@@ -314,7 +314,9 @@ def test_server_faults_status_and_close_mid_body(
     body = urllib.request.urlopen(server.channel_url() + "/linux-64/repodata.json", timeout=5).read()
     assert json.loads(body)["info"]["subdir"] == "linux-64"
     assert server.count("*/linux-64/repodata.json") == 2
-    assert [r.fault for r in server.log()] == ["status:503", "close-mid-body", None]
+    # the server logs a request after answering it, so two requests' records may swap (seen under load, -n 2):
+    # which faults were served, not their order
+    assert sorted(str(r.fault) for r in server.log()) == sorted(["status:503", "close-mid-body", "None"])
 
 
 def test_server_corrupt_fault_flips_bytes(
