@@ -97,18 +97,27 @@ INTERRUPTED_HINT = "nothing was left half-written; run the command again"
 _EXITS_AFTER_RUN = False
 
 
-def report_error(err: EnvlockError, *, as_json: bool, verbose: bool = False) -> int:
-    """Print one `error:` line and one `hint:` line (or a JSON object) and return the exit code.
+def report_error(err: EnvlockError, *, as_json: bool, verbose: bool = False, args: list[str] | None = None,
+                 app: typer.Typer | None = None) -> int:
+    """Print one `error:` and one `hint:` (folded to the width; or a JSON object) and return the exit code.
 
-    An error's `detail` (a solve's every attempt) goes into the JSON object, and above the two lines
-    with --verbose.
+    A hint's commands (Retry) are the user's own command line `args` changed (envlock/messages.py). An
+    error's `detail` (a solve's every attempt, the channels a fetch tried) goes into the JSON object, and
+    above the two lines with --verbose.
     """
-    from envlock.names import printable, printable_lines
+    from envlock import messages, wrapping
+    from envlock.names import printable
     from envlock.net import scrub
 
+    hint = err.hint
+    if args is not None and any(not isinstance(p, str) for p in err.hint_parts):
+        try:
+            hint = messages.hint_text(err.hint_parts, _retry_renderer(args, app))
+        except Exception:  # noqa: BLE001 - the plain hint is still right, only less fitted
+            hint = err.hint
     # The last gate for what errors quote: no credential of a URL, no control character of a name (and each
     # stays one line).
-    message, hint = scrub(err.message), scrub(err.hint)
+    message, hint = scrub(err.message), scrub(hint)
     detail = tuple(scrub(str(line)) for line in getattr(err, "detail", ()) or ())
     if as_json:
         doc: dict[str, Any] = {"error": message, "hint": hint, "exit_code": err.exit_code}
@@ -116,10 +125,67 @@ def report_error(err: EnvlockError, *, as_json: bool, verbose: bool = False) -> 
             doc["detail"] = list(detail)
         sys.stdout.write(json.dumps(doc) + "\n")
     else:
-        if verbose and detail:
-            sys.stderr.write("".join(f"  {printable_lines(line)}\n" for line in detail))
-        sys.stderr.write(f"error: {printable(message)}\nhint: {printable(hint)}\n")
+        width = wrapping.columns(sys.stderr)
+        lines = [ln for d in detail for text in d.split("\n")
+                 for ln in wrapping.fold("  " + printable(text), width, "    ")] if verbose else []
+        lines += wrapping.wrap("error", printable(message), width) + wrapping.wrap("hint", printable(hint), width)
+        sys.stderr.write("".join(f"{ln}\n" for ln in lines))
     return err.exit_code
+
+
+def _options_of(command: Any) -> dict[str, Any]:
+    """Every spelling of a click command's options -> messages.Option (canonical long name, takes a value)."""
+    from envlock.messages import Option
+
+    out: dict[str, Any] = {}
+    for param in getattr(command, "params", ()):
+        if type(param).__name__ not in ("TyperOption", "Option"):
+            continue
+        spellings = [*param.opts, *param.secondary_opts]
+        name = max((o for o in param.opts if o.startswith("--")), key=len, default=param.opts[0])
+        flag = bool(param.is_flag or param.count)
+        for o in spellings:
+            out[o] = Option(name, not flag)
+    return out
+
+
+def _leaf(app: typer.Typer, words: list[str]) -> tuple[tuple[str, ...], Any]:
+    """The command path the words name (`export dockerfile`) and its click command."""
+    import typer.main
+
+    cmd = typer.main.get_command(app)
+    ctx = cmd.make_context("envlock", [], resilient_parsing=True)
+    path: list[str] = []
+    for word in words:
+        sub = cmd.get_command(ctx, word) if hasattr(cmd, "get_command") else None
+        if sub is None:
+            break
+        path.append(word)
+        cmd, ctx = sub, sub.make_context(word, [], parent=ctx, resilient_parsing=True)
+    return tuple(path), cmd
+
+
+def _retry_renderer(args: list[str], app: typer.Typer | None) -> Any:
+    """words_of(retry) for messages.hint_text: the retry made from this command line."""
+    from envlock import messages
+
+    own = _own_args(args)
+    words = [a for a in own if not a.startswith("-")]
+    path, command = _leaf(app or build_app(_command_of(own)), words)
+    line = messages.parse(args, path, _options_of(command))
+
+    options = _options_of(command)
+
+    def words_of(retry: Any) -> list[str]:
+        target = None
+        if retry.command and tuple(retry.command.split()) != path:
+            first = retry.command.split()[0]
+            target = _options_of(_leaf(build_app(first), retry.command.split())[1])
+        elif any(o not in options for o, _ in retry.set) or any(f not in options for f in retry.flags):
+            return ["…", *(w for pair in retry.set for w in pair), *retry.flags]  # not this command's options
+        return messages.retry_words(line, retry, target)
+
+    return words_of
 
 
 def usage_error(exc: Any, args: list[str], app: typer.Typer | None = None) -> EnvlockError:
@@ -214,7 +280,7 @@ def run(argv: list[str] | None = None) -> int:
             return report_error(interrupted, as_json=as_json)
         return result if isinstance(result, int) else 0
     except EnvlockError as err:
-        return report_error(err, as_json=as_json, verbose=verbose)
+        return report_error(err, as_json=as_json, verbose=verbose, args=args, app=app)
     except KeyboardInterrupt:
         return report_error(interrupted, as_json=as_json)
     except Exception as exc:  # typer's Exit/Abort, click usage errors and anything unforeseen

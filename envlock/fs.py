@@ -255,7 +255,9 @@ def _is_dead(path: Path) -> bool:
 
 def _stderr(message: str) -> None:
     # The notice must appear while waiting, before any result exists (cli.py prints everything else).
-    sys.stderr.write(printable(message) + "\n")
+    from envlock.wrapping import columns, fold
+
+    sys.stderr.write("".join(f"{ln}\n" for ln in fold(printable(message), columns(sys.stderr))))
     sys.stderr.flush()
 
 

@@ -343,8 +343,10 @@ def with_ca_fallback(make: Callable[[], T]) -> T:
     if not _ca_warned:
         _ca_warned.append(True)
         where = f"SSL_CERT_FILE={was} has none" if was else "the system has none"
-        sys.stderr.write(f"warning: no CA certificates could be loaded ({where}); rattler uses certifi's bundle, "
-                         "as envlock's own downloads do\n")
+        from envlock.wrapping import say
+
+        say("warning", f"no CA certificates could be loaded ({where}); rattler uses certifi's bundle, as envlock's "
+                       "own downloads do")
     return client
 
 

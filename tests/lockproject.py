@@ -14,6 +14,7 @@ import pytest
 
 from envlock.cli import run
 from envlock.resolve import ResolveRequest, Tables, resolve
+from tests.output import unfolded
 
 PLATFORMS = ("linux-64", "linux-aarch64", "win-64")
 NAME = "torch2.3.0-cu121"
@@ -83,10 +84,12 @@ def edit(path: Path, old: str, new: str, count: int = 1) -> None:
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """Run the CLI in-process: (exit code, stdout, stderr)."""
+    """Run the CLI in-process: (exit code, stdout, stderr with its `error:`/`hint:`/`warning:` lines unfolded,
+    as tests/output.py reads them; no line of it was wider than 80 columns)."""
     code = run(list(args))
     out = capsys.readouterr()
-    return code, out.out, out.err
+    assert max((len(ln) for ln in out.err.splitlines()), default=0) <= 80, out.err
+    return code, out.out, unfolded(out.err)
 
 
 def cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:

@@ -176,9 +176,11 @@ def assert_refused(done: subprocess.CompletedProcess[str], *says: str) -> str:
     if isinstance(doc, dict) and "error" in doc:
         errors, hinted = [f"error: {doc['error']}"], bool(doc.get("hint"))
         assert "\n" not in doc["error"], out
-    else:
-        errors = [ln for ln in out.splitlines() if ln.startswith("error:")]
-        hinted = any(ln.startswith("hint:") for ln in out.splitlines())
+    else:  # lines are folded to 80 columns: read as a terminal shows them, continuations joined (tests/output.py)
+        from tests.output import logical_lines
+
+        errors = [ln for ln in logical_lines(out) if ln.startswith("error:")]
+        hinted = any(ln.startswith("hint:") for ln in logical_lines(out))
     assert len(errors) == 1 and hinted, out
     assert "Traceback" not in out and "internal error" not in out, out
     for s in says:
