@@ -270,6 +270,12 @@ def run(argv: list[str] | None = None) -> int:
 
     try:
         with sigint, one_command(process_exits=_EXITS_AFTER_RUN):
+            from envlock import environ
+
+            try:
+                environ.check()  # every ENVLOCK_* setting's form: a bad one is a usage error (exit 2)
+            except environ.BadSetting as bad:
+                raise UsageError(bad.message, hint=bad.hint) from None
             fast = _fast(own, args)
             if fast is not None:  # the same function typer would call, with the same arguments
                 result = fast[0](**fast[1])

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from envlock.errors import SpecError
+from envlock.errors import SpecError, UsageError
 from envlock.names import file_url_path, strip_credentials
 
 PYPI = "pypi"
@@ -34,6 +34,11 @@ class MirrorMap(dict[str, str]):
         self.strict = frozenset(strict)
 
 
+def _error(source: str) -> type[SpecError] | type[UsageError]:
+    """A malformed entry of the command line or of ENVLOCK_MIRRORS is a usage error (exit 2); of a file, not."""
+    return UsageError if source.startswith(("--mirror", "ENVLOCK_MIRRORS")) else SpecError
+
+
 def normalise_key(key: str) -> str:
     """`conda-forge/` -> `conda-forge`, `https://host/x/` -> `https://host/x`."""
     return key.strip().rstrip("/")
@@ -44,8 +49,8 @@ def parse_entry(text: str, *, base: Path | None = None, source: str = "--mirror"
     name, sep, value = text.partition("=")
     key, value = normalise_key(name), value.strip()
     if not sep or not key or not value:
-        raise SpecError(f"{source} {text!r} is not NAME=URL",
-                        hint="e.g. conda-forge=https://mirror.example.org/conda-forge or conda-forge=/srv/mirror/conda-forge")
+        raise _error(source)(f"{source} {text!r} is not NAME=URL",
+                             hint="e.g. conda-forge=https://mirror.example.org/conda-forge or conda-forge=/srv/mirror/conda-forge")
     return key, _channel_in_mirror(key, mirror_url(value, base=base, source=f"{source} {key}="))
 
 
@@ -71,7 +76,7 @@ def mirror_url(value: str, *, base: Path | None = None, source: str = "--mirror"
     """An http(s):// or file:// URL as given; a plain path (must exist) as a file:// URL."""
     if "://" in value:
         if not value.lower().startswith(_SCHEMES):
-            raise SpecError(f"{source}{value}: only http://, https:// and file:// URLs (or a plain path) can be mirrors",
+            raise _error(source)(f"{source}{value}: only http://, https:// and file:// URLs (or a plain path) can be mirrors",
                             hint="e.g. https://mirror.example.org/conda-forge or /srv/mirror/conda-forge")
         return value.rstrip("/")
     try:
@@ -149,10 +154,10 @@ def check_in_play(mirrors: Mapping[str, str], channels: Iterable[str], wheel_url
             continue
         names = sorted({display(u) for u in chans}) + ([PYPI] if pypi else [])
         example = names[0] if names else "conda-forge"
-        raise SpecError(
+        raise UsageError(
             f"--mirror {key}=… names no channel in play here (in play: {', '.join(names) or 'none'})",
-            hint=f"mirror one of those, e.g. --mirror {example}=URL (a channel name covers its labels: "
-                 "nvidia= also maps nvidia/label/…; pypi= maps the PyPI part)",
+            hint=f"mirror one of those (--mirror {example}=URL; nvidia= covers its labels, pypi= the PyPI part), "
+                 f"or drop --mirror {key}=…",
         )
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
-from envlock.errors import ChannelError, Interrupted
+from envlock.errors import ChannelError, Interrupted, UsageError
 from envlock.names import strip_credentials
 
 if TYPE_CHECKING:
@@ -52,19 +52,15 @@ class HttpSettings:
     backoff: float = BACKOFF_S
 
 
-def _env_number(name: str, default: float) -> float:
-    """A non-negative number from the environment, else the default."""
-    try:
-        value = float(os.environ.get(name, ""))
-    except ValueError:
-        return default
-    return value if value >= 0 else default
-
-
 def settings() -> HttpSettings:
-    """The settings in force: ENVLOCK_HTTP_TIMEOUT and ENVLOCK_HTTP_RETRIES, else the defaults."""
-    return HttpSettings(timeout=_env_number("ENVLOCK_HTTP_TIMEOUT", DEFAULT_TIMEOUT_S),
-                        retries=int(_env_number("ENVLOCK_HTTP_RETRIES", DEFAULT_RETRIES)))
+    """The settings in force: ENVLOCK_HTTP_TIMEOUT and ENVLOCK_HTTP_RETRIES, else the defaults (a value of
+    the wrong form is a usage error: envlock/environ.py)."""
+    from envlock.environ import BadSetting, number
+
+    try:
+        return HttpSettings(timeout=number("ENVLOCK_HTTP_TIMEOUT"), retries=int(number("ENVLOCK_HTTP_RETRIES")))
+    except BadSetting as bad:
+        raise UsageError(bad.message, hint=bad.hint) from None
 
 
 def session(http: HttpSettings | None = None, *, pool: int = 16) -> requests.Session:

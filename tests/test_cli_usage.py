@@ -21,6 +21,7 @@ import pytest
 import typer
 
 from envlock.cli import app
+from tests.output import logical_lines
 
 ENVLOCK = [sys.executable, "-m", "envlock"]
 SCRIPT = Path(sys.executable).with_name("envlock")
@@ -71,7 +72,8 @@ def test_every_command_help_lists_each_of_its_options(path: tuple[str, ...]) -> 
 def _one_usage_error(proc: subprocess.CompletedProcess[str], needle: str, command: str | None) -> None:
     """Exit 2, one error line, one hint line; a parser error's hint names the command's --help."""
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
+    assert max(len(ln) for ln in proc.stderr.splitlines()) <= 80, proc.stderr
+    lines = logical_lines(proc.stderr.strip())
     assert len(lines) == 2, proc.stderr
     assert lines[0].startswith("error: ") and needle in lines[0], proc.stderr
     assert lines[1].startswith("hint: ") and len(lines[1]) > 20, proc.stderr
@@ -94,12 +96,28 @@ USAGE = [
     (["resolve", "--torch", "2.7.1", "--toolchain-only", "--python", "3.11"], "--toolchain-only locks no python",
      None),
     (["update"], "missing argument", "envlock update"),
-    (["create", "NAME", "--lock", "x.yml"], "either a lock NAME or --lock PATH", None),
+    (["create", "NAME", "--lock", "x.yml"], "either a lock NAME or --lock NAME|FILE", None),
     (["create", "--locked", "--frozen"], "contradict", None),
     (["doctor", "--for", "flash-attn"], "--for flash-attn: no such file or folder, and no installed package", None),
     (["diff", "one.yml"], "needs two locks", None),
     (["export", "dockerfile", "--platform"], "option '--platform' requires an argument", "envlock export dockerfile"),
     (["nonsense"], "no such command 'nonsense'", "envlock"),
+    # Issue 24: an invalid choice or a value of the wrong form exits 2 in every command, like an unknown option.
+    (["resolve", "--torch", "2.7.1", "--platform", "linux64"], "--platform 'linux64' is not a platform", None),
+    (["resolve", "--torch", "2.7.1", "--platform", "osx-arm64"], "torch on macOS has no CUDA", None),
+    (["create", "--platform", "linux64"], "--platform 'linux64' is not a platform", None),
+    (["pack", "-o", "x.tar", "--platform", "linux64"], "--platform 'linux64' is not a platform", None),
+    (["mirror", "--platform", "linux64", "DIR"], "--platform 'linux64' is not a platform", None),
+    (["export", "dockerfile", "--platform", "win-64"], "--platform 'win-64' is not a platform", None),
+    (["resolve", "--torch", "2.7.1", "--with", "bogus"], "--with 'bogus' is not a group", None),
+    (["resolve", "--torch", "2.7.1", "--cuda", "abc"], "--cuda 'abc' is not a CUDA version", None),
+    (["resolve", "--torch", "2.7.1", "--python", "abc"], "--python 'abc' is not a Python version", None),
+    (["resolve", "--torch", "2.7.1", "--exclude-newer", "yesterday"], "--exclude-newer 'yesterday' is not an ISO", None),
+    (["resolve", "--torch", "2.7.1", "--mirror", "conda-forge"], "--mirror 'conda-forge' is not NAME=URL", None),
+    (["resolve", "--torch", "2.7.1", "--channel", ""], "--channel '' names no channel", None),
+    (["resolve", "--torch", "2.7.1", "--lock", "../x"], "invalid environment name '../x'", None),
+    (["shell-hook", "--shell", "tcsh", "-p", "."], "--shell 'tcsh' is not a shell", None),
+    (["mirror"], "`envlock mirror` needs the DIR", None),
 ]
 
 
@@ -108,6 +126,50 @@ def test_usage_errors_exit_2_in_the_one_line_form(args: list[str], needle: str, 
     proc = subprocess.run([*ENVLOCK, *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     _one_usage_error(proc, needle, command)
     assert list(tmp_path.iterdir()) == []
+
+
+ENV_SETTINGS = [
+    ("ENVLOCK_HTTP_TIMEOUT", "abc"), ("ENVLOCK_HTTP_TIMEOUT", "0"), ("ENVLOCK_HTTP_TIMEOUT", "-1"),
+    ("ENVLOCK_HTTP_TIMEOUT", "nan"), ("ENVLOCK_HTTP_RETRIES", "1.5"), ("ENVLOCK_HTTP_RETRIES", "-1"),
+    ("ENVLOCK_UV_TIMEOUT", "ten"), ("ENVLOCK_CACHE_DIR", "/dev/null/x"), ("ENVLOCK_MIRRORS", "conda-forge"),
+]
+
+
+@pytest.mark.parametrize(("name", "value"), ENV_SETTINGS, ids=[f"{n}={v}" for n, v in ENV_SETTINGS])
+def test_a_bad_environment_setting_is_a_usage_error_naming_it(name: str, value: str, tmp_path: Path) -> None:
+    """Issue 24: ENVLOCK_HTTP_TIMEOUT=abc was taken as the default in silence. `check` reads no network
+    setting, yet a bad one is refused there too: one rule, before any command starts."""
+    if name == "ENVLOCK_CACHE_DIR":
+        value = str(tmp_path / "a-file")
+        Path(value).write_text("x")
+    proc = subprocess.run([*ENVLOCK, "check", "--project-dir", str(tmp_path)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, name: value})
+    _one_usage_error(proc, name, None)
+
+
+def test_good_environment_settings_pass(tmp_path: Path) -> None:
+    """Control: well-formed values (a fraction of a second, no retries) are taken."""
+    env = {**os.environ, "ENVLOCK_HTTP_TIMEOUT": "0.5", "ENVLOCK_HTTP_RETRIES": "0", "ENVLOCK_UV_TIMEOUT": "30"}
+    proc = subprocess.run([*ENVLOCK, "check", "--project-dir", str(tmp_path)], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode != 2, proc.stderr
+
+
+def test_platform_help_lists_the_choices_and_the_default() -> None:
+    """Issue 24: `resolve --help` gave neither; export's list named linux-ppc64le, which nothing supports."""
+    for path, choices in ((("resolve",), "[linux-64|linux-aarch64|win-64]"),
+                          (("export", "dockerfile"), "[linux-64|linux-aarch64]")):
+        proc = envlock(*path, "--help", env={"COLUMNS": "200", "NO_COLOR": "1"})
+        text = " ".join(proc.stdout.split())
+        assert f"--platform {choices}" in text and "default:" in text.split("--platform", 1)[1][:300], text
+        assert "ppc64le" not in text
+
+
+def test_mirror_help_does_not_read_as_if_it_writes_the_config() -> None:
+    for path in (("resolve",), ("create",), ("lock",), ("update",), ("pack",), ("mirror",), ("config",)):
+        proc = envlock(*path, "--help", env={"COLUMNS": "200", "NO_COLOR": "1"})
+        text = " ".join(proc.stdout.split())
+        assert "Adds to ENVLOCK_MIRRORS" not in text and "Comes before ENVLOCK_MIRRORS and envlock.toml" in text, path
 
 
 def test_a_usage_error_with_json_is_the_json_object_on_stdout() -> None:

@@ -88,9 +88,17 @@ def test_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("ENVLOCK_HTTP_TIMEOUT", "7.5")
     monkeypatch.setenv("ENVLOCK_HTTP_RETRIES", "0")
     assert (net.settings().timeout, net.settings().retries) == (7.5, 0)
-    monkeypatch.setenv("ENVLOCK_HTTP_TIMEOUT", "soon")
-    monkeypatch.setenv("ENVLOCK_HTTP_RETRIES", "-2")
+    monkeypatch.delenv("ENVLOCK_HTTP_TIMEOUT")
+    monkeypatch.delenv("ENVLOCK_HTTP_RETRIES")
     assert (net.settings().timeout, net.settings().retries) == (net.DEFAULT_TIMEOUT_S, net.DEFAULT_RETRIES)
+    # a value of the wrong form is a usage error, not the default in silence (issue 24)
+    from envlock.errors import UsageError
+
+    for name, value in (("ENVLOCK_HTTP_TIMEOUT", "soon"), ("ENVLOCK_HTTP_RETRIES", "-2")):
+        monkeypatch.setenv(name, value)
+        with pytest.raises(UsageError, match=name):
+            net.settings()
+        monkeypatch.delenv(name)
 
 
 def test_the_index_client_and_rattler_follow_the_same_settings(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -231,10 +231,14 @@ def test_packing_with_a_package_not_reachable_names_the_first_and_writes_nothing
 
 
 def test_pack_refuses_a_platform_the_lock_lacks(project: Path, tmp_path: Path) -> None:  # noqa: F811
+    one = lock_of(project).parent / "conda-linux-64.lock"  # an @EXPLICIT lock holds one platform
+    proc = cli("pack", "--project-dir", str(project), "--lock", str(one), "--platform", "win-64", "-o",
+               str(tmp_path / "x.tar"), env=connected_env(tmp_path))
+    assert_one_error(proc, 1, "has no win-64 packages")
+    assert not (tmp_path / "x.tar").exists()
     proc = cli("pack", "--project-dir", str(project), "--platform", "osx-arm64", "-o", str(tmp_path / "x.tar"),
                env=connected_env(tmp_path))
-    assert_one_error(proc, 1, "has no osx-arm64 packages")
-    assert not (tmp_path / "x.tar").exists()
+    assert_one_error(proc, 2, "torch on macOS has no CUDA")  # not a platform envlock locks: a usage error
 
 
 # --------------------------------------------------------------------------- the PyPI part

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.output import logical_lines, unfolded
+
 from envlock.create import CreateRequest, create_env
 from envlock import envrecord
 from tests.test_activation import snapshots
@@ -73,7 +75,7 @@ def test_run_refuses_clearly(prefixes: dict[str, Path], tmp_path: Path) -> None:
     for args, needle, code in cases:
         proc = envlock(*args)
         assert proc.returncode == code, (args, proc.stderr)
-        lines = proc.stderr.strip().splitlines()
+        lines = logical_lines(proc.stderr.strip())
         assert lines[0].startswith("error: ") and needle in lines[0], proc.stderr
         assert lines[1].startswith("hint: ") and "Traceback" not in proc.stderr
 
@@ -154,12 +156,13 @@ def test_shell_hook_text_per_shell(prefixes: dict[str, Path]) -> None:
     assert default.stdout == fish.stdout  # the shell comes from $SHELL
     for args, needle, code in (
         (["--shell", "cmd", "-p", str(linux)], "no cmd hook for a linux-64 environment", 1),
-        (["--shell", "tcsh", "-p", str(linux)], "unknown shell 'tcsh'", 2),
+        (["--shell", "tcsh", "-p", str(linux)], "--shell 'tcsh' is not a shell envlock writes for", 2),
         (["--shell", "bash", "-p", str(win)], "no bash hook for a win-64 environment", 1),
         (["--shell", "bash", "--deactivate", "-p", str(linux)], "--deactivate takes no -p/-n", 2),
     ):
         proc = envlock("shell-hook", *args)
-        assert proc.returncode == code and proc.stderr.startswith("error: ") and needle in proc.stderr, proc.stderr
+        assert proc.returncode == code and proc.stderr.startswith("error: ") and needle in unfolded(proc.stderr), \
+            proc.stderr
 
 
 def test_doctor_gives_the_same_verdict_inside_run_as_with_p(prefixes: dict[str, Path]) -> None:

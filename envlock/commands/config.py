@@ -8,22 +8,30 @@ from pathlib import Path
 
 import typer
 
+from envlock.commands import options
+from envlock.commands.fastargs import typer_command
+
 
 def config_cmd(
-    mirror: list[str] = typer.Option([], "--mirror", help="NAME=URL or NAME=PATH, as the other commands take it."),
-    project_dir: Path = typer.Option(Path("."), "--project-dir", help="Project directory (its envlock.toml)."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable report on stdout."),
+    mirror: list[str] = options.mirror(),
+    project_dir: str = options.project_dir(),
+    as_json: bool = options.as_json(),
 ) -> int:
     """Print the mirrors in force and where each comes from (--mirror > ENVLOCK_MIRRORS > project > user)."""
     from envlock.config import load
     from envlock.names import printable
 
-    cfg = load(mirror, project_dir)
+    cfg = load(mirror, Path(project_dir))
     if as_json:
         sys.stdout.write(json.dumps(cfg.to_json(), indent=2, sort_keys=True) + "\n")
         return 0
-    def out(line: str) -> None:  # one line; paths and values from config files with control characters escaped
-        sys.stdout.write(printable(line.removesuffix("\n")) + "\n")
+    from envlock.wrapping import columns, fold
+
+    cols = columns(sys.stdout)
+
+    def out(text: str) -> None:  # folded to the width (80 on a pipe); paths and values from config files with
+        # control characters escaped
+        sys.stdout.write("".join(f"{ln}\n" for line in text.splitlines() for ln in fold(printable(line), cols, "    ")))
 
     out("mirrors (precedence: --mirror > ENVLOCK_MIRRORS > project envlock.toml > user envlock.toml):\n")
     if not cfg.entries:
@@ -44,4 +52,4 @@ def config_cmd(
 
 def register(app: typer.Typer) -> None:
     """Add `config` to the app."""
-    app.command("config")(config_cmd)
+    app.command("config")(typer_command(config_cmd))

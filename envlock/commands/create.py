@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from envlock.commands import with_bars
-from envlock.errors import EnvlockError, SpecError, UsageError
+from envlock.commands import options, with_bars
+from envlock.commands.fastargs import opt, typer_command
+from envlock.errors import EnvlockError, SpecError, UsageError, again
 from envlock.names import printable
 
 if TYPE_CHECKING:
@@ -19,75 +20,77 @@ if TYPE_CHECKING:
 
 
 def create_cmd(
-    name: Optional[str] = typer.Argument(None, help="Lock name: locks/NAME/conda-lock.yml (default: the only lock)."),
-    lock: Optional[Path] = typer.Option(None, "--lock", help="A conda-lock.yml or @EXPLICIT file to install."),
-    prefix: Optional[str] = typer.Option(None, "-p", "--prefix", help="Environment path."),
-    env_name: Optional[str] = typer.Option(
-        None, "-n", "--name", help="Environment name, under $ENVLOCK_ENVS_DIR (default: the user data dir)/envs."
-    ),
-    platform: Optional[str] = typer.Option(None, "--platform", help="Platform to install (default: this machine's)."),
-    offline: bool = typer.Option(False, "--offline", help="Use only the package cache."),
-    mirror: list[str] = typer.Option(
-        [], "--mirror", help="NAME=URL or NAME=PATH: download channel NAME's packages (pypi: the PyPI part's wheels, by "
-        "name from a simple index) from there. Adds to ENVLOCK_MIRRORS and envlock.toml."
-    ),
-    project_dir: Path = typer.Option(Path("."), "--project-dir", help="Project directory holding locks/."),
-    quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress and no summary."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
-    locked: bool = typer.Option(False, "--locked", help="Refuse a lock that no longer matches its spec (envlock check)."),
-    frozen: bool = typer.Option(False, "--frozen", help="Install the lock as it is, without comparing it with its spec."),
-    allow_insecure: bool = typer.Option(False, "--allow-insecure", help="Allow plain-http channels and indexes."),
+    name: Optional[str] = options.lock_arg(),
+    lock: Optional[str] = options.lock(),
+    prefix: Optional[str] = options.prefix(),
+    env_name: Optional[str] = options.env_name(),
+    platform: Optional[str] = options.platform(default="this machine's"),
+    offline: bool = options.offline(),
+    mirror: list[str] = options.mirror(),
+    project_dir: str = options.project_dir(),
+    quiet: bool = options.quiet(),
+    as_json: bool = options.as_json(),
+    locked: bool = opt(False, "--locked", help="Refuse a lock that no longer matches its spec (envlock check)."),
+    frozen: bool = opt(False, "--frozen", help="Install the lock as it is, without comparing it with its spec."),
+    allow_insecure: bool = options.allow_insecure(),
 ) -> int:
-    """Create (or update) an environment from a lock, verifying every package's sha256."""
+    """Create (or update) an environment from a lock, verifying every package's sha256.
+
+    The environment: -p PATH, -n NAME, else the lock's own name under the envs dir.
+    """
     from envlock.commands.resolve import parse_mirrors
     from envlock.models import host_platform
-    from envlock.create import CreateRequest, create_env, default_prefix, find_lock
+    from envlock.create import CreateRequest, create_env, default_prefix
     from envlock.formats import read_lock
 
-    if lock is not None and name:
-        raise UsageError("give either a lock NAME or --lock PATH, not both", hint="`envlock create NAME` reads locks/NAME/")
+    options.platforms(platform)
     if locked and frozen:
-        raise UsageError("--locked and --frozen contradict each other", hint="--locked checks the lock, --frozen skips it")
-    lock_path = lock if lock is not None else find_lock(project_dir, name)
+        raise UsageError("--locked and --frozen contradict each other",
+                         hint=("--locked checks the lock, --frozen skips it: ", again(drop=("--frozen",))))
+    project = Path(project_dir)
+    lock_path = options.chosen_lock(project_dir, name, lock)
     target = default_prefix(read_lock(lock_path), prefix, env_name)
     from envlock.commands.lifecycle import freshness_check  # lock lifecycle: check the lock against its spec
 
     req = CreateRequest(lock_path=lock_path, prefix=target, platform=platform or host_platform(),
-                        offline=offline, mirrors=parse_mirrors(mirror, project_dir), allow_insecure=allow_insecure,
-                        freshness_check=None if frozen else freshness_check(project_dir, lock_path, locked=locked))
+                        offline=offline, mirrors=parse_mirrors(mirror, project), allow_insecure=allow_insecure,
+                        freshness_check=None if frozen else freshness_check(project, lock_path, locked=locked))
 
     result = with_bars(lambda p: create_env(req, p), as_json=as_json, quiet=quiet)
     if not as_json and not quiet:
-        _render_create(result)
+        render_create(result)
     return 0
 
 
-def _render_create(result: CreateResult) -> None:
-    """The summary on stderr (stdout stays free for --json); paths and names with control characters escaped."""
-    import shlex
+def render_create(result: CreateResult) -> None:
+    """The summary on stderr (stdout stays free for --json), folded to the width; paths quoted for a shell,
+    paths and names with control characters escaped."""
+    from envlock.errors import quote_word
+    from envlock.wrapping import columns, fold, fold_command
 
+    width = columns(sys.stderr)
+    quoted = printable(quote_word(str(result.prefix)))
     prefix, lock, platform = printable(str(result.prefix)), printable(str(result.lock_path)), printable(result.platform)
-    quoted = printable(shlex.quote(str(result.prefix)))
     if result.action == "unchanged":
-        sys.stderr.write(f"{prefix} is already up to date with {lock} (nothing to do)\n")
-        return
-    sys.stderr.write(
-        f"{result.action} {prefix} from {lock} ({platform}): {result.packages} packages"
-        f"{f' + {result.wheels} wheels (PyPI part)' if result.wheels else ''}, "
-        f"{result.downloaded} downloaded, {result.cached} from the package cache, every hash verified\n"
-    )
-    if result.platform.startswith("win-"):
-        sys.stderr.write(
-            f"activate: conda activate {prefix}   (runs the Visual Studio compiler activation too)\n"
-            f"run one command: envlock run -p {prefix} -- CMD   (CUDA variables only: no .bat scripts)\n"
-        )
-        return
-    sys.stderr.write(
-        f"activate: conda activate {quoted}\n"
-        f'      or, without conda: eval "$(envlock shell-hook -p {quoted})"\n'
-        f"run one command: envlock run -p {quoted} -- CMD\n"
-        "(all three run the env's activation scripts: the same CUDA_HOME, PATH, CC, CXX and NVCC_PREPEND_FLAGS)\n"
-    )
+        lines = fold(f"{prefix} is already up to date with {lock} (nothing to do)", width)
+    else:
+        fetched = f"{result.downloaded} from {result.source}" if result.source else f"{result.downloaded} downloaded"
+        lines = fold(
+            f"{result.action} {prefix} from {lock} ({platform}): {result.packages} packages"
+            f"{f' + {result.wheels} wheels (PyPI part)' if result.wheels else ''}, "
+            f"{fetched}, {result.cached} from the package cache, every hash verified", width)
+        if result.platform.startswith("win-"):
+            lines += [*fold_command("activate: ", f"conda activate {quoted}", width),
+                      "  (runs the Visual Studio compiler activation too)",
+                      *fold_command("run one command: ", f"envlock run -p {quoted} -- CMD", width),
+                      "  (CUDA variables only: no .bat scripts)"]
+        else:
+            lines += [*fold_command("activate: ", f"conda activate {quoted}", width),
+                      *fold_command("      or, without conda: ", f'eval "$(envlock shell-hook -p {quoted})"', width),
+                      *fold_command("run one command: ", f"envlock run -p {quoted} -- CMD", width),
+                      *fold("(all three run the env's activation scripts: the same CUDA_HOME, PATH, CC, CXX and "
+                            "NVCC_PREPEND_FLAGS)", width)]
+    sys.stderr.write("".join(f"{ln}\n" for ln in lines))
 
 
 # --------------------------------------------------------------------------- run / shell-hook
@@ -103,14 +106,15 @@ def _target_prefix(prefix: Optional[str], env_name: Optional[str]) -> Path:
     path = Path(prefix).expanduser().absolute() if prefix else envs_dir() / str(env_name)
     if not (path / "conda-meta").is_dir():
         raise SpecError(f"{path} is not a conda environment (no conda-meta/)",
-                        hint="create it first: `envlock create -p PREFIX`")
+                        hint=("create it first: ", again("-p", str(path), command="create"),
+                              " (from the project's lock; --lock NAME|FILE for another)"))
     return path
 
 
 def run_cmd(
     ctx: typer.Context,
-    prefix: Optional[str] = typer.Option(None, "-p", "--prefix", help="Environment path."),
-    env_name: Optional[str] = typer.Option(None, "-n", "--name", help="Environment name (under the envs dir)."),
+    prefix: Optional[str] = options.prefix(),
+    env_name: Optional[str] = options.env_name(),
 ) -> int:
     """Run a command in the environment as `conda activate` sets it up (no conda needed): run -p P -- CMD…"""
     from envlock.activation.conda import activated_environ, prefix_activation
@@ -131,7 +135,9 @@ def run_cmd(
                         hint="run it on a matching machine (or create one for this platform)")
     env, _, error = activated_environ(os.environ, path)
     if error is not None:
-        sys.stderr.write(f"envlock: warning: {printable(error)}; running with conda's variables and envlock's own activation\n")
+        from envlock.wrapping import say
+
+        say("envlock: warning", f"{printable(error)}; running with conda's variables and envlock's own activation")
     from envlock import proc
 
     # On POSIX this process becomes the command (its exit code is the command's).
@@ -140,12 +146,13 @@ def run_cmd(
 
 
 def shell_hook_cmd(
-    prefix: Optional[str] = typer.Option(None, "-p", "--prefix", help="Environment path."),
-    env_name: Optional[str] = typer.Option(None, "-n", "--name", help="Environment name (under the envs dir)."),
-    shell: Optional[str] = typer.Option(
-        None, "--shell", help="bash, zsh, sh, fish, powershell or cmd (default: from $SHELL, else bash)."
+    prefix: Optional[str] = options.prefix(),
+    env_name: Optional[str] = options.env_name(),
+    shell: Optional[str] = opt(
+        None, "--shell", metavar="[bash|zsh|sh|fish|powershell|cmd]",
+        help="The shell to print for (default: from $SHELL, else bash).", show_default=False,
     ),
-    deactivate: bool = typer.Option(
+    deactivate: bool = opt(
         False, "--deactivate", help="Print the deactivation of the active env instead (like `conda deactivate`)."
     ),
 ) -> int:
@@ -157,7 +164,7 @@ def shell_hook_cmd(
     found = shell_named(chosen)
     if found is None:
         if shell:
-            raise UsageError(f"unknown shell {shell!r}", hint=f"one of: {', '.join(shell_names())}")
+            options.choice("--shell", shell, tuple(shell_names()), "a shell envlock writes for")
         chosen, found = "bash", shell_named("bash")
     conda_step = found is not None and found.render_step is not None  # sh, fish: conda's activation replicated
     if deactivate and conda_step:
@@ -181,10 +188,10 @@ def shell_hook_cmd(
 
 
 def hook_cmd(
-    prefix: Optional[str] = typer.Option(None, "-p", "--prefix", help="Environment path."),
-    env_name: Optional[str] = typer.Option(None, "-n", "--name", help="Environment name (under the envs dir)."),
-    torch_source: Optional[str] = typer.Option(
-        None, "--torch-source", metavar="pip|conda-forge", help="Where the env's torch comes from: pip (its CUDA "
+    prefix: Optional[str] = options.prefix(),
+    env_name: Optional[str] = options.env_name(),
+    torch_source: Optional[str] = opt(
+        None, "--torch-source", metavar="[pip|conda-forge]", help="Where the env's torch comes from: pip (its CUDA "
         "libraries before the env's) or conda-forge (default: conda-forge when the env has conda's pytorch, else pip)."
     ),
 ) -> int:
@@ -198,19 +205,22 @@ def hook_cmd(
     source = check_torch_source(torch_source, "--torch-source", UsageError) if torch_source is not None else None
     path = _target_prefix(prefix, env_name)
     written, platform, used, _ = add_hooks(path, source)
-    for rel in written:
-        sys.stderr.write(f"wrote {path / rel}\n")
+    from envlock.wrapping import columns, fold
+
+    width = columns(sys.stderr)
     quoted = shlex.quote(str(path))
-    sys.stderr.write(f"{platform} env, torch from {used}: `conda activate {quoted}`\n"
-                     f"now sets what `envlock run -p {quoted}` sets (CUDA_HOME, CUDA_PATH, CPATH, ...)\n")
+    lines = [f"wrote {path / rel}" for rel in written]
+    lines += [f"{platform} env, torch from {used}: `conda activate {quoted}` now sets what `envlock run -p {quoted}` "
+              "sets (CUDA_HOME, CUDA_PATH, CPATH, ...)"]
+    sys.stderr.write("".join(f"{ln}\n" for line in lines for ln in fold(line, width)))
     return 0
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the app."""
-    app.command("create")(create_cmd)
+    app.command("create")(typer_command(create_cmd))
     app.command(
         "run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
-    )(run_cmd)
-    app.command("shell-hook")(shell_hook_cmd)
-    app.command("hook")(hook_cmd)
+    )(typer_command(run_cmd))
+    app.command("shell-hook")(typer_command(shell_hook_cmd))
+    app.command("hook")(typer_command(hook_cmd))

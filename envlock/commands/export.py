@@ -8,46 +8,52 @@ from typing import Optional
 
 import typer
 
+from envlock.commands import options
+from envlock.commands.fastargs import opt, typer_command
 from envlock.names import printable
 
 export_app = typer.Typer(help="Export a lock to other tools' formats.", no_args_is_help=True)
 
-
-@export_app.command("dockerfile")
 def dockerfile_cmd(
-    name: Optional[str] = typer.Argument(None, help="Lock name: locks/NAME/conda-lock.yml (default: the only lock)."),
-    lock: Optional[Path] = typer.Option(None, "--lock", help="A conda-lock.yml or @EXPLICIT file."),
-    platform: Optional[str] = typer.Option(
-        None, "--platform", help="linux-64 or linux-aarch64 (default: the lock's only linux platform, else this machine's)."
-    ),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Dockerfile to write (default: ./Dockerfile; - for stdout)."),
-    force: bool = typer.Option(False, "--force", help="Replace existing output files."),
-    base: Optional[str] = typer.Option(None, "--base", help="Build-stage image (python with pip), IMAGE@sha256:DIGEST."),
-    runtime_base: Optional[str] = typer.Option(
+    name: Optional[str] = options.lock_arg(),
+    lock: Optional[str] = options.lock(),
+    platform: Optional[str] = options.platform(options.LINUX_PLATFORMS, default="the lock's only linux platform"),
+    output: Optional[Path] = opt(None, "-o", "--output", help="Dockerfile to write (default: ./Dockerfile; - for stdout)."),
+    force: bool = opt(False, "--force", help="Replace existing output files."),
+    base: Optional[str] = opt(None, "--base", help="Build-stage image (python with pip), IMAGE@sha256:DIGEST."),
+    runtime_base: Optional[str] = opt(
         None, "--runtime-base", help="Final-stage image (glibc, /bin/sh), IMAGE@sha256:DIGEST."
     ),
-    with_devcontainer: bool = typer.Option(
+    with_devcontainer: bool = opt(
         False, "--devcontainer", help="Also write .devcontainer/devcontainer.json beside the Dockerfile."
     ),
-    project_dir: Path = typer.Option(Path("."), "--project-dir", help="Project directory: holds locks/ and is the build context."),
+    project_dir: str = options.project_dir(),
 ) -> int:
-    """A multi-stage Dockerfile that installs the lock into /opt/env, activated by ENV, checked at build time."""
+    """A multi-stage Dockerfile that installs the lock into /opt/env, activated by ENV, checked at build time.
+
+    The build context is the project directory.
+    """
     from envlock.export.service import STDOUT, ExportRequest, export_dockerfile, warn
 
+    options.platforms(platform, options.LINUX_PLATFORMS)
     out = STDOUT if output is not None and str(output) == "-" else output
+    lock_path = options.chosen_lock(project_dir, name, lock)
     result = export_dockerfile(ExportRequest(
-        project_dir=project_dir, name=name, lock=lock, platform=platform, output=out, force=force,
+        project_dir=Path(project_dir), name=None, lock=lock_path, platform=platform, output=out, force=force,
         base=base, runtime_base=runtime_base, devcontainer=with_devcontainer,
     ))
     warn(result.warnings)
     if not result.written:
         sys.stdout.write(result.text)
         return 0
-    for path in result.written:
-        sys.stderr.write(f"wrote {printable(str(path))}\n")
-    sys.stderr.write(f"{printable(result.platform)} image of {printable(str(result.lock))}"
-                     f"{' with its PyPI part' if result.requirements else ''}; build it with:\n"
-                     f"  {printable(result.build_command)}\n")
+    from envlock.wrapping import columns, fold, fold_command
+
+    width = columns(sys.stderr)
+    lines = [ln for path in result.written for ln in fold(f"wrote {printable(str(path))}", width)]
+    lines += fold(f"{printable(result.platform)} image of {printable(str(result.lock))}"
+                  f"{' with its PyPI part' if result.requirements else ''}; build it with:", width)
+    lines += fold_command("  ", printable(result.build_command), width)
+    sys.stderr.write("".join(f"{ln}\n" for ln in lines))
     return 0
 
 
@@ -88,4 +94,6 @@ def explicit_cmd(
 
 def register(app: typer.Typer) -> None:
     """Add `envlock export …` to the app."""
+    export_app = typer.Typer(help="Export a lock to other tools' formats.", no_args_is_help=True)
+    export_app.command("dockerfile")(typer_command(dockerfile_cmd))
     app.add_typer(export_app, name="export")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 # Parameters are declared with opt()/arg() (typer.Option/Argument's arguments), never typer's own objects:
 # a plain command line runs this module without importing typer (envlock/commands/fastargs.py).
+from envlock.commands import options
 from envlock.commands.fastargs import arg, opt, typer_command
 from envlock.errors import UsageError
 from envlock.names import printable
@@ -22,23 +23,24 @@ if TYPE_CHECKING:
     from envlock.lockdiff import LockDiff
     from envlock.resolve import SolveSettings
 
-PROJECT_HELP = "Project directory holding environments/ and locks/ (default: cwd)."
-
-
 def _out(line: str = "") -> None:
-    """One line of human output: names from specs, locks and folders arrive with control characters escaped."""
-    sys.stdout.write(printable(line) + "\n")
+    """One line of human output, folded to the width (80 on a pipe) at spaces: names from specs, locks and
+    folders arrive with control characters escaped."""
+    from envlock.wrapping import columns, fold
+
+    sys.stdout.write("".join(f"{ln}\n" for ln in fold(printable(line), columns(sys.stdout), "    ")))
 
 
 def _dump(doc: Any) -> None:
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
 
 
-def _settings(mirror: list[str], offline: bool, allow_insecure: bool, project_dir: Path) -> SolveSettings:
+def _settings(mirror: list[str], offline: bool, allow_insecure: bool, project_dir: str | Path) -> SolveSettings:
     from envlock.commands.resolve import parse_mirrors
     from envlock.resolve import SolveSettings
 
-    return SolveSettings(mirrors=parse_mirrors(mirror, project_dir), offline=offline, allow_insecure=allow_insecure)
+    return SolveSettings(mirrors=parse_mirrors(mirror, Path(project_dir)), offline=offline,
+                         allow_insecure=allow_insecure)
 
 
 def _columns(rows: list[list[str]], indent: str = "") -> None:
@@ -56,10 +58,10 @@ def _columns(rows: list[list[str]], indent: str = "") -> None:
 
 def check_cmd(
     names: Optional[list[str]] = arg(
-        None, metavar="[NAME]...", help="Environments to check (default: every one)."
+        None, metavar="[NAME]...", help="Locks to check (default: every one).", show_default=False
     ),
-    project_dir: str = opt(".", "--project-dir", metavar="DIR", help=PROJECT_HELP),
-    as_json: bool = opt(False, "--json", help="Machine-readable report on stdout."),
+    project_dir: str = options.project_dir(),
+    as_json: bool = options.as_json(),
 ) -> int:
     """Exit 0 if every lock matches its spec, else 1 naming what changed. No network, no solve."""
     from envlock.resolve import check
@@ -92,34 +94,31 @@ def check_cmd(
 
 def lock_cmd(
     names: Optional[list[str]] = arg(
-        None, help="Environments to re-lock (default: every stale one)."
+        None, metavar="[NAME]...", help="Locks to re-lock (default: every stale one).", show_default=False
     ),
-    all_: bool = opt(False, "--all", help="Re-solve every environment, fresh or not."),
-    project_dir: Path = opt(Path("."), "--project-dir", help=PROJECT_HELP),
-    mirror: list[str] = opt(
-        [], "--mirror", help="NAME=URL: fetch NAME from URL, keep canonical URLs."
-    ),
-    offline: bool = opt(False, "--offline", help="Use only the cache."),
-    allow_insecure: bool = opt(False, "--allow-insecure", help="Allow plain-http channels."),
-    as_json: bool = opt(False, "--json", help="Machine-readable result on stdout."),
+    all_: bool = opt(False, "--all", help="Re-solve every lock, fresh or not."),
+    project_dir: str = options.project_dir(),
+    mirror: list[str] = options.mirror(),
+    offline: bool = options.offline(),
+    allow_insecure: bool = options.allow_insecure(),
+    as_json: bool = options.as_json(),
     refresh: bool = opt(
         False, "--refresh", help="Move the resolution cutoff (envlock.exclude_newer) to now and re-lock."
     ),
-    verbose: bool = opt(
-        False, "--verbose", "-v", help="On a failed solve, print every attempt in full (what the solver said)."
-    ),
+    verbose: bool = options.verbose(),
 ) -> int:
     """Re-lock stale environments from environments/*.yml; files whose bytes would not change are not touched."""
     from envlock.progress import reporting, wanted
     from envlock.resolve import lock
 
+    project = Path(project_dir)
     with reporting(wanted(as_json=as_json)):
         outcomes = lock(
-            project_dir, names or (), all_=all_, settings=_settings(mirror, offline, allow_insecure, project_dir),
+            project, names or (), all_=all_, settings=_settings(mirror, offline, allow_insecure, project),
             refresh=refresh,
         )
     if as_json:
-        _dump({"envlock_result_version": 1, "environments": [o.to_json(project_dir) for o in outcomes]})
+        _dump({"envlock_result_version": 1, "environments": [o.to_json(project) for o in outcomes]})
         return 0
     for o in outcomes:
         if o.action == "fresh":
@@ -147,9 +146,9 @@ def lock_cmd(
             _out(f"  warning: {warning}")
         written = set(o.written)
         for f in o.files:
-            _out(f"  {'wrote' if f in written else 'unchanged'} {_shown(f, project_dir)}")
+            _out(f"  {'wrote' if f in written else 'unchanged'} {_shown(f, project)}")
         for f in o.removed:
-            _out(f"  removed {_shown(f, project_dir)} (not in the new lock)")
+            _out(f"  removed {_shown(f, project)} (not in the new lock)")
     return 0
 
 
@@ -164,34 +163,37 @@ def _shown(path: Path, base: Path) -> str:
 
 
 def update_cmd(
-    packages: list[str] = arg(..., help="Packages to move; everything else stays as locked."),
-    name: Optional[str] = opt(
-        None, "--name", help="Only this environment (default: every lock that has them)."
+    packages: list[str] = arg(..., metavar="PKG...", help="Packages to move; everything else stays as locked."),
+    lock_name: Optional[str] = opt(
+        None, "--lock", metavar="NAME", help="Only this lock, locks/NAME/ (default: every lock that has them)."
     ),
+    old_name: Optional[str] = opt(None, "--name", metavar="NAME", help="Old spelling of --lock NAME (still works)."),
     dry_run: bool = opt(False, "--dry-run", help="Solve and show what would move; write nothing."),
-    project_dir: Path = opt(Path("."), "--project-dir", help=PROJECT_HELP),
-    mirror: list[str] = opt(
-        [], "--mirror", help="NAME=URL: fetch NAME from URL, keep canonical URLs."
-    ),
-    offline: bool = opt(False, "--offline", help="Use only the cache."),
-    allow_insecure: bool = opt(False, "--allow-insecure", help="Allow plain-http channels."),
-    as_json: bool = opt(False, "--json", help="Machine-readable result on stdout."),
-    verbose: bool = opt(
-        False, "--verbose", "-v", help="On a failed solve, print every attempt in full (what the solver said)."
-    ),
+    project_dir: str = options.project_dir(),
+    mirror: list[str] = options.mirror(),
+    offline: bool = options.offline(),
+    allow_insecure: bool = options.allow_insecure(),
+    as_json: bool = options.as_json(),
+    verbose: bool = options.verbose(),
 ) -> int:
     """Re-solve with every other package held at its locked version (per platform); show what moved."""
     from envlock.progress import reporting, wanted
     from envlock.resolve import update
 
+    if old_name is not None:
+        options.deprecated("--name NAME", "--lock NAME", "update")
+        if lock_name is not None and lock_name != old_name:
+            raise UsageError("--lock and --name name two different locks", hint="give --lock NAME alone")
+        lock_name = old_name
+    project = Path(project_dir)
     with reporting(wanted(as_json=as_json)):
         outcomes = update(
-            project_dir, packages, name=name, dry_run=dry_run,
-            settings=_settings(mirror, offline, allow_insecure, project_dir),
+            project, packages, name=lock_name, dry_run=dry_run,
+            settings=_settings(mirror, offline, allow_insecure, project),
         )
     failed = [o for o in outcomes if o.error is not None]
     if as_json:
-        _dump({"envlock_result_version": 1, "environments": [o.to_json(project_dir) for o in outcomes]})
+        _dump({"envlock_result_version": 1, "environments": [o.to_json(project) for o in outcomes]})
         return failed[0].error.exit_code if failed and failed[0].error else 0
     for o in outcomes:
         if o.diff is None:
@@ -204,16 +206,16 @@ def update_cmd(
                  + ("; nothing written" if not o.written and not dry_run else ""))
         _render_platforms(o.diff, indent="  ")
         for f in o.written:
-            _out(f"  wrote {_shown(f, project_dir)}")
+            _out(f"  wrote {_shown(f, project)}")
         for f in o.removed:
-            _out(f"  removed {_shown(f, project_dir)} (not in the new lock)")
+            _out(f"  removed {_shown(f, project)} (not in the new lock)")
     if dry_run:
         _out("dry run: nothing written")
     if failed:  # the others were updated: one error for the first that was not, naming the rest
         first = failed[0].error
         assert first is not None
         rest = f" ({', '.join(o.name for o in failed[1:])} not updated either)" if failed[1:] else ""
-        raise type(first)(f"{failed[0].name}: {first.message}{rest}", hint=first.hint)
+        raise type(first)(f"{failed[0].name}: {first.message}{rest}", hint=first.hint_parts, detail=first.detail)
     return 0
 
 
@@ -239,13 +241,13 @@ def _render_platforms(diff: LockDiff, indent: str = "") -> None:
 
 def diff_cmd(
     paths: Optional[list[str]] = arg(
-        None, help="Two locks (A B), or with --git one lock path (optional)."
+        None, metavar="[A B | LOCK]", help="Two locks (A B), or with --git one lock path (optional).", show_default=False
     ),
     git: Optional[str] = opt(
-        None, "--git", help="Compare the working tree's locks with their version at REF."
+        None, "--git", metavar="REF", help="Compare the working tree's locks with their version at REF."
     ),
-    project_dir: Path = opt(Path("."), "--project-dir", help=PROJECT_HELP),
-    as_json: bool = opt(False, "--json", help="Machine-readable diff on stdout."),
+    project_dir: str = options.project_dir(),
+    as_json: bool = options.as_json(),
 ) -> int:
     """Per platform: packages added, removed and changed (old → new version and build). Exit 0."""
     from envlock.lockdiff import diff_files, diff_git
@@ -257,7 +259,7 @@ def diff_cmd(
                 "--git takes at most one lock path",
                 hint="envlock diff --git HEAD~1 [locks/NAME/conda-lock.yml]",
             )
-        diffs = diff_git(project_dir, git, Path(given[0]) if given else None)
+        diffs = diff_git(Path(project_dir), git, Path(given[0]) if given else None)
     else:
         if len(given) != 2:
             raise UsageError(
@@ -291,7 +293,9 @@ def freshness_check(project_dir: Path, lock_path: Path, *, locked: bool) -> Call
             return
         warning = stale_warning(project_dir, lock_path, platform)
         if warning:
-            sys.stderr.write(f"warning: {printable(warning)}\n")
+            from envlock.wrapping import say
+
+            say("warning", printable(warning))
 
     return check
 

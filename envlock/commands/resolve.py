@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Optional
 
 # Parameters are declared with opt()/arg() (typer.Option/Argument's arguments), never typer's own objects:
 # a plain command line runs this module without importing typer (envlock/commands/fastargs.py).
+from envlock.commands import options
 from envlock.commands.fastargs import opt, typer_command
+from envlock.errors import EnvlockError, UsageError, again
 
 if TYPE_CHECKING:
     import typer
@@ -23,86 +25,89 @@ def parse_mirrors(values: list[str], project_dir: Path = Path(".")) -> MirrorMap
     """`--mirror NAME=URL` entries over ENVLOCK_MIRRORS and the envlock.toml files (envlock/config.py)."""
     from envlock.config import mirrors_in_force
 
-    return mirrors_in_force(values, project_dir)
+    return mirrors_in_force(values, Path(project_dir))
 
 
 def resolve_cmd(
-    torch: str = opt(..., "--torch", help="torch version (2.3.0, 2.3.0+cu118) or 'installed'."),
-    cuda: Optional[str] = opt(None, "--cuda", help="Override the CUDA anchor (X.Y)."),
-    torch_source: str = opt("pip", "--torch-source", help="Where torch comes from: pip or conda-forge."),
-    python: Optional[str] = opt(None, "--python", help="Python X.Y for the env (default 3.11)."),
-    platform: list[str] = opt([], "--platform", help="Platform to lock (repeatable)."),
-    channel: list[str] = opt([], "--channel", help="Channel name or URL (repeatable)."),
-    mirror: list[str] = opt(
-        [], "--mirror", help="NAME=URL or NAME=PATH: fetch channel NAME (and its labels) from there; the lock keeps "
-        "canonical URLs. Adds to ENVLOCK_MIRRORS and envlock.toml (see `envlock config`)."
-    ),
-    offline: bool = opt(False, "--offline", help="Use only the cache."),
-    name: Optional[str] = opt(None, "--name", help="Environment name (default torch<ver>-cu<XY>)."),
-    project_dir: Path = opt(Path("."), "--project-dir", help="Project directory (default: cwd)."),
+    torch: str = opt(..., "--torch", metavar="VERSION", help="torch release (2.3.0, 2.3.0+cu118) or 'installed'."),
+    cuda: Optional[str] = opt(None, "--cuda", metavar="X.Y", help="Override the CUDA anchor (default: the CUDA torch was built for)."),
+    torch_source: str = opt("pip", "--torch-source", metavar="[pip|conda-forge]", show_default=False, help="Where torch comes from (default: pip)."),
+    python: Optional[str] = opt(None, "--python", metavar="X.Y", help="The env's Python (default: 3.11; 3.10 for torch 1.x)."),
+    platform: list[str] = options.platform(many=True, default="the host's if it has CUDA, else linux-64"),
+    channel: list[str] = opt([], "--channel", metavar="NAME|URL", help="Channel (repeatable; default: conda-forge)."),
+    mirror: list[str] = options.mirror(),
+    offline: bool = options.offline(),
+    lock: Optional[str] = opt(None, "--lock", metavar="NAME", help="The lock to write: environments/NAME.yml and locks/NAME/ (default: torch<ver>-cu<XY>)."),
+    old_name: Optional[str] = opt(None, "--name", metavar="NAME", help="Old spelling of --lock NAME (still works)."),
+    project_dir: str = options.project_dir(),
     dry_run: bool = opt(False, "--dry-run", help="Anchor and plan only: no solve, no network, no files."),
-    as_json: bool = opt(False, "--json", help="Machine-readable result on stdout (a failure's detail too)."),
-    verbose: bool = opt(
-        False, "--verbose", "-v", help="On a failed solve, print every attempt in full (what the solver said)."
-    ),
+    as_json: bool = options.as_json(),
+    verbose: bool = options.verbose(),
     timestamp: bool = opt(False, "--timestamp", help="Record the creation time in the lock."),
-    python_exe: Optional[str] = opt(None, "--python-exe", help="Python whose torch `installed` means."),
-    allow_insecure: bool = opt(False, "--allow-insecure", help="Allow plain-http channels."),
+    python_exe: Optional[str] = opt(None, "--python-exe", metavar="PYTHON", help="The python whose torch `--torch installed` means (default: python3 on PATH)."),
+    allow_insecure: bool = options.allow_insecure(),
     toolchain_only: bool = opt(
         False, "--toolchain-only", help="Only the conda toolchain: no python, no torch (beside a torch you have)."
     ),
-    pip: list[str] = opt([], "--pip", help="A PyPI requirement for the env's `- pip:` list (repeatable)."),
+    pip: list[str] = opt([], "--pip", metavar="REQ", help="A PyPI requirement for the env's `- pip:` list (repeatable)."),
     exclude_newer: Optional[str] = opt(
-        None, "--exclude-newer", help="Resolution cutoff (ISO UTC; default: the spec's, else now)."
+        None, "--exclude-newer", metavar="ISO", help="Resolution cutoff, ISO UTC (default: the spec's, else now)."
     ),
     with_: list[str] = opt(
-        [], "--with", help="Add a group of CUDA headers (repeatable): curand, profiler-api, cufft, nvrtc, nvtx, "
+        [], "--with", metavar="GROUP", help="Add a group of CUDA headers (repeatable): curand, profiler-api, cufft, nvrtc, nvtx, "
         "cufile, nvml, cupti, nvjitlink, npp, nvjpeg, or the bundles deepspeed, all."
     ),
     for_: list[str] = opt(
-        [], "--for", help="Add the --with groups these sources need (repeatable): a source folder, an sdist or "
+        [], "--for", metavar="SOURCE", help="Add the --with groups these sources need (repeatable): a source folder, an sdist or "
         "wheel, an installed package, or deepspeed (see `envlock doctor --for`)."
     ),
 ) -> int:
     """Anchor on torch's CUDA, plan the toolchain, solve every platform and write spec + locks."""
     from envlock.resolve import ResolveRequest, resolve
 
+    options.platforms(platform)
+    if old_name is not None:
+        options.deprecated("--name NAME", "--lock NAME", "resolve")
+        if lock is not None and lock != old_name:
+            raise UsageError("--lock and --name name two different locks", hint="give --lock NAME alone")
+        lock = old_name
     if for_:  # the spec records the groups, not the sources: `envlock lock` re-locks without them
         from envlock.sources.load import groups_for
+        from envlock.wrapping import say
 
         found, lines = groups_for(for_, python_exe)
         for line in lines:
-            sys.stderr.write(f"envlock: {line}\n")
+            say("envlock", line)
         with_ = [*with_, *(g for g in found if g not in with_)]
-
+    project = Path(project_dir)
     req = ResolveRequest(
-        torch=torch.strip(),
-        cuda=cuda,
-        torch_source=torch_source,
-        python=python,
+        torch=_checked_torch(torch),
+        cuda=_checked_cuda(cuda),
+        torch_source=options.choice("--torch-source", torch_source, ("pip", "conda-forge"), "a torch source") or "pip",
+        python=_checked_python(python),
         platforms=tuple(platform),
-        channels=tuple(channel),
-        mirrors=parse_mirrors(mirror, project_dir),
+        channels=_checked_channels(channel),
+        mirrors=parse_mirrors(mirror, project),
         offline=offline,
-        name=name,
-        project_dir=project_dir,
+        name=_checked_name(lock),
+        project_dir=project,
         dry_run=dry_run,
         timestamp=timestamp,
         python_exe=python_exe,
         allow_insecure=allow_insecure,
         toolchain_only=toolchain_only,
         pip=tuple(pip),
-        exclude_newer=exclude_newer,
-        with_extras=tuple(with_),
+        exclude_newer=_checked_cutoff(exclude_newer),
+        with_extras=_checked_with(with_),
     )
     from envlock.progress import reporting, wanted
 
     with reporting(wanted(as_json=as_json)):  # status lines on a terminal only
         result = resolve(req)
     if as_json:
-        sys.stdout.write(json.dumps(result.to_json(project_dir), indent=2, sort_keys=True) + "\n")
+        sys.stdout.write(json.dumps(result.to_json(project), indent=2, sort_keys=True) + "\n")
     else:
-        render_summary(result, project_dir)
+        render_summary(result, project)
     return 0
 
 
@@ -116,6 +121,83 @@ def render_summary(result: ResolveResult, project_dir: Path) -> None:
     from rich.console import Console
 
     render(result, project_dir, Console(highlight=False, width=width(), no_color="NO_COLOR" in os.environ))
+
+
+# --------------------------------------------------------------------------- the form of each value (exit 2)
+
+
+def _as_usage(err: EnvlockError) -> UsageError:
+    return UsageError(err.message, hint=err.hint_parts)
+
+
+def _checked_cuda(value: str | None) -> str | None:
+    from envlock.anchor import parse_cuda
+
+    try:
+        return None if value is None else parse_cuda(value) and value
+    except EnvlockError as err:
+        raise _as_usage(err) from None
+
+
+def _checked_python(value: str | None) -> str | None:
+    import re
+
+    if value is None or re.fullmatch(r"3\.\d+", value.strip()):
+        return None if value is None else value.strip()
+    if re.fullmatch(r"\d+\.\d+", value.strip()):
+        raise UsageError(f"--python {value}: torch has wheels for CPython 3 only", hint=("e.g. ", again("--python", "3.11")))
+    raise UsageError(f"--python {value!r} is not a Python version of the form 3.Y",
+                     hint=("e.g. ", again("--python", "3.11")))
+
+
+def _checked_torch(value: str) -> str:
+    from envlock.anchor import read_torch
+
+    try:
+        read_torch(value)
+    except EnvlockError as err:
+        raise _as_usage(err) from None
+    return value.strip()
+
+
+def _checked_channels(values: list[str]) -> tuple[str, ...]:
+    for value in values:
+        if not value.strip():
+            raise UsageError("--channel '' names no channel", hint=("give a name or URL, e.g. ",
+                                                                    again("--channel", "conda-forge")))
+    return tuple(values)
+
+
+def _checked_name(value: str | None) -> str | None:
+    from envlock.formats.spec import validate_name
+
+    try:
+        return None if value is None else validate_name(value)
+    except EnvlockError as err:
+        raise _as_usage(err) from None
+
+
+def _checked_cutoff(value: str | None) -> str | None:
+    from envlock.formats.spec import read_cutoff
+
+    try:
+        return None if value is None else read_cutoff(value, "--exclude-newer") and value
+    except EnvlockError as err:
+        raise _as_usage(err) from None
+
+
+def _checked_with(values: list[str]) -> tuple[str, ...]:
+    if not values:
+        return ()
+    from envlock.formats.spec import normalise_with
+    from envlock.tables import extras_tables
+
+    known = extras_tables().names
+    for name in normalise_with(values):
+        if name not in known:
+            raise UsageError(f"--with {name!r} is not a group envlock knows",
+                             hint=f"one of: {', '.join(known)} (envlock/data/extras.yaml)")
+    return tuple(values)
 
 
 #: The command a plain `envlock resolve ...` line runs without typer (envlock/commands/fastargs.py).

@@ -81,10 +81,13 @@ def cache_for(cache: Path, urls: Sequence[str]) -> Path:
 
 def timeout() -> float:
     """Seconds one uv run may take: ENVLOCK_UV_TIMEOUT, else 600."""
+    from envlock.environ import BadSetting, number
+    from envlock.errors import UsageError
+
     try:
-        return float(os.environ.get("ENVLOCK_UV_TIMEOUT", "600"))
-    except ValueError:
-        return 600.0
+        return number("ENVLOCK_UV_TIMEOUT")
+    except BadSetting as bad:
+        raise UsageError(bad.message, hint=bad.hint) from None
 
 
 def run(args: Sequence[str], *, cache: Path, what: str, failed: Callable[[proc.Failure], EnvlockError],
