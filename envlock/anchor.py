@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from packaging.version import InvalidVersion, Version
 
-from envlock.errors import AnchorError, SpecError
+from envlock.errors import AnchorError, HintPart, SpecError, again
 from envlock.models import Anchor, InstalledTorch, TorchSource
 from envlock.tables import TorchRow, TorchTable, cuda_of_tag
 from envlock.torch_support import check_cuda_major
@@ -88,9 +88,10 @@ def read_torch(text: str) -> TorchAsk:
             hint="give a torch release such as 2.3.0 or 2.3.0+cu118, or 'installed'",
         )
     if len(v.release) < 3:
+        full = f"{v.public}{'.0' * (3 - len(v.release))}" + (f"+{v.local}" if v.local else "")
         raise SpecError(
             f"{text!r} is not a full torch release (torch versions have three parts)",
-            hint=f"give the release, e.g. {v.public}{'.0' * (3 - len(v.release))}, or 'installed'",
+            hint=("the release: ", again("--torch", full), ", or 'installed'"),
         )
     return TorchAsk(raw, Version(v.public), v.local)
 
@@ -133,7 +134,8 @@ def derive(
     if ask.local and torch_source == "conda-forge":
         raise SpecError(
             f"torch {ask.text} names a pip wheel (+{ask.local}); conda-forge builds have no local labels",
-            hint=f"use --torch {version} --torch-source conda-forge, or --torch-source pip",
+            hint=("conda-forge's build of the release: ", again("--torch", str(version)), ", or the wheel: ",
+                  again(drop=("--torch-source",))),
         )
     if source == "override":
         assert cuda is not None
@@ -202,17 +204,25 @@ def _from_local_label(version: Version, local: str, table: TorchTable) -> Anchor
         kind = "a CPU" if local == "cpu" else ("a ROCm" if local.startswith("rocm") else f"a +{local}")
         if local == "xpu":
             kind = "an Intel XPU"
-        raise AnchorError(
-            f"torch {version}+{local} is {kind} build: it has no CUDA to match a toolchain to",
-            hint=f"use a CUDA build (e.g. {version}+cu121 or plain {version}), or force one with --cuda X.Y",
-        )
+        row = table.row_for(version)
+        name = _release_name(version, row)
+        fix: tuple[HintPart, ...] = ("the default wheel (a CUDA build on linux-64): ", again("--torch", name))
+        tag = row.nearest_tag(row.pypi_cuda) if row is not None else None
+        if tag:
+            fix = ("a CUDA build: ", again("--torch", f"{name}+{tag}"), ", or ", *fix)
+        raise AnchorError(f"torch {version}+{local} is {kind} build: it has no CUDA to match a toolchain to", hint=fix)
     row = table.row_for(version)
     name = _release_name(version, row)
     if row is not None and row.variants is not None and row.variant(cuda) is None:
+        nearest = row.nearest_tag(cuda)
+        fix = ("only CUDA ", cuda, "'s toolchain, beside a torch you have: ",
+               again("--torch", name, "--cuda", cuda, "--toolchain-only", drop=("--python", "--pip")))
+        if nearest:
+            fix = ("a build it has: ", again("--torch", f"{name}+{nearest}"), ", or ", *fix)
         raise AnchorError(
             f"torch {name} was never built as +{local}; its CUDA builds are "
             + ", ".join(v.tag for v in row.variants),
-            hint=f"pick one of those labels, or force the toolchain with --torch {name} --cuda {cuda}",
+            hint=fix,
         )
     where = "listed in envlock's table" if row is not None else "not in envlock's table"
     return _anchor(
@@ -265,7 +275,8 @@ def _from_conda_forge(version: Version, lookup: CondaForgeLookup | None, table: 
     if lookup is None:
         raise AnchorError(
             f"cannot look up conda-forge's pytorch {version} builds here",
-            hint="use --torch-source pip, or pass the CUDA of the build as --cuda X.Y",
+            hint=("torch from the package index: ", again(drop=("--torch-source",)),
+                  ", or pass the CUDA of the build as --cuda X.Y"),
         )
     records = [(v, b) for v, b in lookup(str(version)) if _same_version(v, version)]
     builds = sorted(
@@ -275,7 +286,8 @@ def _from_conda_forge(version: Version, lookup: CondaForgeLookup | None, table: 
         what = "only as " + ", ".join(sorted({b for _, b in records})[:5]) if records else "no build at all"
         raise AnchorError(
             f"conda-forge has pytorch {version} with {what}: no CUDA build to anchor on",
-            hint="pick a version conda-forge builds with CUDA, use --torch-source pip, or pass --cuda X.Y",
+            hint=("torch from the package index: ", again(drop=("--torch-source",)),
+                  ", or a version conda-forge builds with CUDA"),
         )
     cuda, build = builds[-1]
     all_cudas = ", ".join(sorted({c for c, _ in builds}, key=_cuda_key))

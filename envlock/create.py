@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from envlock.dirs import envs_dir, package_cache_dir
-from envlock.errors import EnvCreateError, EnvlockError, Interrupted, LockfileError, SpecError
+from envlock.errors import EnvCreateError, EnvlockError, HintPart, Interrupted, LockfileError, SpecError, again, either
 from envlock.formats import LockFile, read_lock
 from envlock.models import CUDNN_NAMES, LockedPackage
 from envlock.progress import NoProgress, Progress
@@ -65,6 +65,7 @@ class CreateResult:
     hooks: tuple[str, ...]
     seconds: float
     wheels: int = 0  # the PyPI part (installed after the conda part)
+    source: str = ""  # where `downloaded` came from when it is no download ("the archive": unpack)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -86,22 +87,30 @@ class CreateResult:
 
 
 def find_lock(project_dir: Path, name: str | None) -> Path:
-    """`locks/NAME/conda-lock.yml`, or the only lock under locks/ when no name is given."""
+    """`locks/NAME/conda-lock.yml`, or the only lock under locks/ when no name is given.
+
+    Hints name the command that was run with a lock NAME (`Retry(args=…)`: the same command, named).
+    """
+    from envlock.tables import example_torch
+
     locks = project_dir / "locks"
     if name:
         path = locks / name / "conda-lock.yml"
         if not path.is_file():
-            known = ", ".join(available_locks(locks)) or "none"
-            raise LockfileError(f"no lock named {name!r} ({path} is missing; locks here: {known})",
-                                hint="pick one of the listed names, or pass --lock PATH")
+            known = available_locks(locks)
+            fix: tuple[HintPart, ...] = ("pick one: ", *either(again(args=(k,), drop=("--lock",)) for k in known[:3])) \
+                if known else ("lock one first, e.g. ", again("--torch", example_torch(), command="resolve"))
+            raise LockfileError(f"no lock named {name!r} ({path} is missing; locks here: {', '.join(known) or 'none'})",
+                                hint=fix)
         return path
     found = available_locks(locks)
     if not found:
         raise LockfileError(f"no lock under {locks}",
-                            hint="run `envlock resolve --torch VERSION` first, or pass --lock PATH")
+                            hint=("lock one first, e.g. ", again("--torch", example_torch(), command="resolve"),
+                                  ", or name a lock file with --lock FILE"))
     if len(found) > 1:
         raise SpecError(f"several locks under {locks}: {', '.join(found)}",
-                        hint=f"name one: `envlock create {found[0]}`")
+                        hint=("name one: ", *either(again(args=(n,)) for n in found[:3])))
     return locks / found[0] / "conda-lock.yml"
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from envlock.errors import PlanError
+from envlock.errors import HintPart, PlanError, again, either
 from envlock.models import Anchor, Candidate, Plan, PlanOptions, PlatformPlan, Skew, VirtualPackage
 from envlock.tables import CudaMinor, CudaTables, ExtrasTables, minor_key
 
@@ -183,10 +183,19 @@ def candidate(
     )
 
 
-def _neighbours(cuda: str, tables: CudaTables) -> str:
+def _neighbours(cuda: str, tables: CudaTables) -> list[str]:
+    """The known minors nearest to `cuda` of its major (at most two), else the nearest known ones."""
     major, minor = minor_key(cuda)
     near = [f"{major}.{m}" for m in (minor - 1, minor + 1) if tables.minor(f"{major}.{m}")]
-    return " or --cuda ".join(near) or "X.Y"
+    if near:
+        return near
+    known = sorted(tables.minors, key=lambda m: (abs(minor_key(m)[0] - major), abs(minor_key(m)[1] - minor)))
+    return known[:2]
+
+
+def _nearest(cuda: str, minors: list[str]) -> str:
+    major, minor = minor_key(cuda)
+    return min(minors, key=lambda m: (abs(minor_key(m)[0] - major), abs(minor_key(m)[1] - minor)))
 
 
 def relaxed_cudnn(c: Candidate, anchor: Anchor) -> list[Candidate]:
@@ -236,7 +245,7 @@ def make_plan(anchor: Anchor, options: PlanOptions, tables: CudaTables, extras_t
     if anchor.cuda in tables.never_released:
         raise PlanError(
             f"CUDA {anchor.cuda} was never released by NVIDIA",
-            hint=f"use a released minor next to it, e.g. --cuda {_neighbours(anchor.cuda, tables)}",
+            hint=("a released minor next to it: ", *either(again("--cuda", m) for m in _neighbours(anchor.cuda, tables))),
         )
     if tables.minor(anchor.cuda) is None and not any(
         tables.minor(f"{anchor.cuda_major}.{anchor.cuda_minor + d}") for d in (-1, 1)
@@ -244,15 +253,19 @@ def make_plan(anchor: Anchor, options: PlanOptions, tables: CudaTables, extras_t
         known = ", ".join(tables.minors)
         raise PlanError(
             f"CUDA {anchor.cuda} has no conda toolchain envlock knows (known: {known})",
-            hint="pass --cuda with one of the known minors, or a torch build for a supported CUDA",
+            hint=("the nearest known: ", *either(again("--cuda", m) for m in _neighbours(anchor.cuda, tables))),
         )
     platforms: list[PlatformPlan] = []
     for platform in options.platforms:
         pairs = skew_candidates(anchor, platform, tables)
         if not pairs:
+            fix: tuple[HintPart, ...] = ("lock without it: ", again(drop=(f"--platform={platform}",)))
+            builds = [m for m in tables.minors if platform in tables.minors[m].platforms]
+            if builds:
+                fix += (", or a CUDA built for it: ", again("--cuda", _nearest(anchor.cuda, builds)))
             raise PlanError(
                 f"no CUDA {anchor.cuda_major}.x toolchain within ±1 of {anchor.cuda} is built for {platform}",
-                hint=f"drop --platform {platform}, or pass --cuda with a minor conda-forge builds for it",
+                hint=fix,
             )
         tries: list[Candidate] = []
         refused: list[str] = []
@@ -269,7 +282,8 @@ def make_plan(anchor: Anchor, options: PlanOptions, tables: CudaTables, extras_t
         if not tries:
             raise PlanError(
                 "; ".join(refused),
-                hint="drop that --with (or the `with:` entry of the spec), or the --platform it cannot serve",
+                hint=("without those groups: ", again(drop=("--with",)), ", or without the platform: ",
+                      again(drop=(f"--platform={platform}",)), " (or drop them from the spec's `with:`/platforms)"),
             )
         platforms.append(PlatformPlan(platform, tuple(tries)))
     return Plan(anchor=anchor, options=options, platforms=tuple(platforms), rules_version=tables.rules_version)

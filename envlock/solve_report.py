@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from envlock.errors import SolveError
+from envlock.errors import HintPart, Retry, SolveError
 from envlock.names import match_spec_name
 
 #: The default form of an error stays under this (the detail is under --verbose and in --json).
@@ -194,11 +194,10 @@ def combined(failed: Sequence[tuple[str, SolveError]], solved: Sequence[str], al
             hints.setdefault(err.hint.replace(f" on {platform}", "").replace(f" for {platform}", ""), []).append(platform)
     advice = next(iter(hints)) if len(hints) == 1 else "; ".join(f"{' and '.join(ps)}: {h}" for h, ps in hints.items())
     rest = [p for p in all_platforms if p not in names]
+    hint: tuple[HintPart, ...] = (advice,)
     if rest:
-        flags = " ".join(f"--platform {p}" for p in rest)
-        hint = f"lock the others without {'it' if len(names) == 1 else 'them'}: {flags} (or drop "
-        hint += f"{'it' if len(names) == 1 else 'them'} from the spec's platforms){'; ' + advice if advice else ''}"
-    else:
-        hint = advice
+        them = "it" if len(names) == 1 else "them"
+        hint = (f"lock the others without {them}: ", Retry(set=tuple(("--platform", p) for p in rest)),
+                f" (or drop {them} from the spec's platforms){'; ' + advice if advice else ''}")
     detail = tuple(d for _, err in failed for d in err.detail)
     return SolveError(message, hint=hint, detail=detail)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from envlock.errors import AnchorError, SpecError
+from envlock.errors import AnchorError, HintPart, SpecError, again
 
 
 def _major(cuda: str) -> int:
@@ -27,27 +27,30 @@ def check_cuda_major(torch: str, cuda: str, built_for: Sequence[str], tags: Sequ
     if not built_for or _major(cuda) in {_major(c) for c in built_for}:
         return
     builds = ", ".join(built_for) + (f" ({', '.join(tags)})" if tags else "")
-    newest_major = max(_major(c) for c in built_for)
-    example = [c for c in built_for if _major(c) == newest_major][-1]
+    nearest = min(built_for, key=lambda c: (abs(_major(c) - _major(cuda)), -_key(c)[1]))
     raise AnchorError(
         f"torch {torch} was built for CUDA {builds}, never for CUDA {_major(cuda)}: --cuda {cuda} gives an nvcc "
         f"whose major differs from torch's, and torch's extension builder refuses that",
-        hint=f"pass a --cuda of a major torch {torch} was built for (e.g. --cuda {example}), "
-        f"or a torch release built for CUDA {_major(cuda)}",
+        hint=("a CUDA torch ", torch, " was built for: ", again("--cuda", nearest), ", or its own: ",
+              again(drop=("--cuda",))),
     )
 
 
-def check_python(torch: str, python: str, span: tuple[str, str] | None) -> None:
-    """SpecError when CPython `python` (X.Y) is outside `span`, the (oldest, newest) torch has wheels for."""
+def check_python(torch: str, python: str, span: tuple[str, str] | None, *, release_for: str | None = None) -> None:
+    """SpecError when CPython `python` (X.Y) is outside `span`, the (oldest, newest) torch has wheels for.
+
+    `release_for`: the torch release nearest to `torch` that has wheels for `python` (None: none known).
+    """
     if span is None:
         return
     oldest, newest = span
     if _key(oldest) <= _key(python) <= _key(newest):
         return
-    raise SpecError(
-        f"torch {torch} has no wheels for Python {python} (it has {oldest} to {newest}; the newest is {newest})",
-        hint=f"pass --python {newest}, or a torch release with wheels for Python {python}",
-    )
+    nearest = newest if _key(python) > _key(newest) else oldest
+    fix: tuple[HintPart, ...] = ("its nearest Python: ", again("--python", nearest))
+    if release_for:
+        fix += (", or a torch with wheels for Python ", python, ": ", again("--torch", release_for))
+    raise SpecError(f"torch {torch} has no wheels for Python {python} (it has {oldest} to {newest})", hint=fix)
 
 
 def newest_python(span: tuple[str, str] | None, have: Sequence[str]) -> str | None:

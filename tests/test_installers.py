@@ -13,6 +13,8 @@ files under their canonical URLs, as tests/test_conda.py sets it up) and the rea
 
 from __future__ import annotations
 
+import json
+
 import os
 import shutil
 import subprocess
@@ -20,6 +22,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.output import flat
 
 from tests.test_activation import snapshots
 from tests.test_conda import ENVLOCK, _hook, _shell, _view, conda_env, conda_venv  # noqa: F401 - fixtures
@@ -72,18 +76,22 @@ def test_doctor_names_the_missing_activation_and_envlock_hook_adds_it(conda_venv
     spaced = _copy_env(conda_made, tmp_path / "env copy")
     before = _envlock("doctor", "-p", str(spaced), env=env)
     assert before.returncode == 1
-    line = next(ln for ln in before.stdout.splitlines() if "env.activation" in ln)
+    assert any(ln.startswith("error") and "env.activation" in ln for ln in before.stdout.splitlines())
+    # one line per check (cut to 80 columns); the whole message and its fix under "what to do" (folded)
+    advice = " ".join(before.stdout.split("what to do:", 1)[1].split())
+    line = advice.split("env.activation (error): ", 1)[1]
     assert "no envlock activation hook" in line and f"CUDA_HOME={OLD_CUDA}" in line
-    assert f"fix: add it once: envlock hook -p '{spaced}'" in before.stdout  # the exact command, quoted
+    assert f"fix: add it once: envlock hook -p '{spaced}'" in advice  # the exact command, quoted
     # (doctor runs the env's CXX as a command line, so a green run needs a path without spaces)
     target = _copy_env(conda_made, tmp_path / "env-copy")
     added = _envlock("hook", "-p", str(target), env=env)
     assert added.returncode == 0, added.stderr
-    assert "wrote " + str(target / "etc/conda/activate.d/envlock-cuda.sh") in added.stderr
+    assert "wrote " + str(target / "etc/conda/activate.d/envlock-cuda.sh") in flat(added.stderr)  # folded at 80
     after = _envlock("doctor", "-p", str(target), env=env)
     assert after.returncode == 0, after.stdout  # green: no error finding
     assert "env.activation" not in after.stdout and after.stdout.splitlines()[-1].startswith("0 error(s)")
-    assert "conda environment with envlock's activation (envlock hook)" in after.stdout
+    target_line = json.loads(_envlock("doctor", "-p", str(target), "--json", env=env).stdout)["findings"][0]
+    assert "conda environment with envlock's activation (envlock hook)" in target_line["message"]  # (cut at 80 above)
 
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
@@ -143,7 +151,7 @@ def test_envlock_hook_usage_errors(conda_made: Path, conda_env: dict[str, str], 
     bad = _envlock("hook", "-p", str(conda_made), "--torch-source", "condaforge", env=conda_env)
     assert bad.returncode == 2 and "did you mean --torch-source conda-forge" in bad.stderr
     missing = _envlock("hook", "-p", str(tmp_path / "nothing"), env=conda_env)
-    assert missing.returncode == 1 and "is not a conda environment" in missing.stderr
+    assert missing.returncode == 1 and "is not a conda environment" in " ".join(missing.stderr.split())
 
 
 def test_conda_lock_install_then_envlock_hook(conda_venv: Path, conda_env: dict[str, str], project: Path,  # noqa: F811

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.output import logical_lines, unfolded
+
 from envlock.cli import run
 from envlock.formats import read_lock
 from tests.channelbuilder import PackageSpec
@@ -184,10 +186,12 @@ def test_variant_label_locks_from_the_variant_index_and_records_its_canonical_ur
 
 
 def _one_error(done: subprocess.CompletedProcess) -> str:
-    lines = done.stderr.strip().splitlines()
+    """One `error:` and one `hint:` (each folded to 80 columns); returned unfolded, to look for words in."""
+    assert max(len(ln) for ln in done.stderr.splitlines()) <= 80, done.stderr
+    lines = logical_lines(done.stderr.strip())
     assert [ln.split(":")[0] for ln in lines] == ["error", "hint"], done.stderr
     assert "Traceback" not in done.stderr
-    return done.stderr
+    return "\n".join(lines) + "\n"
 
 
 def _cli(project: Path, cf: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -326,7 +330,7 @@ def test_create_refuses_a_wheel_whose_sha256_differs(full_project: Path, tmp_pat
                     "--mirror", f"conda-forge={test_channel_url}"]) == 1
     finally:
         wheel_index.corrupted.discard(torch.filename)
-    err = capsys.readouterr().err
+    err = unfolded(capsys.readouterr().err)
     assert "does not match the sha256 the lock records" in err and torch.filename in err
     assert not prefix.exists()  # nothing was installed: the conda part waits for every wheel
 

@@ -97,7 +97,8 @@ def test_three_platforms_in_one_run_report_the_one_the_snapshot_cannot_serve(tmp
     assert code == 3
     # The failing platform first, the others named as solved; the hint locks them without it; nothing written.
     assert doc["error"].startswith("win-64 cannot be solved: ") and "(linux-64, linux-aarch64 solved; nothing was written)" in doc["error"]
-    assert doc["hint"].startswith("lock the others without it: --platform linux-64 --platform linux-aarch64")
+    assert doc["hint"].startswith("lock the others without it: `envlock resolve --torch 2.11.0 --platform linux-64 "
+                                  "--platform linux-aarch64 --mirror")  # the command that was run, without win-64
     assert len(doc["error"]) <= 500 and all(d.startswith("win-64, CUDA ") for d in doc["detail"])
     assert not (tmp_path / "locks").exists() and not (tmp_path / "environments").exists()
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from envlock import __version__
-from envlock.errors import LockfileError, SpecError, UsageError
+from envlock.errors import LockfileError, Retry, SpecError, UsageError, again, either
 from envlock.export import context
 from envlock.export.dockerfile import ARCHES, DockerfileSpec, devcontainer, render
 from envlock.formats import LockFile, read_lock
@@ -24,6 +24,8 @@ from envlock.tables import docker_table, split_ref
 from envlock.models import CUDNN_NAMES
 from envlock.names import printable
 
+#: The platforms an image is built for (the Dockerfile knows ppc64le's names, but no CUDA toolchain is locked there).
+IMAGE_PLATFORMS = ("linux-64", "linux-aarch64")
 STDOUT = Path("-")
 _HASH = re.compile(r"--hash[= ]sha256:[0-9a-f]{64}")
 
@@ -63,7 +65,8 @@ def export_dockerfile(req: ExportRequest) -> ExportResult:
     from envlock.project.derived import refuse_disagreeing
 
     if req.lock is not None and req.name:
-        raise UsageError("give either a lock NAME or --lock PATH, not both", hint="`envlock export dockerfile NAME`")
+        raise UsageError("give either a lock NAME or --lock NAME|FILE, not both",
+                         hint=("the NAME alone: ", again(args=(req.name,), drop=("--lock",))))
     project = req.project_dir.resolve()
     lock_path = (req.lock if req.lock is not None else find_lock(req.project_dir, req.name)).resolve()
     lock = read_lock(lock_path)
@@ -151,15 +154,17 @@ def export_dockerfile(req: ExportRequest) -> ExportResult:
 
 def _platform(lock: LockFile, path: Path, wanted: str | None) -> str:
     """The platform to build: `wanted`, else the lock's only linux one, else the host's when locked."""
-    linux = [p for p in lock.platforms if p in ARCHES]
+    linux = [p for p in lock.platforms if p in IMAGE_PLATFORMS]
     has = ", ".join(lock.platforms) or "none"
     if wanted is not None:
-        if wanted not in ARCHES:
-            raise SpecError(f"--platform {wanted}: images are built for {', '.join(ARCHES)}",
-                            hint=f"{path} has: {has}")
+        if wanted not in IMAGE_PLATFORMS:
+            raise UsageError(f"--platform {wanted}: images are built for {', '.join(IMAGE_PLATFORMS)}",
+                             hint=f"{path} has: {has}")
         if wanted not in lock.platforms:
-            raise LockfileError(f"{path} has no {wanted} platform; it has: {has}",
-                                hint=f"pick one of them with --platform, or re-lock with `--platform {wanted}`")
+            fix: tuple[str | Retry, ...] = ("re-lock with that platform added to the spec's platforms",)
+            if linux:
+                fix = ("build one it has: ", again("--platform", linux[0]), ", or ", *fix)
+            raise LockfileError(f"{path} has no {wanted} platform; it has: {has}", hint=fix)
         return wanted
     if not linux:
         raise LockfileError(f"{path} has no linux platform to build an image for; it has: {has}",
@@ -170,7 +175,8 @@ def _platform(lock: LockFile, path: Path, wanted: str | None) -> str:
 
     if host_platform() in linux:
         return host_platform()
-    raise SpecError(f"{path} has several linux platforms ({', '.join(linux)})", hint="pick one with --platform")
+    raise SpecError(f"{path} has several linux platforms ({', '.join(linux)})",
+                    hint=("pick one: ", *either(again("--platform", p) for p in linux)))
 
 
 def _explicit(lock: LockFile, path: Path, platform: str) -> tuple[Path, LockFile]:
@@ -249,6 +255,8 @@ def _regenerate(req: ExportRequest, lock_path: Path, project: Path, platform: st
 
 
 def warn(lines: tuple[str, ...]) -> None:
-    """Print warnings on stderr."""
+    """Print warnings on stderr (folded to its width)."""
+    from envlock.wrapping import say
+
     for line in lines:
-        sys.stderr.write(f"envlock: warning: {printable(line)}\n")
+        say("envlock: warning", printable(line))

@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from envlock.errors import SpecError
+from envlock.errors import SpecError, again
 from envlock.fs import FileLock, remove_stale_temps, write_all_atomic
 
 LOCK_NAME = "conda-lock.yml"
@@ -35,12 +35,18 @@ def rel(path: Path, base: Path) -> str:
         return str(path)
 
 
+def example_torch() -> str:
+    from envlock.tables import example_torch as newest
+
+    return newest()
+
+
 def discover(project_dir: Path) -> dict[str, tuple[Path | None, Path]]:
     """name -> (spec path or None, lock path) for every spec in environments/ and every lock in locks/."""
     if not project_dir.is_dir():
         raise SpecError(f"project dir {project_dir} does not exist",
-                        hint="check the path, or start a project there: envlock resolve --torch VERSION "
-                        f"--project-dir {project_dir}")
+                        hint=("check the path, or start a project there: ",
+                              again("--torch", example_torch(), "--project-dir", str(project_dir), command="resolve")))
     found: dict[str, tuple[Path | None, Path | None]] = {}
     env_dir = project_dir / "environments"
     lock_root = project_dir / "locks"
@@ -53,7 +59,8 @@ def discover(project_dir: Path) -> dict[str, tuple[Path | None, Path]]:
     if not found:
         raise SpecError(
             f"no environments in {project_dir} (looked for environments/*.yml and locks/*/{LOCK_NAME})",
-            hint="run `envlock resolve --torch VERSION` there, or pass --project-dir DIR",
+            hint=("lock one there: ", again("--torch", example_torch(), "--project-dir", str(project_dir),
+                                            command="resolve"), ", or pass the --project-dir that has them"),
         )
     return {n: (s, lk or lock_path(project_dir, n)) for n, (s, lk) in sorted(found.items())}
 

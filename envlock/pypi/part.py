@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from envlock.errors import AnchorError, SpecError
+from envlock.errors import AnchorError, HintPart, SpecError, again
 from envlock.models import PypiPackage
 from envlock.net import scrub
 
@@ -75,8 +75,13 @@ def check_variant(packages: Sequence[PypiPackage], anchor_cuda: str, anchor_torc
     if version is None:
         return  # the conda part provides torch (torch_source conda-forge)
     tag = "cu" + anchor_cuda.replace(".", "")
-    fix = (f"lock the CUDA build from the PyTorch wheel index ({variant_index_url(tag)}): "
-           f"--torch {anchor_torch}+{tag}, or --toolchain-only beside the torch you have")
+    release = anchor_torch.partition("+")[0]
+    toolchain = again("--toolchain-only", drop=("--python", "--pip"))
+    fix: tuple[HintPart, ...] = ("only the toolchain, beside the torch you have: ", toolchain)
+    built = _variant_tags(release)
+    if built is None or tag in built:  # never a label the release was not built as (it would be refused)
+        fix = (f"the CUDA build from the PyTorch wheel index ({variant_index_url(tag)}): ",
+               again("--torch", f"{release}+{tag}", drop=("--cuda",)), ", or only the toolchain: ", toolchain)
     if cuda is None:
         raise AnchorError(
             f"torch {version} for {platform} from {scrub(index)} is a CPU build (no CUDA runtime among "
@@ -88,6 +93,19 @@ def check_variant(packages: Sequence[PypiPackage], anchor_cuda: str, anchor_torc
             f"the locked torch {version} on {platform} is a CUDA {cuda} build, but the anchor is CUDA {anchor_cuda}",
             hint=fix,
         )
+
+
+def _variant_tags(release: str) -> tuple[str, ...] | None:
+    """The cuXYZ builds envlock's torch table lists for a release (None: not in the table, or unverified)."""
+    from packaging.version import InvalidVersion, Version
+
+    from envlock.tables import torch_table
+
+    try:
+        row = torch_table().row_for(Version(release))
+    except InvalidVersion:
+        return None
+    return None if row is None or row.variants is None else tuple(v.tag for v in row.variants)
 
 
 def spec_indexes(torch: str, torch_source: str, mirrors: Mapping[str, str]) -> tuple[Index, tuple[Index, ...]]:

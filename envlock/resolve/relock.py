@@ -14,7 +14,7 @@ from typing import Any
 
 from envlock import UPGRADE_HINT
 from envlock import anchor as anchors
-from envlock.errors import EnvlockError, Interrupted, LockfileError, SpecError
+from envlock.errors import EnvlockError, Interrupted, LockfileError, SpecError, again
 from envlock.formats import LockFile, custom_value, read_head, read_lock
 from envlock.formats.spec import EnvSpec, read_spec
 from envlock.lockdiff import Entries, LockDiff, PkgRef, conda_ref, diff_entries
@@ -103,8 +103,8 @@ def _refuse(status: EnvStatus) -> EnvlockError:
     return SpecError(f"{status.name}: {first.message}", hint=f"{hint}; nothing was written")
 
 
-def _select(project_dir: Path, names: Sequence[str], tables: Tables) -> list[EnvStatus]:
-    report = check(project_dir, names, tables=tables)
+def _select(project_dir: Path, names: Sequence[str], tables: Tables, naming: Any = None) -> list[EnvStatus]:
+    report = check(project_dir, names, tables=tables, naming=naming)
     blocked = [e for e in report.envs if not e.relockable]
     if blocked:
         raise _refuse(blocked[0])
@@ -215,7 +215,7 @@ def update(
     wanted = frozenset(p.strip().lower() for p in packages if p.strip())
     if not wanted:
         raise SpecError("name at least one package to update", hint="e.g. envlock update cuda-nvcc cudnn")
-    statuses = _select(project_dir, [name] if name else [], tables)
+    statuses = _select(project_dir, [name] if name else [], tables, naming=lambda n: again("--lock", n))
     cache_dir()
     jobs: list[tuple[EnvStatus, LockFile]] = []
     for status in statuses:

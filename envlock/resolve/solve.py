@@ -126,13 +126,32 @@ def plan_for(spec: EnvSpec, anchor: Anchor, tables: Tables) -> Plan:
     return make_plan(anchor, plan_options(spec, tables.extras)[0], tables.cuda, tables.extras)
 
 
+def release_with_python(table: Any, torch: str, python: str) -> str | None:
+    """The torch release of the table nearest to `torch` whose wheels include CPython `python` (None: none)."""
+    from packaging.version import InvalidVersion, Version
+
+    def key(xy: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in xy.split(".")[:2])
+
+    try:
+        want = Version(Version(torch).public)
+        rows = [r for r in table.rows if r.python and key(r.python[0]) <= key(python) <= key(r.python[1])]
+        releases = [Version(x) for r in rows for x in r.releases]
+    except (InvalidVersion, ValueError):
+        return None
+    if not releases:
+        return None
+    newer = [v for v in releases if v > want]
+    return str(min(newer) if newer else max(releases))
+
+
 def default_python(torch: str) -> str:
     """A python every torch release of that line supports (1.13 predates 3.11 wheels)."""
     return "3.10" if torch.startswith("1.") else "3.11"
 
 
 def now_cutoff() -> str:
-    """The resolution cutoff of a first resolve, `update` and `lock --refresh`: now (UTC, whole seconds)."""
+    """The resolution cutoff of a first resolve, `update` and `lock --refresh`: now (UTC, to the millisecond)."""
     return format_cutoff(datetime.datetime.now(datetime.timezone.utc))
 
 
@@ -205,7 +224,8 @@ def solve(
     if not spec.toolchain_only and not spec.python:
         spec = replace(spec, python=default_python(anchor.torch))  # the PyPI part installs into that python
     if not spec.toolchain_only and spec.torch_source == "pip" and spec.python:
-        check_python(anchor.torch, spec.python, anchor.python_span)  # torch's wheels for that python
+        check_python(anchor.torch, spec.python, anchor.python_span,  # torch's wheels for that python
+                     release_for=release_with_python(tables.torch, anchor.torch, spec.python))
     plan = plan_for(spec, anchor, tables)
     check_mirrors(settings.mirrors, sorted({c for pp in plan.platforms for cand in pp.candidates for c in cand.channels}),
                   label=spec.torch_label, torch_source=spec.torch_source, toolchain_only=spec.toolchain_only)

@@ -8,11 +8,11 @@ this module imports neither rattler, requests nor conda_lock (tests/test_check.p
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from envlock import UPGRADE_HINT
-from envlock.errors import EnvlockError, LockfileError, NewerFormatError, SpecError
+from envlock.errors import EnvlockError, HintPart, LockfileError, NewerFormatError, Retry, SpecError, again, either
 from envlock.formats import LockHead, read_head
 from envlock.formats.spec import EnvSpec, read_spec
 from envlock.project import (
@@ -81,15 +81,22 @@ def env_status(project_dir: Path, name: str, spec_file: Path | None, lock_file: 
     return EnvStatus(name, spec_file, lock_file, spec.platforms, tuple(compare(spec, lock, current(spec, lock, tables))))
 
 
-def check(project_dir: Path, names: Sequence[str] = (), *, tables: Tables | None = None) -> CheckReport:
-    """`envlock check`: the freshness of every environment (or of `names`)."""
+def check(project_dir: Path, names: Sequence[str] = (), *, tables: Tables | None = None,
+          naming: Callable[[str], Retry] | None = None) -> CheckReport:
+    """`envlock check`: the freshness of every environment (or of `names`).
+
+    `naming`: the command that names one lock instead (default: the command run, with NAME as its argument).
+    """
     found = discover(project_dir)
     missing = [n for n in names if n not in found]
     if missing:
-        raise SpecError(
-            f"no environment named {', '.join(missing)} in {project_dir}",
-            hint="known: " + ", ".join(found),
-        )
+        from envlock.tables import example_torch
+
+        retry = naming or (lambda n: again(args=(n,)))
+        fix: tuple[HintPart, ...] = ("pick one: ", *either(retry(n) for n in list(found)[:3])) if found else (
+            "there is none: lock one first, e.g. ", again("--torch", example_torch(), command="resolve"))
+        raise SpecError(f"no lock named {', '.join(missing)} in {project_dir} (locks here: {', '.join(found) or 'none'})",
+                        hint=fix)
     picked = names or list(found)
     return CheckReport(project_dir, tuple(env_status(project_dir, n, *found[n], tables=tables) for n in picked))
 

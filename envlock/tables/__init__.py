@@ -152,3 +152,10 @@ def docker_table() -> DockerTables:
     from envlock.tables.other import parse_docker
 
     return parse_docker(_yaml("docker.yaml"))
+
+
+def example_torch() -> str:
+    """A torch release for an example command in a hint: the newest the table knows."""
+    from packaging.version import Version
+
+    return max(torch_table().releases(), key=Version)

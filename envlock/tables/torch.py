@@ -169,6 +169,13 @@ class TorchRow:
         """The cuXYZ build for that CUDA, if the table lists one."""
         return next((v for v in self.variants or () if v.cuda == cuda), None)
 
+    def nearest_tag(self, cuda: str) -> str | None:
+        """The cuXYZ build nearest to `cuda` (its own when built; None: no verified variants)."""
+        (major, minor), variants = _cuda_key(cuda), self.variants or ()
+        best = min(variants, default=None, key=lambda v: (abs(_cuda_key(v.cuda)[0] - major),
+                                                          abs(_cuda_key(v.cuda)[1] - minor), -_cuda_key(v.cuda)[1]))
+        return best.tag if best else None
+
     def cudnn_for(self, cuda: str) -> str | None:
         """cuDNN of this minor's build for cuda (the PyPI wheel's METADATA wins for its own CUDA)."""
         if cuda == self.pypi_cuda and self.pypi_cudnn:
