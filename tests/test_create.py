@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.output import logical_lines, unfolded
+
 from envlock.cli import run
 from envlock.create import CreateRequest, create_env
 from envlock import envrecord
@@ -86,8 +88,10 @@ def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
 
 
 def assert_one_error(proc: subprocess.CompletedProcess[str], code: int, needle: str) -> None:
+    """One `error:` and one `hint:` at the end of stderr (each folded to 80 columns: no line is wider)."""
     assert proc.returncode == code, proc.stderr
-    lines = proc.stderr.strip().splitlines()
+    assert max(len(ln) for ln in proc.stderr.splitlines()) <= 80, proc.stderr
+    lines = logical_lines(proc.stderr.strip())
     assert lines[-2].startswith("error: ") and needle in lines[-2], proc.stderr
     assert lines[-1].startswith("hint: ") and len(lines[-1]) > 10
     assert "Traceback" not in proc.stderr

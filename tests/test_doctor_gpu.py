@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.output import logical_lines
+
 from envlock.doctor.checks_gpu import (
     judge_arch_list,
     judge_nvcc,
@@ -157,7 +159,7 @@ def test_for_a_name_that_is_neither_a_path_nor_an_installed_package_is_a_usage_e
         [sys.executable, "-m", "envlock", "doctor", "--for", "flash-attn"],
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    error, hint = r.stderr.strip().splitlines()
+    error, hint = logical_lines(r.stderr.strip())  # each folded to 80 columns
     assert r.returncode == 2 and error.startswith("error: --for flash-attn: no such file or folder")
     assert hint.startswith("hint: give a source folder, an sdist")
 

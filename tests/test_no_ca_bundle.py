@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.output import logical_lines
+
 from tests.lockproject import make_project
 
 ENVLOCK = [sys.executable, "-m", "envlock"]
@@ -36,7 +38,7 @@ def test_create_and_resolve_work_from_file_channels_without_a_system_bundle(proj
     assert created.returncode == 0, created.stderr
     assert (tmp_path / "env" / "bin" / "nvcc").is_file()
     assert "panicked" not in created.stderr and "Traceback" not in created.stderr
-    assert created.stderr.splitlines() == [
+    assert logical_lines(created.stderr) == [
         f"warning: no CA certificates could be loaded (SSL_CERT_FILE={tmp_path / 'no-such-ca'} has none); "
         "rattler uses certifi's bundle, as envlock's own downloads do"]
     (tmp_path / "p").mkdir()
@@ -44,7 +46,7 @@ def test_create_and_resolve_work_from_file_channels_without_a_system_bundle(proj
                                "--mirror", mirror, "--project-dir", str(tmp_path / "p")],
                               capture_output=True, text=True, timeout=300, env=_env(tmp_path))
     assert resolved.returncode == 0, resolved.stderr
-    assert "internal error" not in resolved.stderr and len(resolved.stderr.splitlines()) == 1
+    assert "internal error" not in resolved.stderr and len(logical_lines(resolved.stderr)) == 1
 
 
 def test_without_any_bundle_it_is_one_error_and_a_hint(test_channel, tmp_path) -> None:
@@ -58,7 +60,7 @@ def test_without_any_bundle_it_is_one_error_and_a_hint(test_channel, tmp_path) -
                           capture_output=True, text=True, timeout=300,
                           env=_env(tmp_path, PYTHONPATH=os.pathsep.join([str(shadow), *sys.path])))
     assert proc.returncode == 4, proc.stderr
-    assert proc.stderr.splitlines() == [
+    assert logical_lines(proc.stderr) == [
         "error: no CA certificates could be loaded for rattler's HTTP client",
         "hint: install the system's CA certificates (e.g. apt-get install ca-certificates) or set SSL_CERT_FILE to a "
         "PEM bundle; rattler needs them even for file:// channels",

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from envlock.formats import read_lock
 from tests.channelbuilder import ChannelServer
+from tests.output import logical_lines
 from tests.second_user import GID, open_dir, second_user
 from tests.test_create import ENVLOCK, lock_of, project  # noqa: F401 - session fixture
 
@@ -85,7 +86,7 @@ def test_a_cache_shared_by_a_group_serves_a_second_user_and_a_private_one_is_ref
                 assert (prefix / "bin" / "nvcc").is_file() and (prefix / "etc/conda/activate.d/envlock-cuda.sh").is_file()
             else:
                 assert done.returncode == 1 and not prefix.exists(), done.stderr
-                error, hint = done.stderr.strip().splitlines()
+                error, hint = logical_lines(done.stderr.strip())
                 assert error == f"error: envlock's cache dir {cache} is shared, and {cache}/file-locks in it is not " \
                                 "writable by you"
                 assert hint.startswith("hint: set ENVLOCK_CACHE_DIR to a cache of your own") and "g+s" in hint

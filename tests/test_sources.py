@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.output import flat, logical_lines
+
 from envlock.cli import run
 from envlock.sources import cpp
 from envlock.sources.classify import source_tables
@@ -212,7 +214,7 @@ def test_doctor_for_something_that_is_not_there_is_one_error_and_a_hint(tmp_path
     r = subprocess.run([sys.executable, "-m", "envlock", "doctor", "--for", str(tmp_path / "nope.tar.gz")],
                        capture_output=True, text=True, timeout=120)  # fmt: skip
     assert r.returncode != 0 and "Traceback" not in r.stderr
-    lines = r.stderr.strip().splitlines()
+    lines = logical_lines(r.stderr.strip())  # each folded to 80 columns
     assert lines[0].startswith("error: --for ") and lines[1].startswith("hint: ")
 
 
@@ -224,7 +226,7 @@ def test_resolve_for_a_source_tree_adds_the_groups_it_needs_and_locks_them(tmp_p
     out = capsys.readouterr()
     doc = json.loads(out.out)
     assert code == 0 and doc["with"] == ["profiler-api"]  # curand_kernel.h: the default set has it
-    assert f"--for {tree}: --with profiler-api (cuda_profiler_api.h, src/k.cu:1)" in out.err
+    assert f"--for {tree}: --with profiler-api (cuda_profiler_api.h, src/k.cu:1)" in flat(out.err)  # folded at 80
     spec = (tmp_path / "p/environments/torch2.11.0-cu130.yml").read_text()
     assert "  with: [profiler-api]\n" in spec  # the spec keeps the groups: a re-lock needs no sources
 

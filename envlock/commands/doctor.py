@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import typer
+
+from envlock.commands import options
+from envlock.commands.fastargs import opt, typer_command
 
 if TYPE_CHECKING:
     from envlock.models import Finding
@@ -15,52 +19,91 @@ if TYPE_CHECKING:
 _COLOURS = {"ok": "green", "info": "cyan", "skipped": "blue", "warning": "yellow", "error": "red"}
 
 
-def render_human(findings: list[Finding], *, colour: bool) -> str:
-    """One line per check; a `fix:` line under each warning/error that has one; a summary line."""
+def render_human(findings: list[Finding], *, colour: bool, width: int = 80) -> str:
+    """One line per check, cut to `width` (the whole message is in --json); then what to do, each piece of
+    advice once: the findings that share a fix are named together above it (a warning's or an error's whole
+    message first, folded to the width); a summary line."""
     from envlock.doctor import summary
     from envlock.names import printable
+    from envlock.wrapping import fold, lines_of
 
-    width = max((len(f.code) for f in findings), default=0)
+    code_w = min(max((len(f.code) for f in findings), default=0), max(12, width // 3))
     lines = []
     for f in findings:
-        tag = f"{f.severity:<7}"
+        text = f"{f.severity:<7} {f.code:<{code_w}}  {printable(f.message)}"  # a message may quote a path or a record
+        if len(text) > width:
+            text = text[: width - 1].rstrip() + "…"
         if colour:
-            tag = typer.style(tag, fg=_COLOURS[f.severity], bold=f.severity == "error")
-        lines.append(f"{tag} {f.code:<{width}}  {printable(f.message)}")  # a message may quote a path or a record
+            tag = typer.style(f"{f.severity:<7}", fg=_COLOURS[f.severity], bold=f.severity == "error")
+            text = tag + text[7:]
+        lines.append(text)
+    groups: dict[str, list[Finding]] = {}
+    for f in findings:
         if f.hint and f.severity != "ok":
-            lines.append(f"{'':<7} {'':<{width}}  fix: {printable(f.hint)}")
+            groups.setdefault(_advice_key(f), []).append(f)
+    if groups:
+        lines.append("what to do:")
+    for key, group in groups.items():
+        first = group[0]
+        for f in group:
+            if f.severity in ("error", "warning"):
+                lines += lines_of(f"{f.code} ({f.severity}): {printable(f.message)}", "  ", "      ", width)
+        shown = [f.code for f in group if f.severity not in ("error", "warning")]
+        if shown:
+            names = ", ".join(shown[:4]) + (f" and {len(shown) - 4} more" if len(shown) > 4 else "")
+            lines += lines_of(f"{names}:", "  ", "      ", width)
+        if len(group) == 1 or key == first.hint:
+            lines += lines_of(printable(first.hint or ""), "    fix: ", "      ", width)
+            continue
+        lines += lines_of(printable(key), "    fix: ", "      ", width)
+        names = [n for n in ("GROUP", "PACKAGE") if n in key]
+        values = ", ".join(dict.fromkeys(" ".join(v if i == 0 else f"({v})" for i, v in enumerate(
+            _tokens(f)[k] for k, n in enumerate(("GROUP", "PACKAGE")) if n in names)) for f in group))
+        label = " ".join(n if i == 0 else f"({n})" for i, n in enumerate(names))
+        lines += lines_of(f"{label} is {printable(values)}", "      where ", "        ", width)
     counts = summary(findings)
-    lines.append(f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['ok']} ok, {counts['info']} info, "
-                 f"{counts['skipped']} skipped")
+    lines += fold(f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['ok']} ok, {counts['info']} info, "
+                  f"{counts['skipped']} skipped", width)
     return "\n".join(lines) + "\n"
 
 
+def _tokens(f: Finding) -> tuple[str, str]:
+    """What makes one finding's fix its own: its group (the code's last part) and its package."""
+    return f.code.partition(".")[2], str((f.details or {}).get("package") or "")
+
+
+def _advice_key(f: Finding) -> str:
+    """A fix with the finding's own group and package as GROUP and PACKAGE: the same advice groups together."""
+    group, package = _tokens(f)
+    text = f.hint or ""
+    if package:
+        text = text.replace(package, "PACKAGE")
+    return re.sub(rf"(?<![\w.-]){re.escape(group)}(?![\w-])", "GROUP", text) if group else text
+
+
 def doctor(
-    prefix: Optional[Path] = typer.Option(
-        None, "-p", "--prefix", help="Environment to check (default: $CONDA_PREFIX, else the system CUDA)."
-    ),
-    env_name: Optional[str] = typer.Option(
-        None, "-n", "--name", help="Environment name, under the envs dir (as `envlock create -n`)."
-    ),
-    compile_: bool = typer.Option(
+    prefix: Optional[str] = options.prefix(),
+    env_name: Optional[str] = options.env_name(),
+    compile_: bool = opt(
         False,
         "--compile",
         help="Also compile+link a .cu with nvcc, and build (and run on a GPU) a torch extension.",
     ),
-    as_json: bool = typer.Option(
-        False, "--json", help="Print a JSON object (doctor_result_version, findings) for CI."
-    ),
-    python_exe: Optional[str] = typer.Option(
+    as_json: bool = options.as_json(),
+    python_exe: Optional[str] = opt(
         None,
         "--python-exe",
         help="The python whose torch to check (default: PREFIX/bin/python, else python3 on PATH).",
     ),
-    for_: list[str] = typer.Option(
+    for_: list[str] = opt(
         [], "--for", help="Also check what sources need: a source folder, an sdist or wheel, an installed package "
         "(which of its extensions / JIT ops would build), or deepspeed (its 0.19.8 ops, no sources needed)."
     ),
 ) -> int:
-    """Can this environment JIT-compile a CUDA extension? One line per check; exit 1 on any error."""
+    """Can this environment JIT-compile a CUDA extension? One line per check; exit 1 on any error.
+
+    The environment: -p PATH or -n NAME, else $CONDA_PREFIX, else the system's CUDA.
+    """
     from envlock.doctor import FOR_CHOICES, DoctorOptions, exit_code, result_json, run_doctor
     from envlock.errors import UsageError
 
@@ -68,11 +111,12 @@ def doctor(
         raise UsageError("--for needs a value", hint=f"use {', '.join(FOR_CHOICES)}, a source folder, an sdist or a package")
     if prefix is not None and env_name:
         raise UsageError("give either -p/--prefix or -n/--name, not both", hint="-p takes a path, -n a name")
+    target = Path(prefix) if prefix is not None else None
     if env_name:
         from envlock.create import envs_dir
 
-        prefix = envs_dir() / env_name
-        if not prefix.is_dir():
+        target = envs_dir() / env_name
+        if not target.is_dir():
             from envlock.errors import SpecError
 
             raise SpecError(f"no environment named {env_name} in {envs_dir()}",
@@ -81,14 +125,16 @@ def doctor(
     if any(f not in FOR_CHOICES for f in for_):
         from envlock.sources.load import load_scan
 
-        python = python_exe or (str(prefix / "bin" / "python") if prefix and (prefix / "bin" / "python").exists() else None)
+        python = python_exe or (str(target / "bin" / "python") if target and (target / "bin" / "python").exists() else None)
         scans = tuple(load_scan(f, python) for f in for_ if f not in FOR_CHOICES)
-    options = DoctorOptions(prefix=prefix, compile=compile_, python_exe=python_exe, for_=tuple(for_), scans=scans)
+    options = DoctorOptions(prefix=target, compile=compile_, python_exe=python_exe, for_=tuple(for_), scans=scans)
     findings = run_doctor(options)
     if as_json:
         sys.stdout.write(json.dumps(result_json(findings), indent=2) + "\n")
     else:
-        sys.stdout.write(render_human(findings, colour=sys.stdout.isatty()))
+        from envlock.wrapping import columns
+
+        sys.stdout.write(render_human(findings, colour=sys.stdout.isatty(), width=columns(sys.stdout)))
     code = exit_code(findings)
     if code:
         raise typer.Exit(code)
@@ -97,4 +143,4 @@ def doctor(
 
 def register(app: typer.Typer) -> None:
     """Add `envlock doctor` to the app."""
-    app.command("doctor")(doctor)
+    app.command("doctor")(typer_command(doctor))

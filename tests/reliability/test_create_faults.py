@@ -296,7 +296,7 @@ def test_two_creates_of_one_prefix_are_serialised_and_the_second_names_the_holde
     out1, err1 = first.communicate(timeout=120)
     assert first.returncode == 0, err1
     assert second.returncode == 0, err2
-    assert f"waiting for the environment {prefix}, held by pid {first.pid} (envlock create" in err2
+    assert f"waiting for the environment {prefix}, held by pid {first.pid} (envlock create" in " ".join(err2.split())
     assert json.loads(out1)["action"] == "created" and json.loads(out2)["action"] == "unchanged"
 
 
