@@ -26,6 +26,9 @@ _NO_CANDIDATES = re.compile(r"No candidates were found for (.+?)\.?$")
 _LEAF = re.compile(r"^(.*?), for which no candidates were found\.?$")
 _ROOT = re.compile(r"^(?:because of: )?(.+?) cannot be installed because there are no viable options:?$")
 _LOWER = re.compile(r">=\s*(\d+(?:\.\d+)?)")
+_EXCLUDED = re.compile(r"^(\S+) (\S+) is excluded because the package is uploaded after the cutoff date(?: of (.+))?$")
+_VIRTUAL = {"__cuda": "a driver for CUDA {v}", "__glibc": "glibc {v}", "__osx": "macOS {v}", "__linux": "Linux {v}",
+            "__win": "Windows", "__unix": "a Unix", "__archspec": "CPU {v}"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,21 +98,41 @@ def plain_reason(raw: str, *, cuda: str, channel: str, platform: str, absent: It
         return "; ".join(conflicts)
     roots = [m.group(1) for ln in lines for m in [_ROOT.match(ln)] if m]
     leaves = sorted({m.group(1).strip() for ln in lines for m in [_LEAF.match(ln)] if m})
-    if not roots and not leaves:
+    excluded = sorted({(m.group(1), m.group(2)) for ln in lines for m in [_EXCLUDED.match(ln)] if m})
+    if not roots and not leaves and not excluded:
         return " / ".join(lines[:2])
     root = match_spec_name(roots[0]) if roots else "the request"
     by_name: dict[str, list[str]] = {}
     for leaf in leaves:
         by_name.setdefault(match_spec_name(leaf), []).append(leaf)
+    if excluded and not by_name:  # every build of it came after the spec's resolution cutoff
+        names = ", ".join(f"{n} {v}" for n, v in excluded[:3]) + (f" (+{len(excluded) - 3} more)" if len(excluded) > 3 else "")
+        return (f"{root} cannot be installed: {names} came into {channel} after the spec's resolution cutoff "
+                "(envlock.exclude_newer; `envlock lock --refresh` moves it to now)")
     if set(by_name) == {"cuda-version"}:
         builds = ", ".join(_lower_bounds(by_name["cuda-version"]))
         return f"{root} has no build for CUDA {cuda} in {channel} for {platform} (its builds are for CUDA {builds})"
     if set(by_name) == {"python"}:
         pythons = ", ".join(_lower_bounds(by_name["python"]))
         return f"{roots[0] if roots else root} needs python {pythons}, which is not what the spec asks for"
-    names = [n for n in by_name if n != "cuda-version"]
+    virtual = sorted(n for n in by_name if n.startswith("__"))
+    if virtual and set(by_name) <= {*virtual, "cuda-version"}:
+        needs = "; ".join(_virtual_words(leaf) for n in virtual for leaf in by_name[n])
+        return (f"{root} cannot be installed on {platform} as envlock solves it (CUDA {cuda}): it needs {needs}, "
+                "a virtual package of the machine that the plan does not give")
+    names = [by_name[n][0] for n in by_name if n != "cuda-version"] or [f"{n} {v}" for n, v in excluded]
+    if not names:
+        return " / ".join(lines[:2])
     missing = ", ".join(sorted(names)[:3]) + (f" (+{len(names) - 3} more)" if len(names) > 3 else "")
     return f"{root} cannot be installed: {channel} has no {missing} that fits it for {platform}"
+
+
+def _virtual_words(leaf: str) -> str:
+    """`__cuda >=12.8` as `__cuda >=12.8 (a driver for CUDA 12.8)`."""
+    name, _, rest = leaf.partition(" ")
+    version = next(iter(_lower_bounds([rest])), rest.strip() or "")
+    what = _VIRTUAL.get(name, "")
+    return f"{leaf} ({what.format(v=version).strip()})" if what else leaf
 
 
 def _conflict(lines: Sequence[str], i: int) -> str:

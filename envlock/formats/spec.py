@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from envlock import UPGRADE_HINT
-from envlock.errors import NewerFormatError, SpecError
+from envlock.errors import NewerFormatError, SpecError, again
 from envlock.yamlsubset import NeedsPyYAML, scalar
 from envlock.models import TORCH_SOURCES, TorchSource
 from envlock.names import strip_credentials
@@ -297,7 +297,7 @@ def parse_spec(text: str, path: Path | None = None) -> EnvSpec:
 
 
 def read_cutoff(value: Any, where: str) -> str | None:
-    """envlock.exclude_newer as the canonical `YYYY-MM-DDTHH:MM:SSZ` (YAML may hand back a datetime)."""
+    """envlock.exclude_newer as the canonical `YYYY-MM-DDTHH:MM:SS[.fff]Z` (YAML may hand back a datetime)."""
     import datetime
 
     if value is None:
@@ -310,16 +310,25 @@ def read_cutoff(value: Any, where: str) -> str | None:
         except ValueError:
             stamp = None
         if stamp is None or stamp.tzinfo is None:
+            if where.startswith("--"):  # the command line's option
+                raise SpecError(f"{where} {value!r} is not an ISO timestamp in UTC",
+                                hint=("write it like ", again(where, "2026-11-30T12:00:00Z")))
             raise SpecError(f"{where}: envlock.exclude_newer {value!r} is not an ISO timestamp in UTC",
                             hint="write it like '2026-11-30T12:00:00Z', or delete it to re-lock as of now")
     return format_cutoff(stamp)
 
 
 def format_cutoff(stamp: Any) -> str:
-    """A datetime as the cutoff text a spec holds (UTC, whole seconds)."""
+    """A datetime as the cutoff text a spec holds: UTC, to the millisecond (whole seconds written as such).
+
+    Channels stamp records in milliseconds (`indexed_timestamp`); a cutoff cut to the second hid a package
+    indexed earlier in the same second as the first resolve from that resolve and every later one.
+    """
     import datetime
 
-    return str(stamp.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    utc = stamp.astimezone(datetime.timezone.utc)
+    ms = int(utc.microsecond) // 1000
+    return str(utc.strftime("%Y-%m-%dT%H:%M:%S")) + (f".{ms:03d}" if ms else "") + "Z"
 
 
 def normalise_with(names: Sequence[str]) -> tuple[str, ...]:
