@@ -170,8 +170,11 @@ class Cancelled(Exception):
 
 def download(s: requests.Session, url: str, dest: Path, *, what: str, hint: str,
              on_length: Callable[[int], None] | None = None, on_bytes: Callable[[int], None] | None = None,
-             cancel: threading.Event | None = None, http: HttpSettings | None = None) -> None:
+             cancel: threading.Event | None = None, http: HttpSettings | None = None,
+             unreachable: str | None = None) -> None:
     """GET `url` into `dest`; a body cut off mid-way starts the file again (bounded by the retry setting).
+
+    `unreachable`: the hint when the host cannot be reached at all (the mirror key that routes around it).
 
     `on_length(n)` hears the Content-Length once; `on_bytes(n)` every chunk written (negative: the bytes of
     an attempt that is thrown away). A status other than 200 after urllib3's retries: ChannelError naming
@@ -209,7 +212,7 @@ def download(s: requests.Session, url: str, dest: Path, *, what: str, hint: str,
                 on_bytes(-got)
             last = reason(exc)
     raise ChannelError(f"cannot download {what} from {host} ({last}, {attempts} attempts)",
-                       hint="check the network or proxy settings; --offline uses only the package cache")
+                       hint=unreachable or "check the network or proxy settings; --offline uses only the package cache")
 
 
 def get_text(url: str, *, what: str, hint: str) -> str:

@@ -14,7 +14,7 @@ with a hint, never a rattler exception. `KINDS` names a family for each of rattl
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from envlock.errors import ChannelError, EnvCreateError, EnvlockError, SolveError, SpecError
 from envlock.net import scrub
@@ -34,6 +34,9 @@ KINDS: dict[str, str] = {
     "ActivationScriptFormatError": "install", "ShellError": "install", "SolverError": "solve",
 }
 _NOT_ERRORS = frozenset({"GatewayWarning"})  # a warning category, never raised
+PERMISSION_HINT = ("a file it names is not readable by you: in a cache shared by several users, `chmod -R g+rwX` the "
+                   "cache dir and use umask 002 (README: several users on one cache), or set ENVLOCK_CACHE_DIR to a "
+                   "cache of your own")
 
 
 #: What rattler's io errors say when the disk, not the package, is at fault (os error numbers on Linux and macOS).
@@ -75,10 +78,7 @@ def translate(exc: BaseException, *, offline: bool = False, what: str = "",
             return ChannelError(f"--offline and the repodata cache lacks what the solve needs: {text}",
                                 hint="run once without --offline to fill the cache")
         if "Permission denied" in text:  # e.g. a shared cache that another user's older envlock filled 0600
-            return ChannelError(f"cannot fetch repodata: {text}",
-                                hint="a file it names is not readable by you: in a cache shared by several users, "
-                                     "`chmod -R g+rwX` the cache dir and use umask 002 (README: several users on one "
-                                     "cache), or set ENVLOCK_CACHE_DIR to a cache of your own")
+            return ChannelError(f"cannot fetch repodata: {text}", hint=PERMISSION_HINT)
         return ChannelError(f"cannot fetch repodata: {text}",
                             hint="check the channel URL and your network, or use --mirror NAME=URL / --offline")
     if kind == "spec":
@@ -102,6 +102,47 @@ def translate(exc: BaseException, *, offline: bool = False, what: str = "",
                               hint=f"{disk} where the environment is: free space there, then run `envlock create` again"
                                    if disk else "run `envlock create` again")
     return SolveError(f"the solve failed: {text}", hint="retry; if it persists, narrow the plan with --platform")
+
+
+def root_cause(text: str) -> str:
+    """The innermost `Caused by:` of a rattler error chain (what a user can act on: dns error, refused, …)."""
+    causes = [c.strip(" /") for c in text.replace("\n", " / ").split("Caused by:")]
+    causes = [c for c in causes if c]
+    if not causes:
+        return text
+    if len(causes) > 1 and len(causes[-1].split()) < 6:  # "Unknown frame descriptor": what it was about comes first
+        return f"{causes[-2]}: {causes[-1]}"
+    return causes[-1]
+
+
+def fetch_failure(exc: BaseException, *, channels: Sequence[tuple[str, str]], platform: str, cuda: str,
+                  tried: Sequence[tuple[str, str]], offline: bool) -> ChannelError:
+    """A channel that could not be fetched while solving a candidate, in the words a user acts on.
+
+    `channels`: (the name a user gives it, the URL fetched) of the candidate's channels; `tried`: (CUDA, why)
+    of the candidates that did not solve before it. The message names the channel, the CUDA minor that needed
+    it and what came before; the hint the mirror key that routes around it; `detail` the whole chain.
+    """
+    text = scrub(str(exc))
+    named = [name for name, url in channels if url.rstrip("/") in text] or [name for name, _ in channels]
+    channel = named[-1]
+    key = channel if "://" in channel else channel.split("/", 1)[0]  # nvidia covers nvidia/label/…
+    before = ""
+    if tried:
+        minors = list(dict.fromkeys(c for c, _ in tried))
+        before = f"; CUDA {', '.join(minors)} did not solve before it (--verbose says why)"
+    where = f"{channel} for {platform} (needed by the CUDA {cuda} candidate{before})"
+    detail = (*dict.fromkeys(f"CUDA {c}: {why}" for c, why in tried), f"fetching {channel}: {text}")
+    if offline:
+        return ChannelError(f"--offline and the repodata cache lacks {where}",
+                            hint="run once without --offline to fill the cache", detail=detail)
+    if "Permission denied" in text:  # e.g. a shared cache that another user's older envlock filled 0600
+        return ChannelError(f"cannot fetch {where}: {root_cause(text)}", hint=PERMISSION_HINT, detail=detail)
+    label = " (it covers its labels)" if key != channel else ""
+    return ChannelError(f"cannot fetch {where}: {root_cause(text)}",
+                        hint=f"fetch it from a mirror: --mirror {key}=URL{label}, or ENVLOCK_MIRRORS / "
+                             "envlock.toml (`envlock config`); or check the network",
+                        detail=detail)
 
 
 @contextlib.contextmanager

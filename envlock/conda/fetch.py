@@ -90,6 +90,25 @@ def hash_file(path: Path, cancel: threading.Event | None = None) -> tuple[str, s
     return sha.hexdigest(), md5.hexdigest(), size
 
 
+def _missing_file(archive: Path, pkg: LockedPackage) -> EnvCreateError:
+    """A file:// package that is not there: a repodata-only channel (a harvested snapshot) said as such."""
+    from envlock.mirrors import channel_of, display, missing_file_hint
+
+    hint = missing_file_hint(archive, pkg.url)
+    if hint is not None:
+        return EnvCreateError(f"package file {archive} is missing (locked as {pkg.url})", hint=hint)
+    channel_dir = archive.parent.parent
+    if (archive.parent / "repodata.json").is_file():
+        return EnvCreateError(
+            f"{channel_dir} has repodata but not the package file {pkg.filename}: it can be solved against, "
+            "not installed from",
+            hint=f"install from a channel that has the files: --mirror {display(channel_of(pkg.url))}=URL (a mirror "
+                 "made by `envlock mirror` where the channel is reachable, or an `envlock pack` archive and "
+                 "`envlock unpack`)")
+    return EnvCreateError(f"package file {archive} is missing (locked as {pkg.url}), and {channel_dir} has no "
+                          "repodata either", hint="the local channel moved or was cleaned: restore it, or re-lock")
+
+
 def fetch_archive(pkg: LockedPackage, mirrors: Mapping[str, str], work: Path, cancel: threading.Event,
                   session: Any, progress: Progress | None = None, sized: bool = False) -> tuple[Path, str, str, int]:
     """`pkg`'s archive checked against the lock: (path, sha256, md5, size).
@@ -103,14 +122,16 @@ def fetch_archive(pkg: LockedPackage, mirrors: Mapping[str, str], work: Path, ca
     if scheme == "file":
         archive = local_archive(pkg, mirrors)
         if not archive.is_file():
-            from envlock.mirrors import missing_file_hint
-
-            raise EnvCreateError(f"package file {archive} is missing (locked as {pkg.url})",
-                                 hint=missing_file_hint(archive, pkg.url)
-                                 or "the local channel moved or was cleaned; restore it or re-lock")
+            raise _missing_file(archive, pkg)
     elif scheme in ("http", "https"):
+        from envlock.mirrors import channel_of, display
+
+        channel = display(channel_of(pkg.url))
+        key = channel if "://" in channel else channel.split("/", 1)[0]  # nvidia covers nvidia/label/…
         archive = under(work, conda_archive(pkg), "the package file")
-        net.download(session, url, archive, what=pkg.filename, cancel=cancel,
+        net.download(session, url, archive, what=f"{pkg.filename} ({channel})", cancel=cancel,
+                     unreachable=f"fetch {channel}'s packages from a mirror: --mirror {key}=URL (or ENVLOCK_MIRRORS / "
+                                 "envlock.toml: `envlock config`); or check the network and proxy settings",
                      hint=f"is {net.scrub(url)} still published? re-lock with `envlock lock` if it moved",
                      on_length=None if sized else (lambda n: progress.expect("fetch", n)),
                      on_bytes=lambda n: progress.transfer("fetch", n))

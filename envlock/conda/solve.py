@@ -169,49 +169,74 @@ class RattlerSolver:
         for cand in pp.candidates:
             if cand.cuda in lacking:
                 continue  # cuDNN relaxations cannot bring the extra: said once for the minor
-            if not attempts and cand is pp.candidates[0] and progress.active():
-                # The fetch as a phase of its own, for the person watching: the solve would fetch the same
-                # records itself, and the query makes a Python object of every one of them (~5 ms a platform).
-                from envlock.conda import why as solve_why
-
-                progress.report(pp.platform, f"fetching repodata ({solve_why.channel_label(cand.channels)})")
-                chans = [self._channel(c)[0] for c in cand.channels]
-                await self._gateway_for().query(chans, [pp.platform, "noarch"], list(cand.specs), recursive=True)
-            variant = f" with {cand.cudnn}" if cand.cudnn else (" without cuDNN" if cand.relaxed else "")
-            after = f" ({len(attempts)} did not)" if attempts else ""
-            progress.report(pp.platform, f"solving CUDA {cand.cuda}{variant}{after}")
             try:
-                packages = await self._solve_candidate(pp.platform, cand, keep)
-            except rattler.exceptions.SolverError as exc:
-                from envlock import solve_report
-                from envlock.conda import why as solve_why
-
-                raw = str(exc)
-                if keep:  # `update`: the reason a lock records must not depend on what was held (it is re-read
-                    try:  # by `lock --all`), so it is the reason of the same candidate solved without holding
-                        packages = await self._solve_candidate(pp.platform, cand)
-                    except rattler.exceptions.SolverError as free:
-                        raw = str(free)
-                    else:
-                        return PlatformResult(pp.platform, cand, tuple(packages), tuple(a.recorded for a in attempts))
-                chans = [self._channel(c)[0] for c in cand.channels]
-                attempt = await solve_why.attempt_of(self._gateway_for(), chans, pp.platform, cand, raw)
-                attempts.append(attempt)
-                if attempt.lacking_extra:
-                    lacking.add(cand.cuda)
-                elif len(attempts) == 1:  # can any CUDA minor change this at all?
-                    why = await solve_why.blocker(self._gateway_for(), chans, pp.platform, cand, self._extras,
-                                                  virtual=_virtual(cand), exclude_newer=_cutoff(self.options.exclude_newer),
-                                                  torch=self._torch)
-                    if why is not None:
-                        raise solve_report.blocked(pp.platform, attempt, why) from None
-                continue
-            progress.done(pp.platform)
-            return PlatformResult(pp.platform, cand, tuple(packages), tuple(a.recorded for a in attempts))
+                found = await self._try_candidate(pp, cand, keep, attempts, lacking)
+            except (rattler.exceptions.FetchRepoDataError, rattler.exceptions.GatewayError) as exc:
+                if is_truncated_body(str(exc)):
+                    raise  # the whole fetch starts again (_run_retrying_truncation)
+                raise self._fetch_failure(exc, pp.platform, cand, attempts) from None
+            if found is not None:
+                progress.done(pp.platform)
+                return found
         progress.done(pp.platform)
         from envlock import solve_report
 
         raise solve_report.platform_failure(pp.platform, attempts, lacking=bool(lacking))
+
+    async def _try_candidate(self, pp: PlatformPlan, cand: Candidate, keep: Sequence[LockedPackage],
+                             attempts: list, lacking: set[str]) -> PlatformResult | None:  # type: ignore[type-arg]
+        """Solve one candidate: its PlatformResult, or None after recording why it failed (attempts/lacking)."""
+        from envlock import progress
+
+        if not attempts and cand is pp.candidates[0] and progress.active():
+            # The fetch as a phase of its own, for the person watching: the solve would fetch the same
+            # records itself, and the query makes a Python object of every one of them (~5 ms a platform).
+            from envlock.conda import why as solve_why
+
+            progress.report(pp.platform, f"fetching repodata ({solve_why.channel_label(cand.channels)})")
+            chans = [self._channel(c)[0] for c in cand.channels]
+            await self._gateway_for().query(chans, [pp.platform, "noarch"], list(cand.specs), recursive=True)
+        variant = f" with {cand.cudnn}" if cand.cudnn else (" without cuDNN" if cand.relaxed else "")
+        after = f" ({len(attempts)} did not)" if attempts else ""
+        progress.report(pp.platform, f"solving CUDA {cand.cuda}{variant}{after}")
+        try:
+            packages = await self._solve_candidate(pp.platform, cand, keep)
+        except rattler.exceptions.SolverError as exc:
+            # Why a candidate failed (envlock.conda.why, envlock.solve_report) is loaded when one does.
+            from envlock import solve_report
+            from envlock.conda import why as solve_why
+
+            raw = str(exc)
+            if keep:  # `update`: the reason a lock records must not depend on what was held (it is re-read
+                try:  # by `lock --all`), so it is the reason of the same candidate solved without holding
+                    packages = await self._solve_candidate(pp.platform, cand)
+                except rattler.exceptions.SolverError as free:
+                    raw = str(free)
+                else:
+                    return PlatformResult(pp.platform, cand, tuple(packages), tuple(a.recorded for a in attempts))
+            chans = [self._channel(c)[0] for c in cand.channels]
+            attempt = await solve_why.attempt_of(self._gateway_for(), chans, pp.platform, cand, raw)
+            attempts.append(attempt)
+            if attempt.lacking_extra:
+                lacking.add(cand.cuda)
+            elif len(attempts) == 1:  # can any CUDA minor change this at all?
+                why = await solve_why.blocker(self._gateway_for(), chans, pp.platform, cand, self._extras,
+                                              virtual=_virtual(cand), exclude_newer=_cutoff(self.options.exclude_newer),
+                                              torch=self._torch)
+                if why is not None:
+                    raise solve_report.blocked(pp.platform, attempt, why) from None
+            return None
+        return PlatformResult(pp.platform, cand, tuple(packages), tuple(a.recorded for a in attempts))
+
+    def _fetch_failure(self, exc: BaseException, platform: str, cand: Candidate, attempts: list) -> ChannelError:  # type: ignore[type-arg]
+        """A channel of `cand` could not be fetched: named, with what was tried before (conda/errors.py)."""
+        from envlock.conda.errors import fetch_failure
+        from envlock.mirrors import display
+
+        channels = [(display(canon), base) for canon, base in
+                    ((self._channel(c)[2], self._channel(c)[1]) for c in cand.channels)]
+        return fetch_failure(exc, channels=channels, platform=platform, cuda=cand.cuda,
+                             tried=[(a.cuda, a.reason) for a in attempts], offline=self.options.offline)
 
     async def _solve_all(self, plan: Plan, locked: Mapping[str, Sequence[LockedPackage]]) -> list[PlatformResult]:
         # Build every channel first so the gateway sees each one's source config.

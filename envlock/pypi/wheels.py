@@ -276,8 +276,10 @@ def _fetch_to(url: str, dest: Path, pkg: PypiPackage, session: Any, progress: An
         if progress is not None:
             progress.transfer("wheels", dest.stat().st_size)
         return
-    net.download(session, url, dest, what=pkg.filename,
+    net.download(session, url, dest, what=f"{pkg.filename} (the PyPI part)", cancel=cancel,
                  hint="check the index (or --mirror), or re-lock if the file is gone",
+                 unreachable="fetch the PyPI part's wheels from a mirror: --mirror pypi=URL (a simple index, e.g. one "
+                             "`envlock mirror` made); or check the network and proxy settings",
                  on_length=None if sized or progress is None else (lambda n: progress.expect("wheels", n)),
                  on_bytes=None if progress is None else (lambda n: progress.transfer("wheels", n)))
 
