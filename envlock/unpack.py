@@ -42,9 +42,17 @@ def unpack(req: UnpackRequest, progress: Any = None) -> Any:
 
     try:
         tf = tarfile.open(req.archive, "r:")
-    except (OSError, tarfile.TarError) as exc:
-        raise ArchiveError(f"{req.archive} is not a readable tar archive ({exc})",
-                           hint="give the .tar file `envlock pack` wrote") from None
+    except FileNotFoundError:
+        raise ArchiveError(f"{req.archive}: no such file", hint="give the path of the .tar file `envlock pack` wrote") from None
+    except IsADirectoryError:
+        raise ArchiveError(f"{req.archive} is a directory, not an archive",
+                           hint="give the path of the .tar file `envlock pack` wrote") from None
+    except OSError as exc:
+        raise ArchiveError(f"cannot read {req.archive}: {exc.strerror or exc}",
+                           hint="check the path and its permissions") from None
+    except tarfile.TarError:
+        raise ArchiveError(f"{req.archive} is not a tar archive",
+                           hint="give the .tar file `envlock pack` wrote (not compressed, not another format)") from None
     with tf:
         manifest = _read_manifest(tf, req.archive)
         prefix_state(req.prefix)  # a file, or a non-empty dir that is not an env: refused before extracting
@@ -60,7 +68,7 @@ def unpack(req: UnpackRequest, progress: Any = None) -> Any:
             # The lock and spec stay with the env: conda-meta/envlock points at that copy (doctor's repair hint).
             for rel in sorted(m for m in manifest["members"] if m.startswith(("locks/", "environments/"))):
                 beneath.copy_in(work / rel, req.prefix, f"share/envlock/{rel}")  # never through a link out of it
-            return replace(result, lock_path=req.archive)
+            return replace(result, lock_path=req.archive, source="the archive")  # no download: said so
 
 
 def _read_manifest(tf: tarfile.TarFile, archive: Path) -> dict[str, Any]:

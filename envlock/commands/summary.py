@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shutil
 import sys
-import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -78,9 +77,17 @@ def reasons(result: ResolveResult) -> list[str]:
             continue
         if res.chosen.skew == "exact" and not res.attempts:
             continue
-        failed = list(dict.fromkeys(f"CUDA {cuda}: {_without_variant(why)}" for cuda, why in res.attempts))
-        moved = f"CUDA {res.chosen.cuda} ({res.chosen.skew}) solved"
-        text = moved + (f" after {'; '.join(failed)}" if failed else "")
+        chosen = res.chosen
+        # the chosen minor's own failed attempts are its cuDNN variants: they say why cuDNN moved, not the minor
+        same = list(dict.fromkeys(_without_variant(why) for cuda, why in res.attempts if cuda == chosen.cuda))
+        before = list(dict.fromkeys(f"CUDA {cuda}: {_without_variant(why)}" for cuda, why in res.attempts
+                                    if cuda != chosen.cuda))
+        text = f"CUDA {chosen.cuda} ({chosen.skew}) solved"
+        if same:
+            variant = f"with {chosen.cudnn}" if chosen.cudnn else "without cuDNN"
+            text += f" {variant}, as {'; '.join(same)}"
+        if before:
+            text += f"{',' if same else ''} after {'; '.join(before)}"
         groups.setdefault(text.replace(f" for {pp.platform}", ""), []).append(pp.platform)
     return [f"{', '.join(platforms)}: {text}" for text, platforms in groups.items()]
 
@@ -99,12 +106,16 @@ class PlainConsole:
 
 
 def render(result: ResolveResult, project_dir: Path, console: Any) -> None:
-    """Print the summary on `console` (rich), wrapped to the terminal's width."""
+    """Print the summary on `console` (rich), wrapped to the terminal's width (never inside a word)."""
+    from envlock.wrapping import lines_of
+
     cols = width()
 
     def say(text: str, style: str = "", indent: str = "  ") -> None:
-        for line in textwrap.wrap(text, cols, subsequent_indent=indent, break_on_hyphens=False) or [""]:
-            console.print(printable(line), style=style or None, markup=False, highlight=False)
+        text = printable(text)  # names from the spec and the channels with control characters escaped
+        lead = text[: len(text) - len(text.lstrip(" "))]
+        for line in lines_of(text.strip(" "), lead, indent, cols) if len(text) > cols else [text]:
+            console.print(line, style=style or None, markup=False, highlight=False)
 
     a = result.anchor
     cudnn = f", cuDNN {a.cudnn}" if a.cudnn else ""
