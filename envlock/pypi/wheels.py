@@ -11,6 +11,7 @@ import hashlib
 import os
 import shutil
 import sys
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -28,6 +29,9 @@ from envlock.pypi import uv
 from envlock.pypi.part import index_root, python_platform
 from envlock.untrusted import DOC_CAP, read_capped
 from envlock.trust import Store, notify, swap_in
+
+#: The work folders this process is downloading wheels into (fetch_wheels removes them when it is interrupted).
+_IN_FLIGHT: set[Path] = set()
 
 
 def wheel_cache(cache: Path) -> Path:
@@ -66,12 +70,24 @@ def fetch_wheels(packages: Sequence[PypiPackage], cache: Path, *, offline: bool,
             sizes = net.content_lengths([_mirrored(p, mirrors, session) for p in missing], session)
             if sizes:
                 progress.expect("wheels", sum(sizes.values()))
+        cancel = threading.Event()
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs))
         try:
-            with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-                for fut in [pool.submit(_fetch_one, p, cache, mirrors, session, progress,
-                                        sizes.get(_mirrored(p, mirrors, session), 0) if sizes else 0, offline)
-                            for p in todo]:
-                    fut.result()
+            futures = [pool.submit(_fetch_one, p, cache, mirrors, session, progress,
+                                   sizes.get(_mirrored(p, mirrors, session), 0) if sizes else 0, offline, cancel)
+                       for p in todo]
+            for fut in futures:
+                fut.result()
+        except BaseException:
+            # Ctrl-C or a failed wheel: the other downloads stop, and the folders of those still waiting on a server
+            # go now (a worker blocked in a request would hold Ctrl-C up for as long as the server stalls)
+            cancel.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            for work in list(_IN_FLIGHT):
+                shutil.rmtree(work, ignore_errors=True)
+            raise
+        else:
+            pool.shutdown(wait=True)
         finally:
             session.close()
     return paths, len(missing)
@@ -184,7 +200,7 @@ def fetch_one(pkg: PypiPackage, cache: Path, session: Any) -> Path:
 
 
 def _fetch_one(pkg: PypiPackage, cache: Path, mirrors: Mapping[str, str], session: Any, progress: Any = None,
-               sized: int = 0, offline: bool = False) -> None:
+               sized: int = 0, offline: bool = False, cancel: threading.Event | None = None) -> None:
     final = cached_wheel(cache, pkg)
     sha = final.parent.name
     with entry_lock(wheel_cache(cache), sha):  # once per cache, even when processes share it
@@ -196,39 +212,49 @@ def _fetch_one(pkg: PypiPackage, cache: Path, mirrors: Mapping[str, str], sessio
         if verdict == "changed":
             notify(f"the cached wheel {final.name} is not the one you verified (replaced or made writable since); "
                    "it is checked again")
-        _fetch_locked(pkg, final, mirrors, session, progress, sized, offline, cache)
+        _fetch_locked(pkg, final, mirrors, session, progress, sized, offline, cache, cancel)
 
 
 def _fetch_locked(pkg: PypiPackage, final: Path, mirrors: Mapping[str, str], session: Any, progress: Any,
-                  sized: int, offline: bool, cache: Path) -> None:
+                  sized: int, offline: bool, cache: Path, cancel: threading.Event | None = None) -> None:
     """The wheel into a new folder of this user's, checked against the lock, sealed and swapped in as `final`'s."""
-    sha = final.parent.name
     final.parent.parent.mkdir(parents=True, exist_ok=True)
     with work_dir(wheel_cache(cache), ".envlock-fetch-") as work:
-        tmp = work / final.name
-        got = None
-        if os.path.isfile(final) and not os.path.islink(final):  # there, but not ours or not as verified
-            shutil.copyfile(final, tmp)
-            got = _digest(tmp)
-            if got != sha:
-                notify(f"the cached wheel {final.name} does not match the lock; "
-                       + ("it cannot be fetched again with --offline" if offline else "fetching it again"))
+        _IN_FLIGHT.add(work)
+        try:
+            _fetch_checked(pkg, final, work, mirrors, session, progress, sized, offline, cache, cancel)
+        finally:
+            _IN_FLIGHT.discard(work)
+
+
+def _fetch_checked(pkg: PypiPackage, final: Path, work: Path, mirrors: Mapping[str, str], session: Any, progress: Any,
+                   sized: int, offline: bool, cache: Path, cancel: threading.Event | None) -> None:
+    """_fetch_locked's work in its folder `work`."""
+    sha = final.parent.name
+    tmp = work / final.name
+    got = None
+    if os.path.isfile(final) and not os.path.islink(final):  # there, but not ours or not as verified
+        shutil.copyfile(final, tmp)
+        got = _digest(tmp)
         if got != sha:
-            if offline:
-                raise EnvCreateError(f"{final.name} in envlock's cache does not match the lock, and --offline is set",
-                                     hint="run once without --offline (it fetches and checks it again)")
-            _fetch_to(_mirrored(pkg, mirrors, session), tmp, pkg, session, progress, sized, mirrors)
-            got = _digest(tmp)
-        if got != sha:
-            raise EnvCreateError(
-                f"{pkg.filename} does not match the sha256 the lock records (got {got[:16]}…, want {sha[:16]}…)",
-                hint="the index served a different file than the one locked, so nothing was installed; "
-                     "check the index or proxy, or re-lock (`envlock lock --refresh`) if it really changed",
-            )
-        os.chmod(tmp, new_file_mode() & ~0o022)  # readable by the other users of a cache, writable by none
-        os.chmod(work, new_dir_mode() & ~0o022)
-        swap_in(work, final.parent)
-        _store(cache).remember(sha, final, sha)
+            notify(f"the cached wheel {final.name} does not match the lock; "
+                   + ("it cannot be fetched again with --offline" if offline else "fetching it again"))
+    if got != sha:
+        if offline:
+            raise EnvCreateError(f"{final.name} in envlock's cache does not match the lock, and --offline is set",
+                                 hint="run once without --offline (it fetches and checks it again)")
+        _fetch_to(_mirrored(pkg, mirrors, session), tmp, pkg, session, progress, sized, mirrors, cancel)
+        got = _digest(tmp)
+    if got != sha:
+        raise EnvCreateError(
+            f"{pkg.filename} does not match the sha256 the lock records (got {got[:16]}…, want {sha[:16]}…)",
+            hint="the index served a different file than the one locked, so nothing was installed; "
+                 "check the index or proxy, or re-lock (`envlock lock --refresh`) if it really changed",
+        )
+    os.chmod(tmp, new_file_mode() & ~0o022)  # readable by the other users of a cache, writable by none
+    os.chmod(work, new_dir_mode() & ~0o022)
+    swap_in(work, final.parent)
+    _store(cache).remember(sha, final, sha)
 
 
 def _digest(path: Path) -> str:
@@ -263,7 +289,7 @@ def _local_wheel(url: str, pkg: PypiPackage, mirrors: Mapping[str, str]) -> Path
 
 
 def _fetch_to(url: str, dest: Path, pkg: PypiPackage, session: Any, progress: Any, sized: int,
-              mirrors: Mapping[str, str] = {}) -> None:
+              mirrors: Mapping[str, str] = {}, cancel: threading.Event | None = None) -> None:
     """The file's bytes into `dest`: copied from a file:// URL (under an index or mirror the user names), else
     downloaded (envlock.net.download: a body cut off mid-way starts the file again, so no byte is written twice)."""
     if url.startswith("file:"):
