@@ -132,7 +132,7 @@ def _built(build: Ran, ran: Ran | None = None) -> NvccBuild:
         ({"nvcc_build": _built(Ran(1, "", FATAL)), "meta": None, "files": files(INC / "cuda_runtime.h")}, "error",
          "fatal error: cusparse.h: No such file", f"add the conda-forge package libcusparse-dev cuda-version=12.6 to {P}"),
         ({"nvcc_build": _built(Ran(1, "", FATAL)), "meta": None, "prefix": None, "mode": "system",
-          "host_dirs": ()}, "error", "after 0.5 s", f'export CPATH="{INC}${{CPATH:+:$CPATH}}"'),  # only nvcc's dirs have it
+          "host_dirs": ()}, "error", "after 0.5 s", f'export CPATH={INC}"${{CPATH:+:$CPATH}}"'),  # only nvcc's dirs have it
         ({"nvcc_build": _built(Ran(0), Ran(1, "", "libcudart.so.12: cannot open"))}, "error", "but does not run", None),
         ({"nvcc_build": _built(Ran(0), Ran(0, "cudart=12060 cusparse_header=12603 err=0\n"))}, "ok",
          "in 0.5 s; it runs: cudart=12060 cusparse_header=12603 err=0", None),
@@ -190,7 +190,7 @@ def test_one_finding_per_group_and_how_each_env_gets_one() -> None:
     # as create records it (absolute): the project is said, so the hint works from any folder
     lock = "/srv/my proj/locks/train/conda-lock.yml"
     assert hint(meta={"env_name": "train", "lock_path": lock, "anchor": {"torch": "2.6.0"}}) == (
-        "add nvtx to `with:` in /srv/my proj/environments/train.yml, then: envlock lock --project-dir '/srv/my proj' "
+        "add nvtx to `with:` in '/srv/my proj/environments/train.yml', then: envlock lock --project-dir '/srv/my proj' "
         f"&& envlock create --lock '{lock}' -p {P}  (adds cuda-nvtx-dev)")  # fmt: skip
     assert (
         hint(meta={"anchor": {"torch": "2.6.0"}})

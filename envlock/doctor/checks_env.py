@@ -9,7 +9,7 @@ import shlex
 from typing import Any
 
 from envlock.doctor.data import Tables
-from envlock.doctor.hints import Hints
+from envlock.doctor.hints import Hints, q
 from envlock.doctor.observation import Observation, minor_of, vtuple
 from envlock.models import Finding
 
@@ -47,7 +47,7 @@ def check_target(obs: Observation, t: Tables) -> list[Finding]:
                 "env.target",
                 "warning",
                 f"{obs.prefix}: an activation script failed: {obs.activation_error}",
-                hint=f"fix or remove the failing script in {obs.prefix}/etc/conda/activate.d",
+                hint=f"fix or remove the failing script in {q(str(obs.prefix) + '/etc/conda/activate.d')}",
                 details=details,
             )
         ]
@@ -67,7 +67,7 @@ def check_target(obs: Observation, t: Tables) -> list[Finding]:
                 "env.target",
                 "error",
                 f"{obs.prefix}: an `envlock create` stopped before it finished; the environment is incomplete",
-                hint=f"run `envlock create -p {obs.prefix}` again to repair it",
+                hint=f"run `envlock create -p {q(obs.prefix)}` again to repair it",
                 details=details,
             )
         ]
@@ -78,7 +78,7 @@ def check_target(obs: Observation, t: Tables) -> list[Finding]:
                 "warning",
                 f"{obs.prefix}: envlock environment, but {obs.meta_problem}: its lock's anchor is unknown here, "
                 "so the skew check compares with torch only",
-                hint=f"let every user read it: chmod a+r {obs.prefix}/conda-meta/* (or run `envlock create` again)",
+                hint=f"let every user read it: chmod a+r {q(str(obs.prefix) + '/conda-meta')}/* (or run `envlock create` again)",
                 details=details,
             )
         ]
@@ -335,7 +335,7 @@ def check_cuda_home(obs: Observation, t: Tables) -> list[Finding]:
                 "warning",
                 f"CUDA_HOME={env['CUDA_HOME']} and CUDA_PATH={env['CUDA_PATH']} "
                 "differ: tools that read CUDA_PATH use another toolkit",
-                hint=f"export CUDA_PATH={env['CUDA_HOME']}",
+                hint=f"export CUDA_PATH={q(env['CUDA_HOME'])}",
                 details=details,
             )
         ]

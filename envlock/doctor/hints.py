@@ -17,6 +17,11 @@ from envlock.doctor.data import HEADERS
 from envlock.doctor.observation import Observation
 
 
+def q(path: Any) -> str:
+    """A path as a shell reads it back (spaces, quotes): every path a fix names goes through this."""
+    return shlex.quote(str(path))
+
+
 class Hints:
     """Fixes for one Observation (pure: reads it, nothing else)."""
 
@@ -26,7 +31,7 @@ class Hints:
     def repair(self) -> str | None:
         """`envlock create --lock … -p …` for an envlock-made env (None otherwise)."""
         lock = (self.obs.meta or {}).get("lock_path")
-        return f"envlock create --lock {lock} -p {self.obs.prefix}" if lock and self.obs.prefix else None
+        return f"envlock create --lock {q(lock)} -p {q(self.obs.prefix)}" if lock and self.obs.prefix else None
 
     def replan(self) -> str | None:
         """`envlock resolve --torch …` with the lock's anchor (None without one)."""
@@ -35,7 +40,7 @@ class Hints:
 
     def activation(self) -> str:
         """How to run a build inside the env's activation."""
-        p = self.obs.prefix
+        p = q(self.obs.prefix)
         return f'envlock run -p {p} -- <your build command>  (or: eval "$(envlock shell-hook -p {p})")'
 
     def resolve(self) -> str:
@@ -53,7 +58,7 @@ class Hints:
         minor = nvcc.minor if nvcc and nvcc.minor else None
         pin = f" cuda-version={minor}" if minor else ""
         if self.obs.mode == "prefix":
-            return f"add the conda-forge package {package}{pin} to {self.obs.prefix}"
+            return f"add the conda-forge package {package}{pin} to {q(self.obs.prefix)}"
         apt = (
             f" (NVIDIA apt repo: {package}-{minor.replace('.', '-')})" if minor and package != "cudnn" else ""
         )
@@ -71,15 +76,15 @@ class Hints:
             spec, relock = f"environments/{meta['env_name']}.yml", "envlock lock"
             if lock.is_absolute() and lock.parts[-3:-1] == ("locks", meta["env_name"]):
                 project = lock.parents[2]  # the project the env was created from: say it, wherever doctor runs
-                spec, relock = f"{project / spec}", f"envlock lock --project-dir {shlex.quote(str(project))}"
+                spec, relock = q(project / spec), f"envlock lock --project-dir {q(project)}"
             return (
                 f"add {group} to `with:` in {spec}, then: {relock} && "
-                f"envlock create --lock {shlex.quote(str(lock))} -p {shlex.quote(str(obs.prefix))}  (adds {package})"
+                f"envlock create --lock {q(lock)} -p {q(obs.prefix)}  (adds {package})"
             )
         if obs.meta is not None and torch:
             return f"envlock resolve --torch {torch} --with {group} && envlock create  (adds {package})"
         if obs.prefix is not None:
-            return f"add the conda-forge package {package} to {obs.prefix}" + (
+            return f"add the conda-forge package {package} to {q(obs.prefix)}" + (
                 f", or activate it: {self.activation()}" if not obs.active else ""
             )
         installed = "installed" if obs.torch.get("cuda") else "VERSION"  # no torch here to ask
@@ -117,7 +122,7 @@ class Hints:
                 return (
                     (self.activation() + " — it puts targets/<arch>/include on CPATH")
                     if obs.prefix
-                    else f'export CPATH="{hidden}${{CPATH:+:$CPATH}}"'
+                    else f'export CPATH={q(hidden)}"${{CPATH:+:$CPATH}}"'
                 )
             return self.package(HEADERS.get(name, "the package that ships it"), name)
         if missing and obs.root is not None and missing.group(1).startswith(str(obs.root)):

@@ -235,13 +235,30 @@ def paths(value: str | None) -> list[Path]:
 
 
 def compiler_cmd(env: Mapping[str, str], var: str, default: str) -> list[str]:
-    """$CC / $CXX as a command (default when unset)."""
-    return shlex.split(env.get(var) or default) or [default]
+    """$CC / $CXX as a command (default when unset). A value that is one existing file is that file, spaces
+    and all (conda's activation sets CXX=$PREFIX/bin/…-c++ unquoted, and torch runs $CXX as one path);
+    else it is split as a shell would (`ccache g++`)."""
+    value = env.get(var) or default
+    if os.path.isfile(value):
+        return [value]
+    try:
+        return shlex.split(value) or [default]
+    except ValueError:  # an unpaired quote: the value as one word
+        return [value]
+
+
+def split_flags(text: str) -> list[str]:
+    """Compiler flags as words: as a shell splits them, else (an unpaired quote, as an unquoted path with an
+    apostrophe leaves in NVCC_PREPEND_FLAGS) at whitespace, never an error."""
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return text.split()
 
 
 def ccbin_of(flags: str) -> str | None:
     """The last -ccbin/--compiler-bindir value in an NVCC_*_FLAGS string."""
-    tokens, value = shlex.split(flags or ""), None
+    tokens, value = split_flags(flags or ""), None
     for i, tok in enumerate(tokens):
         for opt in ("-ccbin", "--compiler-bindir"):
             if tok == opt and i + 1 < len(tokens):
@@ -284,7 +301,7 @@ def parse_nvcc(path: Path, version: Ran, dryrun: Ran | None, real_path: str) -> 
         if m2:
             values[m2.group(1)] = m2.group(2)
     top = Path(os.path.normpath(values["TOP"])) if values.get("TOP") else Path(real_path).parent.parent
-    tokens = shlex.split(values.get("INCLUDES", "")) + shlex.split(values.get("SYSTEM_INCLUDES", ""))
+    tokens = split_flags(values.get("INCLUDES", "")) + split_flags(values.get("SYSTEM_INCLUDES", ""))
     dirs = [t[2:] for t in tokens if t.startswith("-I")]
     dirs += [tokens[i + 1] for i, t in enumerate(tokens[:-1]) if t == "-isystem"]
     includes = tuple(Path(os.path.normpath(d)) for d in dirs)
