@@ -1876,6 +1876,8 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
             owner._record(RequestRecord(self.command, path, status, 0, action))
             return
         fs_path = Path(self.translate_path(path))
+        if fs_path.is_dir() and (fs_path / "index.html").is_file():  # a PEP 503 page (an `envlock mirror`'s pypi/)
+            fs_path = fs_path / "index.html"
         if not fs_path.is_file():
             self.send_response(404)
             self.send_header("Content-Length", "0")
