@@ -84,7 +84,7 @@ def env(channel: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, 
         "--toolchain-only",  # the conda toolchain is what doctor checks (no PyPI part: no network here)
         "--project-dir",
         str(project),
-        "--name",
+        "--lock",
         "nv",
     )
     assert r.returncode == 0, r.stdout + r.stderr

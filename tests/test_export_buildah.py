@@ -72,7 +72,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory, buildah: imagebuild.Buildah
     project.mkdir()
     r = _envlock("resolve", "--torch", "2.14.1", "--channel", "conda-forge", "--mirror",
                  f"conda-forge={channel.as_uri()}", "--platform", "linux-64", "--python", imagebuild.PY,
-                 "--project-dir", str(project), "--name", NAME)
+                 "--project-dir", str(project), "--lock", NAME)
     assert r.returncode == 0, r.stdout + r.stderr
     probe = next((index / "wheels").glob("envlock_probe-*.whl"))
     name, version = imagebuild.PROBE

@@ -317,7 +317,7 @@ def test_update_dry_run_shows_the_move_and_writes_nothing(locked_with_demos, cha
     project = locked_with_demos
     before = snapshot(project)
     code, out, err = cli(
-        capsys, "update", "demo-b", "--dry-run", "--name", NAME, "--project-dir", str(project),
+        capsys, "update", "demo-b", "--dry-run", "--lock", NAME, "--project-dir", str(project),
         "--mirror", f"conda-forge={channels[1].as_uri()}",
     )  # fmt: skip
     assert code == 0, err

@@ -191,7 +191,7 @@ def test_a_toolkit_dir_made_from_the_wheels_gives_an_env_that_compiles(wheels, t
     project.mkdir()
     # As the seed job on the GPU does: toolchain-only beside the torch the machine has (no PyPI part to lock).
     r = _envlock("resolve", "--torch", "2.11.0", "--with", "deepspeed", "--channel", (tmp_path / "channel").as_uri(),
-                 "--toolchain-only", "--project-dir", str(project), "--name", "sys")  # fmt: skip
+                 "--toolchain-only", "--project-dir", str(project), "--lock", "sys")  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     r = _envlock("create", "--lock", str(project / "locks/sys/conda-lock.yml"), "-p", str(prefix), "-q")
     assert r.returncode == 0, r.stdout + r.stderr

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.lockproject import edit, snapshot
+from tests.output import logical_lines
 from tests.wheelindex import WheelIndex, _torch, build_wheel, common_wheels
 
 ENVLOCK = [sys.executable, "-m", "envlock"]
@@ -76,7 +77,7 @@ def _env(tmp_path: Path, primary: WheelIndex, extra: WheelIndex) -> dict[str, st
 
 def _resolve(project: Path, env: dict[str, str], cf: str, name: str, *args: str) -> None:
     done = _cli(project, env, "resolve", "--torch", "2.11.0", "--platform", "linux-64", "--platform", "linux-aarch64",
-                "--mirror", f"conda-forge={cf}", "--exclude-newer", CUTOFF, "--name", name, *args)
+                "--mirror", f"conda-forge={cf}", "--exclude-newer", CUTOFF, "--lock", name, *args)
     assert done.returncode == 0, done.stderr
 
 
@@ -115,7 +116,7 @@ def test_one_lock_that_cannot_be_updated_leaves_the_others_updated(indexes: tupl
     before_b = snapshot(project / "locks" / "b")
     done = _cli(project, env, "update", "einops", "--mirror", f"conda-forge={test_channel_url}")
     assert done.returncode == 3, done.stdout + done.stderr
-    errors = [ln for ln in done.stderr.splitlines() if ln.startswith("error: ")]
+    errors = [ln for ln in logical_lines(done.stderr) if ln.startswith("error: ")]  # each folded to 80 columns
     assert len(errors) == 1 and errors[0].startswith("error: b: ") and "no-such-project-envlock" in errors[0]
     assert "hint: " in done.stderr and "Traceback" not in done.stderr
     assert _pins(project, "a", "linux-64")["einops"] == "0.8.0" and "wrote locks/a/conda-lock.yml" in done.stdout

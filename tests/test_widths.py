@@ -1,9 +1,10 @@
 """Every command's output fits an 80-column terminal, on success and on failure (issue 24, Build 4).
 
 Each command runs on a real pty whose window is 80 columns (set before envlock starts): resolve, check,
-update, create, doctor, pack, unpack, mirror, export dockerfile, each once succeeding and once failing (and
-resolve once failing to solve). Whatever the terminal showed (status lines and progress bars included, ANSI removed) has no line
-over 80 columns; a failure is one `error:` and one `hint:`, each folded, never a traceback.
+update, create, doctor, pack, unpack, mirror, export dockerfile and export explicit, each once succeeding and
+once failing (and resolve once failing to solve). Whatever the terminal showed (status lines and progress bars
+included, ANSI removed) has no line over 80 columns; a failure is one `error:` and one `hint:`, each folded,
+never a traceback.
 """
 
 from __future__ import annotations
@@ -85,8 +86,10 @@ CASES = [
     ("unpack fails", ["unpack", "missing.tar", "-p", "env3"], 1),
     ("mirror ok", ["mirror", "--project-dir", "p", "m"], 0),
     ("mirror fails", ["mirror", "--project-dir", "p"], 2),
-    ("export ok", ["export", "dockerfile", "--project-dir", "p", "-o", "Dockerfile"], 0),
+    ("export ok", ["export", "dockerfile", "--project-dir", "p", "-o", "p/Dockerfile"], 0),  # in its context
     ("export fails", ["export", "dockerfile", "--project-dir", "p", "--platform", "win-64"], 2),
+    ("export explicit ok", ["export", "explicit", "--project-dir", "p", "-o", "x"], 0),
+    ("export explicit fails", ["export", "explicit", "--project-dir", "p", "--platform", "osx-64"], 2),
 ]
 
 

@@ -12,7 +12,6 @@ from envlock.commands import options
 from envlock.commands.fastargs import opt, typer_command
 from envlock.names import printable
 
-export_app = typer.Typer(help="Export a lock to other tools' formats.", no_args_is_help=True)
 
 def dockerfile_cmd(
     name: Optional[str] = options.lock_arg(),
@@ -57,38 +56,39 @@ def dockerfile_cmd(
     return 0
 
 
-@export_app.command("explicit")
 def explicit_cmd(
-    name: Optional[str] = typer.Argument(None, help="Lock name: locks/NAME/conda-lock.yml (default: the only lock)."),
-    lock: Optional[Path] = typer.Option(None, "--lock", help="A conda-lock.yml or @EXPLICIT file."),
-    platform: list[str] = typer.Option([], "--platform", help="Platform to write (repeatable; default: every one the lock has)."),
-    mirror: list[str] = typer.Option(
-        [], "--mirror", help="NAME=URL or NAME=PATH: the mirror conda installs channel NAME's packages from "
-        "(adds to ENVLOCK_MIRRORS and envlock.toml, as for create)."
+    name: Optional[str] = options.lock_arg(),
+    lock: Optional[str] = options.lock(),
+    platform: list[str] = options.platform(many=True, default="every one the lock has"),
+    mirror: list[str] = options.mirror(),
+    output: Optional[Path] = opt(
+        None, "-o", "--output", metavar="DIR",
+        help="Folder for conda-<platform>.lock (default: the current one; - prints one platform's)."
     ),
-    output: Optional[Path] = typer.Option(
-        None, "-o", "--output", help="Folder for conda-<platform>.lock (default: the current one; - prints one platform's)."
-    ),
-    force: bool = typer.Option(False, "--force", help="Replace existing files."),
-    project_dir: Path = typer.Option(Path("."), "--project-dir", help="Project directory holding locks/ (default: cwd)."),
+    force: bool = opt(False, "--force", help="Replace existing files."),
+    project_dir: str = options.project_dir(),
 ) -> int:
     """@EXPLICIT files with every package URL on a mirror, for `conda create --file` behind it."""
     from envlock.commands.resolve import parse_mirrors
     from envlock.export.explicit import STDOUT, ExplicitRequest, export_explicit
     from envlock.export.service import warn
+    from envlock.wrapping import columns, fold, fold_command
 
+    options.platforms(platform)
     out = STDOUT if output is not None and str(output) == "-" else output
+    project = Path(project_dir)
     result = export_explicit(ExplicitRequest(
-        project_dir=project_dir, mirrors=parse_mirrors(mirror, project_dir), name=name, lock=lock,
+        project_dir=project, mirrors=parse_mirrors(mirror, project), lock=options.chosen_lock(project_dir, name, lock),
         platforms=tuple(platform), output=out, force=force,
     ))
     warn(result.warnings)
     if not result.written:
         sys.stdout.write(next(iter(result.texts.values())))
         return 0
-    for path in result.written:
-        sys.stderr.write(f"wrote {path}\n")
-    sys.stderr.write(f"install one with: conda create -p PREFIX --file {result.written[0]}\n")
+    width = columns(sys.stderr)
+    lines = [ln for path in result.written for ln in fold(f"wrote {printable(str(path))}", width)]
+    lines += fold_command("install one with: ", f"conda create -p PREFIX --file {printable(str(result.written[0]))}", width)
+    sys.stderr.write("".join(f"{ln}\n" for ln in lines))
     return 0
 
 
@@ -96,4 +96,5 @@ def register(app: typer.Typer) -> None:
     """Add `envlock export …` to the app."""
     export_app = typer.Typer(help="Export a lock to other tools' formats.", no_args_is_help=True)
     export_app.command("dockerfile")(typer_command(dockerfile_cmd))
+    export_app.command("explicit")(typer_command(explicit_cmd))
     app.add_typer(export_app, name="export")

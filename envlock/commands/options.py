@@ -3,10 +3,10 @@
 The rule (README, "One rule for names, options and exit codes"):
 
 * an **environment** (a prefix) is `-p/--prefix PATH` or `-n/--name NAME` (NAME under the envs dir), in
-  every command that takes one (create, unpack, run, shell-hook, doctor);
+  every command that takes one (create, unpack, run, shell-hook, hook, doctor);
 * a **lock** is its NAME (`environments/NAME.yml`, `locks/NAME/`): the positional argument of the commands
-  that read locks (create, pack, export …, lock, check, mirror), else `--lock NAME|FILE` (a FILE: a
-  conda-lock.yml or @EXPLICIT file anywhere); `resolve --lock NAME` names the lock it writes and `update
+  that read locks (create, pack, export dockerfile/explicit, lock, check, mirror), else `--lock NAME|FILE`
+  (a FILE: a conda-lock.yml or @EXPLICIT file anywhere); `resolve --lock NAME` names the lock it writes and `update
   PKG… --lock NAME` the lock it moves (their old spelling `--name` still works, with a warning);
 * a value of the wrong form or not among an option's choices is a usage error (exit 2), like an unknown
   option; a well-formed value envlock cannot serve (a torch release never built for that CUDA) exits 1.

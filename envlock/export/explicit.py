@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from envlock.errors import SpecError, UsageError
+from envlock.errors import SpecError, UsageError, again
 from envlock.formats import LockFile, read_lock
 from envlock.formats.explicit import render_explicit
 from envlock.fs import write_atomic
@@ -49,7 +49,8 @@ def export_explicit(req: ExplicitRequest) -> ExplicitResult:
     from envlock.create import find_lock
 
     if req.lock is not None and req.name:
-        raise UsageError("give either a lock NAME or --lock PATH, not both", hint="`envlock export explicit NAME`")
+        raise UsageError("give either a lock NAME or --lock NAME|FILE, not both",
+                         hint=("the NAME alone: ", again(args=(req.name,), drop=("--lock",))))
     lock_path = (req.lock if req.lock is not None else find_lock(req.project_dir, req.name)).resolve()
     lock = read_lock(lock_path)
     platforms = _platforms(lock, lock_path, req.platforms)
