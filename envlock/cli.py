@@ -211,7 +211,29 @@ def usage_error(exc: Any, args: list[str], app: typer.Typer | None = None) -> En
     command = ctx.command_path if ctx is not None else "envlock"
     usage = " ".join(ctx.get_usage().split()).removeprefix("Usage: ") if ctx is not None else ""
     hint = f"usage: {usage}; `{command} --help` lists the options" if usage else f"see `{command} --help`"
-    return UsageError(text, hint=hint)
+    return _lock_given_as_name(text, args, command) or UsageError(text, hint=hint)
+
+
+#: The commands whose lock is their NAME argument and that name no environment (so no -n/--name).
+_LOCK_BY_ARGUMENT = ("envlock lock", "envlock check", "envlock pack", "envlock export dockerfile",
+                     "envlock export explicit")
+
+
+def _lock_given_as_name(text: str, args: list[str], command: str) -> EnvlockError | None:
+    """`envlock lock --name X`: the rule names a lock by its NAME argument (README: one rule for names); the hint
+    is the same command with X as that argument."""
+    if command not in _LOCK_BY_ARGUMENT or not text.startswith(("no such option: --name", "no such option: -n")):
+        return None
+    value = next((a.partition("=")[2] for a in args if a.startswith("--name=")), None)
+    for i, word in enumerate(args[:-1]):
+        if word in ("--name", "-n"):
+            value = args[i + 1]
+    if not value or value.startswith("-"):
+        return None
+    from envlock.errors import again
+
+    return UsageError(f"{text}: `{command.removeprefix('envlock ')}` takes the lock's NAME as its argument (-n/--name "
+                      "names an environment)", hint=("name the lock so: ", again(args=(value,))))
 
 
 def _own_args(args: list[str]) -> list[str]:
@@ -302,7 +324,7 @@ def run(argv: list[str] | None = None) -> int:
         # typer >= 0.28 raises its vendored click's exceptions, older typer plain click's: match by name.
         kinds = {cls.__name__ for cls in type(exc).__mro__}
         if "UsageError" in kinds:
-            return report_error(usage_error(exc, own, app), as_json=as_json)
+            return report_error(usage_error(exc, own, app), as_json=as_json, args=args, app=app)
         if "ClickException" in kinds:
             err = EnvlockError(" ".join(str(exc.format_message()).split()), hint="see `envlock --help`")  # type: ignore[attr-defined]
             report_error(err, as_json=as_json)

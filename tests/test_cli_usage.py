@@ -115,7 +115,11 @@ USAGE = [
     (["resolve", "--torch", "2.7.1", "--exclude-newer", "yesterday"], "--exclude-newer 'yesterday' is not an ISO", None),
     (["resolve", "--torch", "2.7.1", "--mirror", "conda-forge"], "--mirror 'conda-forge' is not NAME=URL", None),
     (["resolve", "--torch", "2.7.1", "--channel", ""], "--channel '' names no channel", None),
-    (["resolve", "--torch", "2.7.1", "--lock", "../x"], "invalid environment name '../x'", None),
+    (["resolve", "--torch", "2.7.1", "--lock", "../x"], "invalid lock name '../x'", None),
+    # a lock is named by its NAME argument; -n/--name names an environment (README: one rule for names)
+    (["lock", "--name", "x"], "`lock` takes the lock's NAME as its argument", None),
+    (["check", "--name=x"], "`check` takes the lock's NAME as its argument", None),
+    (["export", "explicit", "--platform", "osx-64"], "torch on macOS has no CUDA", None),
     (["shell-hook", "--shell", "tcsh", "-p", "."], "--shell 'tcsh' is not a shell", None),
     (["mirror"], "`envlock mirror` needs the DIR", None),
 ]
@@ -166,7 +170,8 @@ def test_platform_help_lists_the_choices_and_the_default() -> None:
 
 
 def test_mirror_help_does_not_read_as_if_it_writes_the_config() -> None:
-    for path in (("resolve",), ("create",), ("lock",), ("update",), ("pack",), ("mirror",), ("config",)):
+    for path in (("resolve",), ("create",), ("lock",), ("update",), ("pack",), ("mirror",), ("config",),
+                 ("export", "explicit")):
         proc = envlock(*path, "--help", env={"COLUMNS": "200", "NO_COLOR": "1"})
         text = " ".join(proc.stdout.split())
         assert "Adds to ENVLOCK_MIRRORS" not in text and "Comes before ENVLOCK_MIRRORS and envlock.toml" in text, path

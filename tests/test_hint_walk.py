@@ -157,6 +157,7 @@ def two_locks(tmp_path_factory: pytest.TempPathFactory, test_channel: Path) -> P
 @pytest.mark.parametrize("command", [
     ["create"], ["pack", "-o", "{tmp}/env.tar"], ["export", "dockerfile", "-o", "{tmp}/Dockerfile"],
     ["create", "--lock", "nope"], ["check", "nope"], ["lock", "nope"], ["update", "cuda-nvcc", "--lock", "nope"],
+    ["lock", "--name", "first"], ["check", "--name=second"],  # -n/--name names an environment: the NAME argument
 ], ids=" ".join)
 def test_several_locks_name_one_with_the_command_that_was_run(command, two_locks: Path, test_channel_url: str,
                                                               tmp_path: Path, capsys, monkeypatch) -> None:

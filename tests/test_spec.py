@@ -81,7 +81,7 @@ def test_layout_comments_and_order_do_not_change_the_hash() -> None:
         ("name: x\nenvlock: {torch: '2.3.0', python: 3.10}\n", SpecError, "quoted string"),
         ("name: x\nenvlock: {torch: '2.3.0', torch_source: brew}\n", SpecError, "torch_source"),
         ("name: x\nenvlock: {torch: '2.3.0', spec_version: 9}\n", LockfileError, "spec_version 9"),
-        ("name: 'a b'\nenvlock: {torch: '2.3.0'}\n", SpecError, "invalid environment name"),
+        ("name: 'a b'\nenvlock: {torch: '2.3.0'}\n", SpecError, "invalid lock name"),
         ("name: x\nplatforms: linux-64\nenvlock: {torch: '2.3.0'}\n", SpecError, "must be a list"),
     ],
 )

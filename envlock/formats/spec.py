@@ -84,7 +84,7 @@ def check_torch_source(value: str, setting: str, error: type[SpecError] = SpecEr
 def validate_name(name: str) -> str:
     if not _NAME.match(name) or len(name) > 100:
         raise SpecError(
-            f"invalid environment name {name!r}",
+            f"invalid lock name {name!r} (it names environments/NAME.yml and locks/NAME/)",
             hint="use letters, digits, '.', '_', '+' and '-' (e.g. torch2.3.0-cu121)",
         )
     return name
