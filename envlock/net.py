@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
