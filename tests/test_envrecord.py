@@ -15,6 +15,7 @@ import pytest
 
 from envlock import envrecord
 from envlock.errors import NewerFormatError
+from tests.output import logical_lines
 
 ENVLOCK = [sys.executable, "-m", "envlock"]
 PACKAGE = Path(__file__).resolve().parents[1] / "envlock"
@@ -56,7 +57,7 @@ def test_a_newer_record_is_one_clear_error_at_every_door(tmp_path: Path) -> None
     for args in (("hook", "-p", str(prefix)), ("run", "-p", str(prefix), "--", "true"),
                  ("shell-hook", "-p", str(prefix), "--shell", "bash"), ("doctor", "-p", str(prefix))):
         done = _envlock(*args, tmp_path=tmp_path)
-        lines = done.stderr.strip().splitlines()
+        lines = logical_lines(done.stderr.strip())  # error and hint lines are folded to 80 columns
         assert done.returncode == 1 and "Traceback" not in done.stderr, (args, done.stderr)
         assert lines[0] == (f"error: {prefix / envrecord.REL} was written by a newer envlock (9.0, record version 2;"
                             " this envlock reads version 1)"), (args, done.stderr)
