@@ -74,11 +74,33 @@ def inputs(tmp_path_factory: pytest.TempPathFactory, buildah: imagebuild.Buildah
                  f"conda-forge={channel.as_uri()}", "--platform", "linux-64", "--python", imagebuild.PY,
                  "--project-dir", str(project), "--lock", NAME)
     assert r.returncode == 0, r.stdout + r.stderr
-    probe = next((index / "wheels").glob("envlock_probe-*.whl"))
-    name, version = imagebuild.PROBE
-    (project / "locks" / NAME / "requirements-linux-64.txt").write_text(
-        f"{name}=={version} \\\n    --hash=sha256:{hashlib.sha256(probe.read_bytes()).hexdigest()}\n")
+    _probe_as_pypi_part(project / "locks" / NAME, next((index / "wheels").glob("envlock_probe-*.whl")))
     return {"channel": channel, "index": index, "python": python_base, "runtime": runtime_base, "project": project}
+
+
+def _probe_as_pypi_part(lock_dir: Path, probe: Path) -> None:
+    """Make the probe wheel the lock's whole PyPI part (torch's CUDA wheels are gigabytes): conda-lock.yml is
+    written again with it, as envlock writes a lock (package section, its digest), and the files derived from it
+    rendered again by envlock's own renderer — the image installs them, and export refuses any that disagree."""
+    from envlock.formats import LOCK_NAME, read_lock, render_conda_lock, render_package_section
+    from envlock.formats.head import package_section_digest
+    from envlock.formats.model import META_PREFIX
+    from envlock.models import PypiPackage
+    from envlock.project.derived import of_lock, render
+
+    path = lock_dir / LOCK_NAME
+    lock = read_lock(path)
+    name, version = imagebuild.PROBE
+    wheel = PypiPackage(name=name, version=version, platform="linux-64", url=f"file:///index/wheels/{probe.name}",
+                        sha256=hashlib.sha256(probe.read_bytes()).hexdigest())
+    section = render_package_section(lock.packages, lock.platforms, [wheel])
+    meta = {**lock.custom_metadata, f"{META_PREFIX}packages_digest": package_section_digest(section) or ""}
+    path.write_text(render_conda_lock(packages=lock.packages, platforms=lock.platforms, channels=lock.channels,
+                                      content_hashes=lock.content_hash, sources=lock.sources, custom_metadata=meta,
+                                      package_section=section))
+    for file_name, text in render(of_lock(read_lock(path))).items():
+        (lock_dir / file_name).write_text(text)
+    assert [w.name for w in read_lock(path).pypi_for("linux-64")] == [name]
 
 
 def _build(buildah: imagebuild.Buildah, inputs: dict[str, Path | str], tag: str,
