@@ -54,6 +54,11 @@ def export_explicit(req: ExplicitRequest) -> ExplicitResult:
     lock_path = (req.lock if req.lock is not None else find_lock(req.project_dir, req.name)).resolve()
     lock = read_lock(lock_path)
     platforms = _platforms(lock, lock_path, req.platforms)
+    if lock.kind != "conda-lock":  # the lock's own @EXPLICIT file: it must be what conda-lock.yml beside it renders
+        from envlock.project.derived import refuse_disagreeing
+
+        for platform in platforms:
+            refuse_disagreeing(lock, lock_path, platform)
     channels = sorted({channel_of(p.url) for p in lock.packages})
     if not [k for k in req.mirrors if k != "pypi"]:
         raise UsageError("no mirror in force: name the one conda should install from",

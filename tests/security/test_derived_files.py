@@ -106,13 +106,15 @@ def test_create_and_export_refuse_a_derived_file_that_disagrees_with_the_lock(
         ["create", FULL, "--project-dir", str(project), "-p", str(tmp_path / "env"), "--frozen"],
         ["create", "--lock", str(lock.parent / "conda-linux-64.lock"), "-p", str(tmp_path / "env2")],
         ["export", "dockerfile", FULL, "--project-dir", str(project), "-o", str(tmp_path / "Dockerfile")],
+        ["export", "explicit", "--lock", str(lock.parent / "conda-linux-64.lock"), "--mirror",
+         f"conda-forge={EVIL}", "-o", str(tmp_path / "explicit")],
     ]
     for args in runs:
         done = envlock(*args, timeout=120)
         assert_one_error(done, file, "differs from what conda-lock.yml renders")
         assert f"envlock lock {FULL}" in done.stderr
     assert not (tmp_path / "env").exists() and not (tmp_path / "env2").exists()
-    assert not (tmp_path / "Dockerfile").exists()
+    assert not (tmp_path / "Dockerfile").exists() and not (tmp_path / "explicit" / "conda-linux-64.lock").exists()
 
 
 def test_a_crlf_checkout_is_the_same_files(full_template: Path, tmp_path: Path) -> None:
