@@ -83,6 +83,7 @@ def platform_envs(lock: LockFile, spec: EnvSpec) -> dict[str, str]:
     pip = () if spec.toolchain_only else pip_requirements(spec.pip, spec.torch, spec.torch_source)[0]
     optional = "ninja" if spec.toolchain_only else "pip"
     out = {}
+    taken = {q.platform for q in lock.packages if q.name == optional}
     for p in lock.platforms:
         plan = custom_value(lock.custom_metadata, f"plan.{p}", {})
         inputs = custom_value(lock.custom_metadata, f"inputs.{p}", {})
@@ -90,7 +91,7 @@ def platform_envs(lock: LockFile, spec: EnvSpec) -> dict[str, str]:
             continue  # not a lock this envlock reads a plan of: the integrity checks say so
         specs, extras = [str(s) for s in plan.get("specs") or ()], {str(s) for s in inputs.get("extras") or ()}
         toolchain = [s for s in specs if s not in extras]
-        toolchain += [optional] if any(q.name == optional for q in lock.packages_for(p)) else []
+        toolchain += [optional] if p in taken else []
         out[f"environment-{p}.yml"] = render_platform_env(spec, p, toolchain, [s for s in specs if s in extras], pip,
                                                           [str(c) for c in plan.get("channels") or ()])
     return out
