@@ -8,7 +8,8 @@ interleaved, each as a fresh process; the table shows median and min–max wall 
     python benchmarks/bench_check.py [--runs 11] [--keep DIR] [--baseline CHECKOUT]
 
 --baseline CHECKOUT adds `python -m envlock check` of another checkout (its PYTHONPATH, same interpreter and
-project) paired with this checkout's, and prints the ratio (median of the pair ratios): what a change costs.
+project) paired with this checkout's, and prints the ratios of their wall and CPU times (median of the pair
+ratios): what a change costs. Both checkouts are compiled first (no run compiles its modules).
 
 Targets: `envlock check` ≤ 0.3 s, `envlock --help` ≤ 0.12 s (issue 13; it was 0.25 s) (whole process, on the machine at hand).
 Exit 0: targets met; 1: a target missed; 2: a command did not exit as expected.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -79,23 +81,31 @@ class BenchError(Exception):
 
 
 def time_rounds(cmds: list[tuple[list[str], int]], runs: int,
-                envs: list[dict[str, str] | None] | None = None) -> list[list[float]]:
+                envs: list[dict[str, str] | None] | None = None,
+                cpu: list[list[float]] | None = None) -> list[list[float]]:
     """Wall time of `runs` fresh processes per command, interleaved round by round (load hits all alike).
 
     One warm-up round first, not counted; a command that exits other than expected stops the benchmark.
-    `envs`: each command's environment (None: this one's).
+    `envs`: each command's environment (None: this one's); `cpu`: filled with each run's CPU time (user +
+    system), which a loaded machine stretches less than wall time.
     """
     out: list[list[float]] = [[] for _ in cmds]
     envs = envs or [None] * len(cmds)
+    if cpu is not None:
+        cpu[:] = [[] for _ in cmds]
     for i in range(runs + 1):
         for j, (cmd, expect) in enumerate(cmds):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=envs[j], cwd="/")
             elapsed = time.perf_counter() - start
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
             if proc.returncode != expect:
                 raise BenchError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}")
             if i:
                 out[j].append(elapsed)
+                if cpu is not None:
+                    cpu[j].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     return out
 
 
@@ -147,21 +157,30 @@ def main() -> int:
         )
         envs: list[dict[str, str] | None] = [None] * len(rows)
         if args.baseline:  # the same command, `python -m envlock`, from each checkout
+            # compiled once, so neither side compiles its modules on every run (PYTHONDONTWRITEBYTECODE)
+            for where in (REPO, args.baseline.resolve()):
+                subprocess.run([sys.executable, "-m", "compileall", "-q", str(where / "envlock")], check=True,
+                               capture_output=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": ""})
             for label, where in (("this checkout", REPO), (f"baseline {args.baseline}", args.baseline.resolve())):
                 rows.append((f"check -m ({label})"[:48], [sys.executable, "-m", "envlock", "check", "--project-dir",
                                                           str(project)], None, 0))
                 envs.append({**os.environ, "PYTHONPATH": str(where)})
         print(f"{'command':<48} {'median':>8} {'min–max':>15} {'target':>8}")
         ok = True
-        timings = time_rounds([(cmd, expect) for _, cmd, _, expect in rows], args.runs, envs)
+        cpu: list[list[float]] = []
+        timings = time_rounds([(cmd, expect) for _, cmd, _, expect in rows], args.runs, envs, cpu)
         for (label, _, target, _), times in zip(rows, timings, strict=True):
             med = statistics.median(times)
             verdict = "" if target is None else (f"≤ {target:.2f}" + (" ok" if med <= target else " MISSED"))
             ok &= target is None or med <= target
             print(f"{label:<48} {med:>7.3f}s {min(times):>6.3f}–{max(times):.3f}s {verdict:>8}")
         if args.baseline:
-            ratios = [a / b for a, b in zip(timings[-2], timings[-1], strict=True)]
-            print(f"\nthis checkout / baseline (median of {len(ratios)} pair ratios): {statistics.median(ratios):.2f}x")
+            print()
+            for what, times in (("wall", timings), ("CPU", cpu)):
+                ratios = [a / b for a, b in zip(times[-2], times[-1], strict=True)]
+                print(f"this checkout / baseline, {what} time (median of {len(ratios)} pair ratios): "
+                      f"{statistics.median(ratios):.2f}x; medians {statistics.median(times[-2]) * 1000:.0f} / "
+                      f"{statistics.median(times[-1]) * 1000:.0f} ms")
         return 0 if ok else 1
     except BenchError as exc:
         sys.stderr.write(f"error: {exc}\n")
