@@ -105,15 +105,21 @@ def test_credentials_in_the_cache_dir_are_reported_not_committed(small_root: Pat
 
 
 def _non_loopback_ip() -> str:
+    """This machine's first non-loopback IPv4 address, read from its interfaces (SIOCGIFADDR): no address but
+    the machine's own is named or contacted."""
+    import fcntl
+    import struct
+
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the outgoing interface
-            ip = s.getsockname()[0]
-        except OSError:
-            ip = "127.0.0.1"
-    if ip.startswith("127."):
-        pytest.skip("this machine has no non-loopback IPv4 address to serve plain http from")
-    return ip
+        for _, name in socket.if_nameindex():
+            try:
+                packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))  # SIOCGIFADDR
+            except OSError:
+                continue  # no IPv4 address on this interface
+            ip = socket.inet_ntoa(packed[20:24])
+            if not ip.startswith("127."):
+                return ip
+    pytest.skip("this machine has no non-loopback IPv4 address to serve plain http from")
 
 
 def test_plain_http_is_refused_for_a_remote_host_unless_allow_insecure(small_root: Path, tmp_path: Path,
@@ -140,12 +146,15 @@ def test_plain_http_on_loopback_is_allowed(host: str, small_root: Path, make_cha
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-@pytest.mark.parametrize("url", ["http://localhost.evil.example/conda-forge", "http://127.0.0.1.nip.io/cf",
-                                 "http://user:pw@mirror.example.org/cf", "http://[::ffff:10.0.0.1]/cf"])
+# Names that only look local (no request is made: the check refuses them first); the last two are this machine's
+# own non-loopback address, as itself with a login and IPv4-mapped in IPv6.
+@pytest.mark.parametrize("url", ["http://localhost.envlock-test/conda-forge", "http://127.0.0.1.envlock-test/cf",
+                                 "http://user:pw@{ip}/cf", "http://[::ffff:{ip}]/cf"])
 def test_look_alike_local_hosts_are_not_local(url: str) -> None:
     from envlock.errors import SpecError
     from envlock.conda.channels import check_channel_security
 
+    url = url.format(ip=_non_loopback_ip()) if "{ip}" in url else url
     with pytest.raises(SpecError) as info:
         check_channel_security(url, allow_insecure=False)
     assert "pw" not in info.value.message and info.value.hint
