@@ -61,7 +61,7 @@ def _split_long(word: str, room: int) -> list[str]:
             if len(w) + 4 > room:  # one word wider than a line: it cannot be kept whole, so it is cut
                 if line:
                     pieces.append(line + " \\")
-                cut = _split_long(w, room)
+                cut = _split_long(w, room - 2)  # its last piece may still get the ' \\' of a break
                 pieces += cut[:-1]
                 line = cut[-1]
             elif line and len(line) + 1 + len(w) + 2 > room:

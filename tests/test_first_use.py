@@ -180,9 +180,12 @@ def test_a_package_download_that_cannot_reach_its_channel_names_it_and_the_mirro
 # --------------------------------------------------------------------------- words
 
 
-def test_a_repodata_only_channel_is_named_as_such(tmp_path: Path, test_channel: Path, capsys) -> None:
+def test_a_repodata_only_channel_is_named_as_such(tmp_path: Path, test_channel: Path, capsys, monkeypatch) -> None:
     """The shared snapshot has repodata and no package files: 'the local channel moved or was cleaned' was wrong."""
     from tests.lockproject import make_project
+
+    monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(tmp_path / "cache"))  # an empty cache: an earlier test's filled one
+    # holds the packages, and the create would not need the channel's files at all
 
     project = make_project(tmp_path / "p", test_channel, platforms=("linux-64",))
     bare = tmp_path / "bare"

@@ -78,7 +78,7 @@ def test_doctor_names_the_missing_activation_and_envlock_hook_adds_it(conda_venv
     assert before.returncode == 1
     assert any(ln.startswith("error") and "env.activation" in ln for ln in before.stdout.splitlines())
     # one line per check (cut to 80 columns); the whole message and its fix under "what to do" (folded)
-    advice = " ".join(before.stdout.split("what to do:", 1)[1].split())
+    advice = flat(before.stdout.split("what to do:", 1)[1])  # a long temp path is cut after a "/"
     line = advice.split("env.activation (error): ", 1)[1]
     assert "no envlock activation hook" in line and f"CUDA_HOME={OLD_CUDA}" in line
     assert f"fix: add it once: envlock hook -p '{spaced}'" in advice  # the exact command, quoted

@@ -16,6 +16,7 @@ from envlock.formats import read_lock
 from envlock.project import content_hashes
 from envlock.resolve import Tables, plan_for, shipped_tables, spec_anchor
 from envlock.formats.spec import EnvSpec, parse_spec, read_spec
+from tests.output import unfolded
 from tests.channelbuilder import PackageSpec
 from tests.lockproject import (
     NAME,
@@ -377,7 +378,7 @@ def test_update_bad_input_is_one_error_and_writes_nothing(
         "--mirror",
         f"conda-forge={channels[1].as_uri()}",
     )
-    assert code == 1 and needle in err and f"hint: {hint}" in err, err
+    assert code == 1 and needle in unfolded(err) and f"hint: {hint}" in unfolded(err), err
     assert snapshot(project) == before
 
 

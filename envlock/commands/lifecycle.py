@@ -271,8 +271,8 @@ def diff_cmd(
         _dump({"envlock_result_version": 1, "diffs": [d.to_json() for d in diffs]})
         return 0
     for d in diffs:
-        _out(f"--- {d.old}")
-        _out(f"+++ {d.new}")
+        # a diff's file lines stay whole, as in any unified diff: tools and eyes read the path on that line
+        sys.stdout.write(f"--- {printable(str(d.old))}\n+++ {printable(str(d.new))}\n")
         if d.empty:
             total = sum(p.unchanged for p in d.platforms)
             _out(f"no differences ({total} packages on {len(d.platforms)} platform(s))")

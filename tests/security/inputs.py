@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.lockproject import make_project
+from tests.output import logical_lines
 
 ENVLOCK = [sys.executable, "-m", "envlock"]
 TOOLCHAIN = "torch2.3.0-cu121"  # the toolchain-only template (linux-64 + linux-aarch64)
@@ -74,8 +75,9 @@ def assert_one_error(done: subprocess.CompletedProcess[str], *needles: str, code
     `hint:` line on stderr, no traceback, no internal error. Returns the error line (needles must be in it)."""
     where = f"exit {done.returncode}\nstdout: {done.stdout[-2000:]}\nstderr: {done.stderr[-2000:]}"
     assert done.returncode == code, where
-    errors = [ln for ln in done.stderr.splitlines() if ln.startswith("error:")]
-    hints = [ln for ln in done.stderr.splitlines() if ln.startswith("hint:")]
+    lines = logical_lines(done.stderr)  # folded to 80 columns: a long temp path moves words to the next line
+    errors = [ln for ln in lines if ln.startswith("error:")]
+    hints = [ln for ln in lines if ln.startswith("hint:")]
     assert len(errors) == 1 and len(hints) == 1, where
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr, where
     for needle in needles:
