@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.output import logical_lines, unfolded
+from tests.output import flat, logical_lines, unfolded
 
 from envlock.cli import run
 from envlock.formats import read_lock
@@ -184,13 +184,14 @@ def test_precedence_cli_over_environment_over_project_over_user(
     proj = _copy_project(project, tmp_path / "proj")
     user_dir = tmp_path / "user-config"
     user_dir.mkdir()
-    (user_dir / "envlock.toml").write_text('[mirrors]\nconda-forge = "https://user.invalid/conda-forge"\n'
-                                           'nvidia = "https://user.invalid/nvidia"\n')
+    # the user's mirror: a loopback port nothing listens on (refused at once; no name is looked up)
+    (user_dir / "envlock.toml").write_text('[mirrors]\nconda-forge = "http://127.0.0.1:9/user-mirror/conda-forge"\n'
+                                           'nvidia = "http://127.0.0.1:9/user-mirror/nvidia"\n')
     bad = _env(tmp_path)
     # user config only: its (unreachable) mirror is used, so create fails naming that host
     proc = cli("create", "-p", str(tmp_path / "e0"), "--project-dir", str(proj), "--platform", "linux-64", "-q",
                env={**bad, "ENVLOCK_HTTP_TIMEOUT": "2"}, timeout=180)
-    assert proc.returncode != 0 and "user.invalid" in proc.stderr
+    assert proc.returncode != 0 and "127.0.0.1:9" in flat(proc.stderr), proc.stderr
     # the project's envlock.toml (a path relative to it) overrides the user's
     rel = os.path.relpath(test_channel, proj)
     (proj / "envlock.toml").write_text(f'[mirrors]\nconda-forge = "{rel}"\n')
