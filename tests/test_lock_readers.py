@@ -170,7 +170,7 @@ def test_metadata_comes_from_pep658_else_the_wheel_and_is_cached(tmp_path: Path)
 
 
 def test_without_pep658_a_big_wheel_s_metadata_is_read_through_range_requests(tmp_path: Path) -> None:
-    """An index that serves no .metadata (this machine's proxy does not, for files.pythonhosted.org): the zip's
+    """An index that serves no .metadata (this machine's proxy serves none): the zip's
     directory and the METADATA member through HTTP range requests, a few blocks of a 3 MB wheel; a server
     without ranges gets the whole wheel downloaded once, sha256-checked, into the wheel cache."""
     import os as _os
