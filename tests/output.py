@@ -3,6 +3,7 @@ width (envlock/wrapping.py), so a test joins each line's continuation lines back
 
 from __future__ import annotations
 
+import os
 import re
 
 _LABEL = re.compile(r"^(error|hint|warning|note|why|envlock: warning): ")
@@ -58,4 +59,18 @@ def flat(text: str) -> str:
             out += words[0]
             words = words[1:]
         out = " ".join(([out] if out else []) + words)
+    return out
+
+
+def drain(fd: int) -> bytes:
+    """Everything a pty's child wrote until it closed the terminal (EIO or EOF ends the read)."""
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
     return out

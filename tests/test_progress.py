@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.output import drain
 from tests.lockproject import make_project
 
 ENVLOCK = [sys.executable, "-m", "envlock"]
@@ -32,15 +33,7 @@ def in_a_terminal(args: list[str], env: dict[str, str], cols: int = 120) -> tupl
     if pid == 0:
         os.execvpe(sys.executable, [sys.executable, "-m", "envlock", *args], env)
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, cols, 0, 0))
-    out = b""
-    while True:
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
+    out = drain(fd)
     _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status), ANSI.sub("", out.decode(errors="replace")).replace("\r", "\n")
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from envlock.commands.summary import HEADERS, table
+from tests.output import drain
 
 ENVLOCK = [sys.executable, "-m", "envlock"]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -78,15 +79,7 @@ def test_an_80_column_terminal_gets_the_same_fit(tmp_path, moved_channel) -> Non
         os.execvpe(sys.executable, [sys.executable, "-m", "envlock", *_args(moved_channel, project)],
                    _env(tmp_path, TERM="xterm"))
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-    out = b""
-    while True:
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
+    out = drain(fd)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, out
     text = ANSI.sub("", out.decode()).replace("\r", "")

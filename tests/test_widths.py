@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.output import logical_lines
+from tests.output import drain, logical_lines
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 COLUMNS = 80
@@ -34,15 +34,7 @@ def on_a_terminal(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int,
         fcntl.ioctl(1, termios.TIOCSWINSZ, struct.pack("HHHH", 40, COLUMNS, 0, 0))
         os.chdir(cwd)
         os.execvpe(sys.executable, [sys.executable, "-m", "envlock", *args], env)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
+    out = drain(fd)
     _, status = os.waitpid(pid, 0)
     text = ANSI.sub("", out.decode(errors="replace"))
     return os.waitstatus_to_exitcode(status), [ln for part in text.split("\n") for ln in part.split("\r")]
