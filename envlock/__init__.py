@@ -63,19 +63,13 @@ try:
                 _startup_previous = _signal.signal(_signal.SIGINT, _interrupted_at_startup)
         except ValueError:  # not the main thread
             return
-        if _os.environ.get("ENVLOCK_TEST_ANNOUNCE_STARTUP"):  # test hook (tests/test_cli_usage.py)
-            _os.write(2, b"envlock-test: start-up\n")
-            if _os.environ["ENVLOCK_TEST_ANNOUNCE_STARTUP"] == "pause":  # hold start-up until the test's SIGINT
-                import time as _time
-
-                _time.sleep(10)  # the handler ends the process when the signal comes
 
 
     def _give_back_sigint() -> None:
         """From here on Ctrl-C is a KeyboardInterrupt again (envlock.cli.run reports it as `interrupted`)."""
         global _startup_previous
         if _startup_previous is not None:
-            _signal.signal(_signal.SIGINT, _startup_previous)  # type: ignore[arg-type]
+            _signal.signal(_signal.SIGINT, _startup_previous)  # type: ignore[arg-type]  # the handler signal.signal returned before (kept as object: no typing import at start-up)
             _startup_previous = None
 
 

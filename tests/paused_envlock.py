@@ -1,7 +1,6 @@
 """`python -m tests.paused_envlock ARGS…`: envlock's CLI with test pauses, so a test can SIGKILL it at a known point.
 
-Production code sleeps for no test (the one ENVLOCK_TEST_* it reads, ANNOUNCE_STARTUP, only writes a line so
-the Ctrl-C-at-start-up tests know envlock's handler is in place); this test-only launcher installs the pauses
+Production code reads no ENVLOCK_TEST_* and sleeps for no test; this test-only launcher installs the pauses
 through envlock's seams, then runs `envlock ARGS…` exactly as `python -m envlock` would (same argv, so file-lock holder lines
 read `envlock create …`):
 

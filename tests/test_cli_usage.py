@@ -194,15 +194,26 @@ def test_check_bogus_is_not_read_as_stale_by_ci() -> None:
 # --------------------------------------------------------------------------- Ctrl-C
 
 
+#: tests/startup_probe/sitecustomize.py, which `site` runs in the envlock process: it watches the interpreter's
+#: audit events and says when SIGINT's handler is no longer Python's own (envlock's start-up handler is in place).
+PROBE = Path(__file__).resolve().parent / "startup_probe"
+ANNOUNCED = "envlock-probe: start-up\n"
+
+
+def _probed(env: dict[str, str], mode: str) -> dict[str, str]:
+    """`env` with the start-up probe on: `1` announces, `pause` announces and holds start-up 10 s."""
+    path = os.pathsep.join(p for p in (str(PROBE), env.get("PYTHONPATH", "")) if p)
+    return {**env, "PYTHONPATH": path, "ENVLOCK_PROBE_STARTUP": mode}
+
+
 def _interrupt_after_startup(cmd: list[str], tmp_path: Path) -> tuple[int, list[str], str]:
-    """Start cmd, wait for envlock's start-up announcement (test hook, which then holds start-up: a start-up
-    without typer is over a few ms after the announcement, before a signal from a busy machine arrives),
-    send SIGINT."""
-    env = {**os.environ, "ENVLOCK_TEST_ANNOUNCE_STARTUP": "pause", "ENVLOCK_CACHE_DIR": str(tmp_path / "cache")}
+    """Start cmd, wait until the probe sees envlock's start-up handler in place (it then holds start-up: a
+    start-up without typer is over a few ms later, before a signal from a busy machine arrives), send SIGINT."""
+    env = _probed({**os.environ, "ENVLOCK_CACHE_DIR": str(tmp_path / "cache")}, "pause")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
     assert proc.stderr is not None
     first = proc.stderr.readline()
-    assert first == "envlock-test: start-up\n", first
+    assert first == ANNOUNCED, first
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     return proc.returncode, err.strip().splitlines(), out
@@ -233,7 +244,7 @@ def test_ctrl_c_at_any_moment_of_start_up_never_prints_a_traceback_from_envlock(
     there is the interpreter's, with no envlock frame in it (or only `envlock/__init__.py", line 0`: the
     import entering the module, before its first line); that is the one other outcome allowed. How much of
     the first sweep lands there depends on the machine's load (Python's start-up took ~100 ms of a shared
-    2-core machine); the second sweep starts from envlock's announcement, so it lands in envlock's code.
+    2-core machine); the second sweep starts when the probe sees envlock's handler in place, so it lands in envlock's code.
     """
     if not SCRIPT.is_file():
         pytest.skip(f"no console script at {SCRIPT}")
@@ -241,14 +252,14 @@ def test_ctrl_c_at_any_moment_of_start_up_never_prints_a_traceback_from_envlock(
     outcomes: list[str] = []
     anchored: list[str] = []
     for i in range(36):
-        after_startup = i >= 24  # the second sweep: from envlock's own start-up (test hook), i-24 times 0.5 ms
+        after_startup = i >= 24  # the second sweep: from envlock's own start-up handler (the probe), i-24 times 0.5 ms
         env = {**os.environ, "ENVLOCK_CACHE_DIR": str(tmp_path)}
         if after_startup:
-            env["ENVLOCK_TEST_ANNOUNCE_STARTUP"] = "1"
+            env = _probed(env, "1")
         proc = subprocess.Popen([str(SCRIPT), "check", "--project-dir", str(tmp_path)], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=env)
         if after_startup:
-            assert proc.stderr is not None and proc.stderr.readline() == "envlock-test: start-up\n"
+            assert proc.stderr is not None and proc.stderr.readline() == ANNOUNCED
             time.sleep((i - 24) * 0.0005)
         else:
             time.sleep(i * 0.005)
