@@ -19,10 +19,10 @@ import envlock  # its import owns Ctrl-C until main() runs (see envlock/__init__
 envlock._take_startup_sigint()  # `python -m envlock`: __main__ is known only now
 
 import json  # noqa: E402 - after the start-up Ctrl-C handler on purpose
-from typing import TYPE_CHECKING  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402 - after the start-up Ctrl-C handler on purpose
 
-from envlock import __version__  # noqa: E402
-from envlock.errors import EnvlockError, Interrupted, UsageError  # noqa: E402
+from envlock import __version__  # noqa: E402 - after the start-up Ctrl-C handler on purpose
+from envlock.errors import EnvlockError, Interrupted, UsageError  # noqa: E402 - after the start-up Ctrl-C handler on purpose
 
 if TYPE_CHECKING:
     import typer
@@ -326,9 +326,9 @@ def run(argv: list[str] | None = None) -> int:
         if "UsageError" in kinds:
             return report_error(usage_error(exc, own, app), as_json=as_json, args=args, app=app)
         if "ClickException" in kinds:
-            err = EnvlockError(" ".join(str(exc.format_message()).split()), hint="see `envlock --help`")  # type: ignore[attr-defined]
+            err = EnvlockError(" ".join(str(exc.format_message()).split()), hint="see `envlock --help`")  # type: ignore[attr-defined]  # a click exception, matched by class name (typer may vendor its own click)
             report_error(err, as_json=as_json)
-            return int(exc.exit_code)  # type: ignore[attr-defined]
+            return int(exc.exit_code)  # type: ignore[attr-defined]  # a click exception, matched by class name (typer may vendor its own click)
         if os.environ.get("ENVLOCK_DEBUG"):
             raise
         err = EnvlockError(

@@ -48,7 +48,7 @@ def parse(argv: Sequence[str], command: tuple[str, ...], options: Mapping[str, O
         if word == "--":
             line.rest = words[i + 1:]
             break
-        spelled, eq, value = word.partition("=") if word.startswith("--") else (word, "", "")
+        spelled, eq, _ = word.partition("=") if word.startswith("--") else (word, "", "")
         opt = options.get(spelled) if word.startswith("-") and word != "-" else None
         if opt is None:
             line.items.append((None, [word]))

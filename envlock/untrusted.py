@@ -63,7 +63,7 @@ def _loader() -> type:
     """The safe loader (libyaml's when PyYAML has it) that refuses a node constructed twice: an alias."""
     import yaml  # noqa: PLC0415 - only the readers of YAML pay for it
 
-    class NoAliases(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    class NoAliases(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]  # the loader base is chosen at run time (libyaml's when PyYAML has it)
         def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
             if node in self.constructed_objects or node in self.recursive_objects:
                 raise yaml.constructor.ConstructorError(None, None, "alias", node.start_mark)

@@ -159,7 +159,8 @@ def _remove_empty(root: Path, dirs: set[str], stop: str) -> None:
     """The folders a removed distribution leaves empty, deepest first, up to (not including) `stop`."""
     from envlock.gate import UnsafeNameError, under  # noqa: PLC0415
 
-    for rel in sorted(dirs, key=lambda d: -d.count("/")):
+    for deepest in sorted(dirs, key=lambda d: -d.count("/")):
+        rel = deepest
         while rel.startswith(stop + "/"):
             try:
                 os.rmdir(under(root, rel))

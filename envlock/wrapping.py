@@ -38,7 +38,7 @@ def _atoms(text: str) -> list[str]:
     for ch in text:
         if quote and ch == quote:
             quote = ""
-        elif not quote and (ch == "`" and text.count("`") % 2 == 0 or ch == "'" and (not word or word[-1] in "=(\"")):
+        elif not quote and ((ch == "`" and text.count("`") % 2 == 0) or (ch == "'" and (not word or word[-1] in "=(\""))):
             quote = ch
         if ch == " " and not quote:
             if word:

@@ -334,5 +334,5 @@ def parse(text: str) -> Any:
         return _read_value(head[1])  # a document of one scalar (a spec's dependency line, read alone)
     doc = _read_block(lines, 0)
     if lines.peek() is not None:
-        raise NotSimple(lines.peek()[1][:40])  # type: ignore[index]
+        raise NotSimple(lines.peek()[1][:40])  # type: ignore[index]  # peek() is not None here (tested on the line above)
     return doc

@@ -76,7 +76,7 @@ def render_scripts(spec: ActivationSpec, shells: tuple[str, ...] | None = None) 
 
 def hook_spec(platform: str, prefix: str, torch_source: str = "pip", has_cudnn: bool = False) -> ActivationSpec:
     """The spec of the hooks installed into a prefix (the fish hook bridges the env's *.sh scripts)."""
-    return ActivationSpec((platform,), torch_source, has_cudnn, prefix, bridge_sh=not is_windows(platform))  # type: ignore[arg-type]
+    return ActivationSpec((platform,), torch_source, has_cudnn, prefix, bridge_sh=not is_windows(platform))  # type: ignore[arg-type]  # torch_source is a TorchSource read from the env record (a str there)
 
 
 def hook_files(platform: str, prefix: str, torch_source: str = "pip", has_cudnn: bool = False) -> dict[str, str]:

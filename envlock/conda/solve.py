@@ -184,7 +184,7 @@ class RattlerSolver:
         raise solve_report.platform_failure(pp.platform, attempts, lacking=bool(lacking))
 
     async def _try_candidate(self, pp: PlatformPlan, cand: Candidate, keep: Sequence[LockedPackage],
-                             attempts: list, lacking: set[str]) -> PlatformResult | None:  # type: ignore[type-arg]
+                             attempts: list, lacking: set[str]) -> PlatformResult | None:  # type: ignore[type-arg]  # solve_report.Attempt, imported lazily (the report is loaded only on a failure)
         """Solve one candidate: its PlatformResult, or None after recording why it failed (attempts/lacking)."""
         from envlock import progress
 
@@ -228,7 +228,7 @@ class RattlerSolver:
             return None
         return PlatformResult(pp.platform, cand, tuple(packages), tuple(a.recorded for a in attempts))
 
-    def _fetch_failure(self, exc: BaseException, platform: str, cand: Candidate, attempts: list) -> ChannelError:  # type: ignore[type-arg]
+    def _fetch_failure(self, exc: BaseException, platform: str, cand: Candidate, attempts: list) -> ChannelError:  # type: ignore[type-arg]  # solve_report.Attempt, imported lazily (the report is loaded only on a failure)
         """A channel of `cand` could not be fetched: named, with what was tried before (conda/errors.py)."""
         from envlock.conda.errors import fetch_failure
         from envlock.mirrors import display

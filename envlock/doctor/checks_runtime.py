@@ -94,7 +94,7 @@ def check_driver(obs: Observation, t: Tables) -> list[Finding]:
                 present,
                 Finding(
                     "driver.version",
-                    sev,  # type: ignore[arg-type]
+                    sev,  # type: ignore[arg-type]  # sev is one of the Literal severities the loop names
                     "; ".join(msgs),
                     hint="update the NVIDIA driver, or use a torch/toolkit of an older CUDA minor",
                     details=vdetails,
@@ -121,9 +121,9 @@ def shadow_entries(obs: Observation) -> list[dict[str, Any]]:
         comparable = theirs is not None and vtuple(theirs)[:1] == vtuple(mine)[:1]
         if not comparable:
             grade = "unknown"
-        elif vtuple(theirs)[:2] < vtuple(mine)[:2]:  # type: ignore[arg-type]
+        elif vtuple(theirs)[:2] < vtuple(mine)[:2]:  # type: ignore[arg-type]  # theirs is not None when comparable
             grade = "older-minor"
-        elif vtuple(theirs)[:3] < vtuple(mine)[:3]:  # type: ignore[arg-type]
+        elif vtuple(theirs)[:3] < vtuple(mine)[:3]:  # type: ignore[arg-type]  # theirs is not None when comparable
             grade = "older-patch"
         else:
             grade = "same-or-newer"
@@ -185,7 +185,7 @@ def check_ld_library_path(obs: Observation, t: Tables) -> list[Finding]:
         return [
             Finding(
                 "ld_library_path.shadowing",
-                severity,  # type: ignore[arg-type]
+                severity,  # type: ignore[arg-type]  # severity is one of the Literal severities set above
                 f"LD_LIBRARY_PATH has {e['file']}{shown} beside torch's bundled {e['bundled_version']}{more}"
                 f"{took}: {why}",
                 hint=hint,

@@ -18,14 +18,14 @@ from typing import Any, NoReturn
 ACTIVE_VAR = "_ENVLOCK_PREFIX"  # set by envlock's activation (envlock.activation.ACTIVE)
 
 
-class FrozenDict(dict):  # type: ignore[type-arg]
+class FrozenDict(dict):  # type: ignore[type-arg]  # a plain dict of JSON values (json.dumps must see a dict)
     """A dict nobody can change (json.dumps still sees a dict): the probe's answers, the env, the record."""
 
     def _read_only(self, *args: object, **kwargs: object) -> NoReturn:
         raise TypeError("an Observation is read-only")
 
-    __setitem__ = __delitem__ = __ior__ = _read_only  # type: ignore[assignment]
-    clear = pop = popitem = setdefault = update = _read_only  # type: ignore[assignment]
+    __setitem__ = __delitem__ = __ior__ = _read_only  # type: ignore[assignment]  # each mutator is replaced by one that raises, whatever its signature
+    clear = pop = popitem = setdefault = update = _read_only  # type: ignore[assignment]  # each mutator is replaced by one that raises, whatever its signature
 
     def __copy__(self) -> FrozenDict:
         return self

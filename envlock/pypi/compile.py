@@ -251,7 +251,7 @@ def _parse_pylock(text: str, platform: str) -> list[dict[str, Any]]:
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+        import tomli as tomllib  # type: ignore[no-redef]  # Python 3.10: tomli is tomllib's backport
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -266,8 +266,9 @@ def _update_one(project_dir: Path, status: EnvStatus, old: LockFile, wanted: fro
     """Solve one environment with every package but `wanted` held at its locked version (nothing written)."""
     assert status.spec_path is not None
     spec = read_spec(status.spec_path)
-    cutoff: tuple[str | None, str | None] | None = (spec.exclude_newer, now_cutoff())
-    spec = replace(spec, exclude_newer=cutoff[1])  # type: ignore[index]
+    now = now_cutoff()
+    cutoff: tuple[str | None, str | None] | None = (spec.exclude_newer, now)
+    spec = replace(spec, exclude_newer=now)
     anchor = _anchor(spec, custom_value(old.custom_metadata, "anchor"), tables, settings)
     result = solve(spec, anchor, project_dir=project_dir, settings=settings, tables=tables, hold=old,
                    move=wanted, make_project=False)

@@ -99,9 +99,9 @@ def spec_anchor(spec: EnvSpec, lock_anchor: Any, tables: Tables, found: anchors.
     recorded = anchors.recorded(lock_anchor, tables.torch)
     if anchors.reusable(ask, cuda, spec.torch_source, recorded):
         return recorded
-    if found is None and anchors.source_of(ask, cuda, spec.torch_source, tables.torch) in anchors.EXTERNAL_SOURCES:  # type: ignore[arg-type]
+    if found is None and anchors.source_of(ask, cuda, spec.torch_source, tables.torch) in anchors.EXTERNAL_SOURCES:  # type: ignore[arg-type]  # the spec's torch_source is checked to be a TorchSource when read (formats/spec.py)
         return None
-    return anchors.derive(ask, cuda=cuda, torch_source=spec.torch_source, table=tables.torch,  # type: ignore[arg-type]
+    return anchors.derive(ask, cuda=cuda, torch_source=spec.torch_source, table=tables.torch,  # type: ignore[arg-type]  # the spec's torch_source is checked to be a TorchSource when read (formats/spec.py)
                           sources=found or anchors.Sources())
 
 

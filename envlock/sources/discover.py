@@ -123,7 +123,7 @@ def builder_units(files: Mapping[str, str], profile: Mapping[str, Any]) -> list[
     for path, tree in sorted(mods.items()):
         for node in tree.body if tree else []:
             if isinstance(node, ast.ClassDef):
-                classes[node.name] = (path, tree, node)  # type: ignore[assignment]
+                classes[node.name] = (path, tree, node)  # type: ignore[assignment]  # tree is not None inside the loop over its body
     defs = {k: v[2] for k, v in classes.items()}
     out = []
     for cname, (path, tree, cls) in sorted(classes.items()):

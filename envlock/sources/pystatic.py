@@ -180,7 +180,7 @@ class Evaluator:
             for i, (how, node) in enumerate(self.bindings[name][:limit]):
                 self._limit[name] = i  # `x = f(x)`: the x inside is what x was bound to before
                 if how in ("assign", "extend", "const"):
-                    vals.append(self.value(node, d) if how != "const" else ("s", (node.value,)))  # type: ignore[attr-defined]
+                    vals.append(self.value(node, d) if how != "const" else ("s", (node.value,)))  # type: ignore[attr-defined]  # a `const` binding's node is an ast.Constant
                 elif how == "append":
                     vals.append(("l", self._items(node, d)))
                 elif how == "for":
@@ -206,7 +206,7 @@ class Evaluator:
             if c is None or c in out:
                 continue
             out.append(c)
-            todo += [self.classes.get(dotted(b).rsplit(".", 1)[-1]) for b in c.bases]  # type: ignore[misc]
+            todo += [self.classes.get(dotted(b).rsplit(".", 1)[-1]) for b in c.bases]  # type: ignore[misc]  # classes.get may be None: the loop skips it
         return out
 
     def method(self, name: str, d: int = 0, skip_first: bool = False) -> Val:

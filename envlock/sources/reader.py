@@ -135,7 +135,7 @@ def _read(members: Iterator[tuple[str, object]]) -> tuple[dict[str, str], list[s
         if total > MAX_TOTAL:
             skipped.append(f"{rel} (over {_size(MAX_TOTAL)} read in all)")
             continue
-        fh = opener()  # type: ignore[operator]
+        fh = opener()  # type: ignore[operator]  # opener is not None here (skipped above)
         if fh is None:
             continue
         with fh:

@@ -100,13 +100,13 @@ def torch_table() -> TorchTable:
 @functools.cache
 def cuda_tables() -> CudaTables:
     """data/cuda.yaml."""
-    return _structured("cuda.yaml", parse_cuda)  # type: ignore[no-any-return]
+    return _structured("cuda.yaml", parse_cuda)  # type: ignore[no-any-return]  # _structured returns what the parser given to it returns
 
 
 @functools.cache
 def extras_tables() -> ExtrasTables:
     """data/extras.yaml."""
-    return _structured("extras.yaml", parse_extras)  # type: ignore[no-any-return]
+    return _structured("extras.yaml", parse_extras)  # type: ignore[no-any-return]  # _structured returns what the parser given to it returns
 
 
 @functools.cache

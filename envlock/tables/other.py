@@ -32,7 +32,7 @@ def parse_gpu_arch(doc: Any) -> dict[str, dict[str, Any]]:
     )
     if not ok:
         raise EnvlockError("envlock's package data is invalid: gpu_arch.yaml", hint=REINSTALL_HINT)
-    return arches  # type: ignore[return-value]
+    return arches  # type: ignore[return-value]  # checked above: a dict of X.Y -> {first, last, name}
 
 
 def parse_deepspeed_ops(doc: Any) -> dict[str, Any]:
@@ -40,7 +40,7 @@ def parse_deepspeed_ops(doc: Any) -> dict[str, Any]:
     ops = doc.get("ops") if isinstance(doc, dict) and doc.get("schema_version") == 1 else None
     if not isinstance(ops, dict) or not all(isinstance(r.get("cuda_headers"), list) for r in ops.values()):
         raise EnvlockError("envlock's package data is invalid: deepspeed_ops.yaml", hint=REINSTALL_HINT)
-    return doc  # type: ignore[no-any-return]
+    return doc  # type: ignore[no-any-return]  # checked above: a dict with ops
 
 
 def parse_pypi(doc: Any) -> dict[str, Any]:

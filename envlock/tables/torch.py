@@ -223,7 +223,7 @@ def _yaml_load_unique(text: str) -> Any:
     # libyaml's parser when PyYAML has it (~10x faster; the table is read on every resolve and check).
     base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-    class UniqueKeyLoader(base):  # type: ignore[valid-type,misc]
+    class UniqueKeyLoader(base):  # type: ignore[valid-type,misc]  # the loader base is chosen at run time (libyaml's when PyYAML has it)
         pass
 
     def construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
