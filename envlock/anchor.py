@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from packaging.version import InvalidVersion, Version
 
-from envlock.errors import AnchorError, HintPart, SpecError, again
+from envlock.errors import AnchorError, HintPart, Setting, SpecError, again
 from envlock.models import Anchor, InstalledTorch, TorchSource
 from envlock.tables import TorchRow, TorchTable, cuda_of_tag
 from envlock.torch_support import check_cuda_major
@@ -150,7 +150,7 @@ def derive(
     if sources.index is None:
         raise AnchorError(
             f"torch {version} is not in envlock's table and its package index cannot be asked here",
-            hint="give the CUDA torch was built with as --cuda X.Y",
+            hint=(Setting("--cuda", "X.Y", "the CUDA torch was built with"),),
         )
     return _from_index(version, sources.index(str(version)), table)
 
@@ -276,7 +276,7 @@ def _from_conda_forge(version: Version, lookup: CondaForgeLookup | None, table: 
         raise AnchorError(
             f"cannot look up conda-forge's pytorch {version} builds here",
             hint=("torch from the package index: ", again(drop=("--torch-source",)),
-                  ", or pass the CUDA of the build as --cuda X.Y"),
+                  ", or ", Setting("--cuda", "X.Y", "the CUDA of the build")),
         )
     records = [(v, b) for v, b in lookup(str(version)) if _same_version(v, version)]
     builds = sorted(
@@ -356,7 +356,7 @@ def _from_installed(found: InstalledTorch | None, override: str | None, source: 
     if built is None:
         raise AnchorError(
             f"the torch {v} of {exe} is a CPU build (torch.version.cuda is None): it has no CUDA to match",
-            hint="install a CUDA build of torch there, or force the toolchain with --cuda X.Y",
+            hint=("install a CUDA build of torch there, or ", Setting("--cuda", "X.Y", "the toolchain's CUDA")),
         )
     return _anchor(
         table,

@@ -155,7 +155,7 @@ def store_packages(root: Path, packages: Sequence[LockedPackage], *, mirrors: Ma
     if failed:
         err = failed[0]
         more = f" ({len(failed) - 1} more not reachable)" if len(failed) > 1 else ""
-        raise type(err)(f"{err.message}{more}", hint=err.hint)
+        raise err.saying(f"{err.message}{more}")
     return len(todo)
 
 

@@ -112,7 +112,7 @@ def report_error(err: EnvlockError, *, as_json: bool, verbose: bool = False, arg
     hint = err.hint
     if args is not None and any(not isinstance(p, str) for p in err.hint_parts):
         try:
-            hint = messages.hint_text(err.hint_parts, _retry_renderer(args, app))
+            hint = messages.hint_text(err.hint_parts, _retry_renderer(args, app), err.spec)
         except Exception:  # noqa: BLE001 - the plain hint is still right, only less fitted
             hint = err.hint
     # The last gate for what errors quote: no credential of a URL, no control character of a name (and each

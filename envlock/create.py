@@ -320,7 +320,7 @@ def _linking_failed(exc: BaseException, prefix: Path, work: Path, state: str, pa
     if isinstance(exc, (KeyboardInterrupt, Interrupted)):
         raise Interrupted("interrupted while linking", hint=hint) from None
     if isinstance(exc, EnvlockError):
-        raise type(exc)(exc.message, hint=hint) from None
+        raise exc.saying(hint=hint) from None
     if isinstance(exc, Exception):  # not rattler's (conda/ maps those): the PyPI part's, say
         raise EnvCreateError(f"linking into {prefix} failed ({type(exc).__name__}: {scrub(str(exc))[:300]})",
                              hint=hint) from None

@@ -20,16 +20,28 @@ Exit code 2 is for usage errors: the argument parser's (mapped by cli.py) and Us
 An error may carry `detail`: the full record (a solve's every attempt, every channel a fetch tried),
 printed under --verbose and in --json.
 
-A hint is text, or text and `Retry` values: a command that gets past the error, as data. cli.py renders a
-Retry as the user's own command line changed (envlock/messages.py), so what the hint says runs as written;
-`err.hint` is the same hint rendered without a command line (the API's and the tests' view).
+A hint is text, or text and `Retry` / `Setting` values: a command that gets past the error, or one input of
+the request to set, as data. cli.py renders a Retry as the user's own command line changed
+(envlock/messages.py), so what the hint says runs as written; `err.hint` is the same hint rendered without a
+command line (the API's and the tests' view). An error also carries what it is about: `platform`, `package`,
+`cause` (a kind, e.g. `no-build`), `asked` (the user's own words for the package: a `--with` extra's name where
+the channel's is another) and `spec` (the spec the request was read from: `lock`, `update` and `check` read
+environments/NAME.yml, not a command line, so their hints name the spec's keys, `cuda: X.Y`, where resolve's
+name the option, `--cuda X.Y`). Callers read these fields; nothing rewrites a message or a hint as text.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Union
+from typing import Any, ClassVar, TypeVar, Union
+
+_E = TypeVar("_E", bound="EnvlockError")
+
+#: resolve's options that are keys of a spec's `envlock:` block (how a hint says them for `lock`/`update`).
+SPEC_KEYS = {"--torch": "torch", "--cuda": "cuda", "--torch-source": "torch_source", "--python": "python",
+             "--toolchain-only": "toolchain_only", "--glibc": "glibc", "--with": "with", "--pip": "- pip:"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +67,37 @@ class Retry:
         words = [*head, *(quote_word(w) for w in (*(self.args or ()), *(w for p in self.set for w in p), *self.flags))]
         return words + ([f"(without {', '.join(self.drop)})"] if self.drop else [])
 
+    def in_spec(self, spec: str) -> str | None:
+        """The change as an edit of spec `spec`'s envlock block (None: it is not one, e.g. another command)."""
+        names = [o.partition("=")[0] for o in (*(o for o, _ in self.set), *self.flags, *self.drop)]
+        if self.command or self.args is not None or not names or any(n not in SPEC_KEYS for n in names):
+            return None
+        sets = [f"`{SPEC_KEYS[o]}: {v}`" for o, v in self.set] + [f"`{SPEC_KEYS[f]}: true`" for f in self.flags]
+        drops = [f"the `{SPEC_KEYS[d]}` list" if d == "--pip" else f"`{SPEC_KEYS[d]}`" for d in self.drop]
+        said = (f"set {_and(sets)}" if sets else "") + (" and " if sets and drops else "")
+        return said + (f"remove {_and(drops)}" if drops else "") + f" in environments/{spec}.yml's envlock block"
+
+
+def _and(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One input of the request as a hint part, its value a placeholder (`X.Y`): resolve's option on a command
+    line (`pass ... as --cuda X.Y`), the key of the spec's envlock block where a spec was read (`set ... as
+    cuda: X.Y in environments/NAME.yml's envlock block`). `what`: what the value is, said before it."""
+
+    option: str  # one of SPEC_KEYS
+    value: str
+    what: str = ""
+
+    def said(self, spec: str | None) -> str:
+        what = f"{self.what} as " if self.what else ""
+        if spec is None:
+            return f"pass {what}{self.option} {self.value}"
+        return f"set {what}`{SPEC_KEYS[self.option]}: {self.value}` in environments/{spec}.yml's envlock block"
+
 
 def again(*words: str, drop: Sequence[str] = (), args: Sequence[str] | None = None, command: str | None = None) -> Retry:
     """`again("--torch", "2.3.0+cu121", "--toolchain-only", drop=["--cuda"])`: an option followed by a value
@@ -73,7 +116,7 @@ def again(*words: str, drop: Sequence[str] = (), args: Sequence[str] | None = No
     return Retry(tuple(pairs), tuple(drop), tuple(flags), None if args is None else tuple(args), command)
 
 
-HintPart = Union[str, Retry]
+HintPart = Union[str, Retry, Setting]
 
 
 def either(retries: Iterable[Retry], sep: str = " or ") -> tuple[HintPart, ...]:
@@ -91,9 +134,19 @@ def quote_word(word: str) -> str:
     return "'" + word.replace("'", "'\"'\"'") + "'"
 
 
-def plain_hint(parts: Sequence[HintPart]) -> str:
-    """A hint's text without a command line: each Retry as its own words, in backticks."""
-    return "".join(p if isinstance(p, str) else "`" + " ".join(p.words()) + "`" for p in parts)
+def plain_hint(parts: Sequence[HintPart], spec: str | None = None) -> str:
+    """A hint's text without a command line: each Retry as its own words, in backticks (with `spec`: as an
+    edit of that spec where it is one), each Setting as the option (with `spec`: as the spec's key)."""
+    out = []
+    for p in parts:
+        if isinstance(p, Setting):
+            out.append(p.said(spec))
+        elif isinstance(p, Retry):
+            edit = p.in_spec(spec) if spec is not None else None
+            out.append(edit or "`" + " ".join(p.words()) + "`")
+        else:
+            out.append(p)
+    return "".join(out)
 
 
 class EnvlockError(Exception):
@@ -101,18 +154,40 @@ class EnvlockError(Exception):
 
     exit_code: ClassVar[int] = 1
 
-    def __init__(self, message: str, *, hint: str | Sequence[HintPart] | None = None,
-                 detail: Sequence[str] = ()) -> None:
+    def __init__(self, message: str, *, hint: str | Sequence[HintPart] | None = None, detail: Sequence[str] = (),
+                 platform: str | None = None, package: str | None = None, cause: str | None = None,
+                 asked: str | None = None, spec: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         parts = (hint,) if isinstance(hint, str) else tuple(hint or ())
         self.hint_parts: tuple[HintPart, ...] = parts or ("run the command again with --help for the options",)
         self.detail = tuple(detail)  # the full record (--verbose, --json); the message is the short form
+        self.platform = platform  # the platform it is about (None: not one)
+        self.package = package  # the package it is about, as the channel or index names it
+        self.cause = cause  # what kind of cause (`no-build`, `conflict`, `cutoff`, `python`, ...; None: not said)
+        self.asked = asked  # the user's own words for the package (a `--with` extra's name), where they differ
+        self.spec = spec  # the spec the request was read from (its hint names the spec's keys); None: a command line
+
+    def from_spec(self: _E, name: str) -> _E:
+        """This error, raised for a request read from spec `name` (`lock`, `update`, `check`): its hint's
+        Settings and Retries are said as that spec's keys."""
+        self.spec = name
+        return self
+
+    def saying(self: _E, message: str | None = None, *, hint: str | Sequence[HintPart] | None = None) -> _E:
+        """A copy of this error with another message (a caller adds what it was doing) or another hint (what the
+        caller's rollback says): class, the rest and the data kept."""
+        new = copy.copy(self)
+        if message is not None:
+            new.message, new.args = message, (message,)
+        if hint is not None:
+            new.hint_parts = (hint,) if isinstance(hint, str) else tuple(hint)
+        return new
 
     @property
     def hint(self) -> str:
         """The hint as text (each Retry as its own words; cli.py renders them from the user's command line)."""
-        return plain_hint(self.hint_parts)
+        return plain_hint(self.hint_parts, self.spec)
 
     @hint.setter
     def hint(self, text: str) -> None:
@@ -147,9 +222,14 @@ class ChannelError(EnvlockError):
 
 
 class SolveError(EnvlockError):
-    """No candidate of the plan could be solved."""
+    """No candidate of the plan could be solved. `failures`: the record each failing platform's words are made
+    from (envlock.solve_report.Failure), so that a solve of several platforms says them without the platform."""
 
     exit_code: ClassVar[int] = 3
+
+    def __init__(self, message: str, *, failures: Sequence[Any] = (), **data: Any) -> None:
+        super().__init__(message, **data)
+        self.failures = tuple(failures)
 
 
 class LockfileError(EnvlockError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from envlock.errors import HintPart, Retry, quote_word
+from envlock.errors import HintPart, Retry, Setting, quote_word
 from envlock.names import strip_credentials
 
 #: Options carried over from the command run into another command a hint names, when both take them.
@@ -114,12 +114,21 @@ def retry_words(line: CommandLine, retry: Retry, target: Mapping[str, Option] | 
     return ["envlock", *out]
 
 
-def hint_text(parts: Sequence[HintPart], words_of: Callable[[Retry], list[str]] | None = None) -> str:
-    """A hint's text: each Retry as a command in backticks (`words_of` gives its words; else its own)."""
+def hint_text(parts: Sequence[HintPart], words_of: Callable[[Retry], list[str]] | None = None,
+              spec: str | None = None) -> str:
+    """A hint's text: each Retry as a command in backticks (`words_of` gives its words; else its own), each
+    Setting as its option. With `spec` (the request was read from that spec): both as its keys where they are."""
     out = []
     for part in parts:
         if isinstance(part, str):
             out.append(part)
+            continue
+        if isinstance(part, Setting):
+            out.append(part.said(spec))
+            continue
+        edit = part.in_spec(spec) if spec is not None else None
+        if edit is not None:
+            out.append(edit)
             continue
         words = words_of(part) if words_of else part.words()
         if words and words[0] == "…":  # options only (they are not the command's: see cli._retry_renderer)

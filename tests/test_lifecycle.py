@@ -490,3 +490,18 @@ def test_lock_hints_name_the_spec_key_not_resolves_option(project, capsys, cf) -
     assert code == 1 and "torch 2.99.0 is not in envlock's table" in err, err
     (hint,) = [ln for ln in err.splitlines() if ln.startswith("hint:")]
     assert "--cuda" not in hint and f"set `cuda: X.Y` in environments/{NAME}.yml's envlock block" in hint
+
+
+def test_a_lock_hint_is_an_edit_of_the_spec_that_lock_then_accepts(project, capsys, cf) -> None:
+    """The anchor's hint is data (a Retry of resolve's options): for `lock` it is said as the spec's keys, and
+    what it says works. (The hint said `--torch 2.3.0+cu121`, an option `lock` does not take.)"""
+    edit(spec_file(project), "torch: 2.3.0", "torch: 2.3.0+cu999")
+    code, out, err = cli(capsys, "lock", "--project-dir", str(project), "--mirror", cf)
+    assert code == 1 and "torch 2.3.0 was never built as +cu999" in unfolded(err), err
+    (hint,) = [ln for ln in unfolded(err).splitlines() if ln.startswith("hint:")]
+    assert hint.startswith(f"hint: a build it has: set `torch: 2.3.0+cu121` in environments/{NAME}.yml's envlock "
+                           "block, or "), hint
+    assert "--torch" not in hint and "--cuda" not in hint
+    edit(spec_file(project), "torch: 2.3.0+cu999", "torch: 2.3.0+cu121")  # what the hint says
+    code, out, err = cli(capsys, "lock", "--project-dir", str(project), "--mirror", cf)
+    assert code == 0, err

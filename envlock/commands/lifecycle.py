@@ -215,7 +215,7 @@ def update_cmd(
         first = failed[0].error
         assert first is not None
         rest = f" ({', '.join(o.name for o in failed[1:])} not updated either)" if failed[1:] else ""
-        raise type(first)(f"{failed[0].name}: {first.message}{rest}", hint=first.hint_parts, detail=first.detail)
+        raise first.saying(f"{failed[0].name}: {first.message}{rest}")
     return 0
 
 

@@ -17,7 +17,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from envlock import net
-from envlock.errors import AnchorError, ChannelError
+from envlock.errors import AnchorError, ChannelError, Setting
 from envlock.pypi.pins import parse_cuda_pins, requires_dist_of
 from envlock.pypi.pipconf import configured_index_url
 from envlock.pypi.simple import IndexFile, python_of, wheel_rank, parse_simple_page, redact
@@ -147,7 +147,7 @@ class _Client:
         if resp.status_code != 200:
             raise ChannelError(
                 f"the index answered HTTP {resp.status_code} for {redact(url)}",
-                hint="try again later, or pass --cuda X.Y / use a version envlock's table knows",
+                hint=("try again later, or ", Setting("--cuda", "X.Y"), " / use a version envlock's table knows"),
             )
         return resp
 
@@ -167,13 +167,13 @@ def torch_cuda_from_index(
     if offline:
         raise AnchorError(
             f"torch {public} is not in envlock's table and --offline forbids asking the package index",
-            hint=f"run once without --offline to cache torch {public}'s metadata, or pass --cuda X.Y",
+            hint=(f"run once without --offline to cache torch {public}'s metadata, or ", Setting("--cuda", "X.Y")),
         )
     index, origin = (settings.index_url, "settings") if settings.index_url else configured_index_url()
     if not index.startswith(("http://", "https://")):
         raise ChannelError(
             f"the package index {redact(index)} (from {origin}) is not an http(s) URL",
-            hint="envlock reads torch metadata over http(s) only; pass --cuda X.Y",
+            hint=("envlock reads torch metadata over http(s) only; ", Setting("--cuda", "X.Y")),
         )
     log.debug("asking %s (from %s) for torch %s", redact(index), origin, public)
     data = _fetch(public, settings, index)

@@ -25,7 +25,6 @@ from envlock.resolve.solve import (
     SolveSettings,
     Tables,
     cache_dir,
-    in_spec_terms,
     now_cutoff,
     shipped_tables,
     solve,
@@ -117,8 +116,7 @@ def _anchor(spec: EnvSpec, lock_anchor: Any, tables: Tables, settings: SolveSett
         found = sources(anchors.read_torch(spec.torch), spec.torch_source, spec.channels, settings)
         anchor = spec_anchor(spec, lock_anchor, tables, found)
     except EnvlockError as exc:
-        # The anchor's hints speak resolve's options; here the spec is what the user edits.
-        raise type(exc)(exc.message, hint=in_spec_terms(exc.hint, spec.name)) from None
+        raise exc.from_spec(spec.name) from None  # the spec is what the user edits: its hint names the spec's keys
     assert anchor is not None  # with sources, spec_anchor always answers
     return anchor
 

@@ -105,19 +105,6 @@ def spec_anchor(spec: EnvSpec, lock_anchor: Any, tables: Tables, found: anchors.
                           sources=found or anchors.Sources())
 
 
-#: resolve's options that set a key of the spec's `envlock:` block (what `lock` and `update` read instead).
-_SPEC_KEYS = (("--cuda X.Y", "cuda: X.Y"), ("--torch-source pip", "torch_source: pip"),
-              ("--torch-source conda-forge", "torch_source: conda-forge"))
-
-
-def in_spec_terms(hint: str, name: str) -> str:
-    """A hint that names resolve's --cuda/--torch-source, worded for a spec: `cuda: X.Y` in its envlock block."""
-    out = hint.replace("pass --cuda X.Y", "set --cuda X.Y")
-    for option, key in _SPEC_KEYS:
-        out = out.replace(option, f"`{key}` in environments/{name}.yml's envlock block")
-    return out
-
-
 # --------------------------------------------------------------------------- plan and solve
 
 

@@ -45,7 +45,7 @@ def current(spec: EnvSpec, lock: LockHead, tables: Tables) -> Current:
     try:
         plan = plan_for(spec, anchor, tables)
     except EnvlockError as exc:
-        return Current(plan_error=f"{exc.message} ({exc.hint})", plan_names=names)
+        return Current(plan_error=f"{exc.message} ({exc.from_spec(spec.name).hint})", plan_names=names)
     inputs = {p: hash_inputs(spec, plan, p) for p in spec.platforms}
     return Current(inputs=inputs, rules_version=tables.cuda.rules_version, plan_names=names)
 

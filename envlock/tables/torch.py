@@ -14,7 +14,10 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from envlock import REINSTALL_HINT
-from envlock.errors import AnchorError
+from envlock.errors import AnchorError, Setting
+
+#: The hint when a wheel's CUDA cannot be read: the user says it (as --cuda, or `cuda:` in a spec).
+BUILT_WITH = Setting("--cuda", "X.Y", "the CUDA torch was built with")
 
 SUPPORTED_TABLE_SCHEMA = 1
 _CUDA_RE = re.compile(r"^(\d+)\.(\d+)$")
@@ -51,7 +54,7 @@ def _cuda_of(pin: str, requirement: str) -> str:
     if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
         raise AnchorError(
             f"cannot read a CUDA version from the requirement {requirement!r}",
-            hint="pass the CUDA torch was built with as --cuda X.Y",
+            hint=(BUILT_WITH,),
         )
     return f"{int(parts[0])}.{int(parts[1])}"
 
@@ -127,14 +130,14 @@ def parse_cuda_pins(requires_dist: Iterable[str], python: str = "3.11") -> CudaP
         if nvidia_seen:
             raise AnchorError(
                 f"the wheel depends on {', '.join(sorted(set(nvidia_seen)))} but names no CUDA runtime",
-                hint="pass the CUDA torch was built with as --cuda X.Y",
+                hint=(BUILT_WITH,),
             )
         return CudaPins(cuda=None, cudnn=None, requirement=None)
     pin, text = chosen
     if pin is None:
         raise AnchorError(
             f"the CUDA requirement {text!r} is not an exact pin",
-            hint="pass the CUDA torch was built with as --cuda X.Y",
+            hint=(BUILT_WITH,),
         )
     return CudaPins(cuda=_cuda_of(pin, text), cudnn=cudnn, requirement=text)
 
