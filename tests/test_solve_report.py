@@ -16,7 +16,7 @@ import pytest
 
 from tests.output import hint_commands, logical_lines
 
-from envlock.solve_report import MESSAGE_LIMIT, Attempt, plain_reason, platform_failure
+from envlock.solve_report import MESSAGE_LIMIT, Attempt, Blocker, Slot, blocked, cause_of, combined, plain_reason, platform_failure
 from tests.lockproject import edit, make_project, snapshot, spec_file
 
 ENVLOCK = [sys.executable, "-m", "envlock"]
@@ -65,8 +65,7 @@ def test_python_leaves_name_the_pythons_there_are() -> None:
 
 
 def test_attempts_that_say_the_same_are_said_once_and_the_message_stays_short() -> None:
-    attempts = [Attempt("linux-64", cuda, variant, plain_reason(CURAND_12_8.replace("12.8", cuda), cuda=cuda,
-                                                                 channel="conda-forge", platform="linux-64"), CURAND_12_8)
+    attempts = [Attempt("linux-64", cuda, variant, cause_of(CURAND_12_8, channel="conda-forge"), CURAND_12_8)
                 for cuda in ("12.8", "12.9") for variant in ("with cudnn 9.10.*", "with cudnn 9.*", "without cuDNN")]
     err = platform_failure("linux-64", attempts, lacking=False)
     assert err.message.count("libcurand-dev has no build") == 1
@@ -161,20 +160,45 @@ def test_one_failing_platform_is_named_first_and_the_hint_locks_the_others(tmp_p
 
 def test_several_failing_platforms_each_keep_their_own_advice() -> None:
     """The hint said only the first failing platform's advice (torch 2.7.1 on three platforms: aarch64's
-    channel advice, nothing about win-64's)."""
-    from envlock.errors import SolveError
-    from envlock.solve_report import combined
-
-    aarch = SolveError("no CUDA toolchain solves: no package 'libcurand-dev' for linux-aarch64",
-                       hint="add a channel that has it for linux-aarch64 (--channel, --mirror)")  # fmt: skip
-    win = SolveError("no CUDA toolchain solves: no package 'cuda-nvcc' for win-64", hint="use --cuda 12.8")
+    channel advice, nothing about win-64's). Each platform's words are said again from its record, without it."""
+    missing = "Cannot solve the request because of: No candidates were found for {} *."
+    aarch = platform_failure("linux-aarch64", [Attempt("linux-aarch64", "12.8", "", cause_of(
+        missing.format("libcurand-dev"), channel="conda-forge", absent=["libcurand-dev"]))], lacking=False)
+    win_blocker = Blocker("extra", "cuda-nvcc", ("there is no package 'cuda-nvcc' in conda-forge", Slot.FOR),
+                          ("the spec's dependency `cuda-nvcc` cannot be met", Slot.FOR, ": drop it"))
+    win = blocked("win-64", Attempt("win-64", "12.8", "", "x"), win_blocker)
+    assert "for linux-aarch64" in aarch.message and "on linux-aarch64" in aarch.hint  # each said for its platform
+    assert "for win-64" in win.message and "for win-64" in win.hint
     err = combined([("linux-aarch64", aarch), ("win-64", win)], ["linux-64"], ["linux-64", "linux-aarch64", "win-64"])
-    assert err.message.startswith("linux-aarch64 and win-64 cannot be solved")
+    assert err.message.startswith("linux-aarch64 and win-64 cannot be solved: linux-aarch64: there is no package "
+                                  "'libcurand-dev' in conda-forge (CUDA 12.8); win-64: there is no package 'cuda-nvcc' "
+                                  "in conda-forge (no CUDA minor can change that: envlock stopped after CUDA 12.8)")
     assert err.hint.startswith("lock the others without them: `envlock … --platform linux-64` (or drop them")
-    assert "linux-aarch64: add a channel that has it (--channel" in err.hint and "win-64: use --cuda 12.8" in err.hint
-    win_same = SolveError("x", hint="add a channel that has it for win-64 (--channel, --mirror)")
+    assert "linux-aarch64: use a channel that has what these CUDA minors need (--channel" in err.hint
+    assert "win-64: the spec's dependency `cuda-nvcc` cannot be met: drop it" in err.hint
+    assert "for linux-aarch64" not in err.hint + err.message and "for win-64" not in err.hint + err.message
+    win_same = platform_failure("win-64", [Attempt("win-64", "12.8", "", cause_of(
+        missing.format("libcurand-dev"), channel="conda-forge", absent=["libcurand-dev"]))], lacking=False)
     same = combined([("linux-aarch64", aarch), ("win-64", win_same)], [], ["linux-aarch64", "win-64"])
-    assert same.hint == "add a channel that has it (--channel, --mirror)"  # one piece of advice for both: said once
+    assert same.hint == "use a channel that has what these CUDA minors need (--channel, --mirror), or pin another " \
+        "CUDA minor (envlock resolve --cuda X.Y)"  # one piece of advice for both: said once
+    assert same.message.startswith("linux-aarch64 and win-64 cannot be solved: there is no package 'libcurand-dev'")
+
+
+def test_a_solve_failure_carries_its_platform_package_and_cause_as_data() -> None:
+    """Callers read what a failure is about from fields, not from its words (issue 26 item 3)."""
+    attempts = [Attempt("linux-64", cuda, "", cause_of(CURAND_12_8, channel="conda-forge"), CURAND_12_8)
+                for cuda in ("12.8", "12.9")]
+    err = platform_failure("linux-64", attempts, lacking=False)
+    assert (err.platform, err.package, err.cause) == ("linux-64", "libcurand-dev", "no-build")
+    assert [f.platform for f in err.failures] == ["linux-64"] and err.failures[0].attempts == tuple(attempts)
+    py = cause_of(PYTORCH_PY39, channel="conda-forge")
+    assert (py.kind, py.package) == ("python", "pytorch")
+    stop = blocked("win-64", Attempt("win-64", "12.9", "", py), Blocker("pytorch", "pytorch ==2.7.1", py.words, ("h",)))
+    assert (stop.platform, stop.package, stop.cause) == ("win-64", "pytorch", "pytorch")
+    both = combined([("linux-64", err), ("win-64", stop)], [], ["linux-64", "win-64"])
+    assert both.platform is None and [f.platform for f in both.failures] == ["linux-64", "win-64"]
+    assert (both.package, both.cause) == ("libcurand-dev", "no-build")  # the first failing platform's
 
 
 def test_the_reason_no_cudnn_variant_changes_comes_before_the_missing_cudnn() -> None:

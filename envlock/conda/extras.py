@@ -16,6 +16,7 @@ from rattler import Version, VersionSpec
 
 from envlock.models import Candidate
 from envlock.names import match_spec_name
+from envlock.solve_report import Cause, Slot
 from envlock.tables import minor_key
 
 _LOWER = re.compile(r">=\s*(\d+\.\d+)")
@@ -40,20 +41,22 @@ def _fits(record: rattler.RepoDataRecord, cuda: str) -> tuple[bool, set[str]]:
 
 async def missing_extras(
     gateway: rattler.Gateway, channels: Sequence[rattler.Channel], platform: str, cand: Candidate
-) -> list[str]:
-    """One sentence per extra of `cand` that the channels cannot serve for its CUDA minor."""
-    out: list[str] = []
+) -> list[Cause]:
+    """One cause per extra of `cand` that the channels cannot serve for its CUDA minor (`asked`: the extra's
+    name as the user gave it, `package`: the channel's name)."""
+    out: list[Cause] = []
     for label, spec in cand.extras:
         res = await gateway.query(list(channels), [platform, "noarch"], [spec], recursive=False)
         records = [r for recs in res for r in recs]
         name = match_spec_name(spec)
         if not records:
-            out.append(f"--with {label}: {name} is not on the channel for {platform}")
+            out.append(Cause("lacking-extra", name, (f"--with {label}: {name} is not on the channel", Slot.FOR), label))
             continue
         verdicts = [_fits(r, cand.cuda) for r in records]
         if any(ok for ok, _ in verdicts):
             continue
         have = sorted({m for _, ms in verdicts for m in ms}, key=minor_key)
         tail = f" (it has builds for CUDA {', '.join(have)})" if have else ""
-        out.append(f"--with {label}: {name} has no build for CUDA {cand.cuda} on the channel{tail}")
+        out.append(Cause("lacking-extra", name, (f"--with {label}: {name} has no build for CUDA ", Slot.CUDA,
+                                                 f" on the channel{tail}"), label))
     return out

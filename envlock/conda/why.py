@@ -21,7 +21,7 @@ import rattler.exceptions
 from envlock.models import Candidate
 from envlock.conda.extras import missing_extras
 from envlock.names import match_spec_name, strip_credentials
-from envlock.solve_report import Attempt, Blocker, plain_reason
+from envlock.solve_report import Attempt, Blocker, Cause, Slot, cause_of
 
 _NO_CANDIDATES = re.compile(r"No candidates were found for (\S+)")
 _ROOT = re.compile(r"because of: (\S+)")
@@ -45,11 +45,12 @@ async def attempt_of(gateway: Any, chans: list[Any], platform: str, cand: Candid
     """The plain-words record of one failed candidate."""
     blamed = await missing_extras(gateway, chans, platform, cand) if cand.extras else []
     if blamed:
-        return Attempt(platform, cand.cuda, "", "; ".join(blamed), raw, lacking_extra=True)
+        words = tuple(w for i, c in enumerate(blamed) for w in (("; ",) if i else ()) + c.words)
+        return Attempt(platform, cand.cuda, "", Cause("lacking-extra", blamed[0].package, words, blamed[0].asked), raw,
+                       lacking_extra=True)
     variant = f"with {cand.cudnn}" if cand.cudnn else ("without cuDNN" if cand.relaxed else "")
     absent = await _absent(gateway, chans, platform, sorted({m.group(1) for m in _NO_CANDIDATES.finditer(raw)}))
-    reason = plain_reason(raw, cuda=cand.cuda, channel=channel_label(cand.channels), platform=platform, absent=absent)
-    return Attempt(platform, cand.cuda, variant, reason, raw)
+    return Attempt(platform, cand.cuda, variant, cause_of(raw, channel=channel_label(cand.channels), absent=absent), raw)
 
 
 def independent_specs(cand: Candidate, extras: Sequence[str]) -> list[str]:
@@ -81,13 +82,13 @@ async def blocker(
     named = [m.group(1) for m in _NO_CANDIDATES.finditer(raw)] or [m.group(1) for m in _ROOT.finditer(raw)]
     culprit = next((s for s in specs if match_spec_name(s) in named), specs[0])
     absent = await _absent(gateway, chans, platform, sorted(set(named)))
-    reason = plain_reason(raw, cuda=cand.cuda, channel=channel, platform=platform, absent=absent)
+    reason = cause_of(raw, channel=channel, absent=absent).words
     name = match_spec_name(culprit)
     if name == "python":
         have = await _pythons(gateway, chans, platform)
         newest = _newest_for(torch, have) or (have[-1] if have else "3.11")
         span = f" (it has {have[0]} to {have[-1]})" if have else ""
-        hint = (f"pick a python {channel} builds for {platform}{span}: envlock resolve --python {newest}, "
+        hint = (f"pick a python {channel} builds", Slot.FOR, f"{span}: envlock resolve --python {newest}, "
                 "or `python:` in the spec's envlock block")
         return Blocker("python", culprit, reason, hint)
     if name == "pytorch":
@@ -96,12 +97,12 @@ async def blocker(
         asked = next((s.split()[1].removesuffix(".*") for s in specs if match_spec_name(s) == "python"), None)
         release = culprit.split()[1].lstrip("=") if len(culprit.split()) > 1 else ""
         if pythons and asked:
-            reason = (f"{channel}'s pytorch {release} is built for python {', '.join(pythons)} on {platform}, "
-                      f"not for python {asked}")
-        hint = (f"pass --python {pythons[-1]}, or --torch-source pip" if pythons
-                else f"pick a torch release {channel} builds, or --torch-source pip")
+            reason = (f"{channel}'s pytorch {release} is built for python {', '.join(pythons)}", Slot.ON,
+                      f", not for python {asked}")
+        hint = (f"pass --python {pythons[-1]}, or --torch-source pip",) if pythons else (
+            f"pick a torch release {channel} builds, or --torch-source pip",)
         return Blocker("pytorch", culprit, reason, hint)
-    hint = (f"the spec's dependency `{culprit}` cannot be met from {channel} for {platform}: change or drop it in "
+    hint = (f"the spec's dependency `{culprit}` cannot be met from {channel}", Slot.FOR, ": change or drop it in "
             "the spec's dependencies (environments/NAME.yml), or use a --channel that has it")
     return Blocker("extra", culprit, reason, hint)
 
