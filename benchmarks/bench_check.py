@@ -49,7 +49,7 @@ ENVS = (
 
 def make_project(root: Path) -> Path:
     """Build the test channel and resolve the ten environments into root/project."""
-    from envlock.resolve import ResolveRequest, resolve
+    from envlock.usecases.resolve import ResolveRequest, resolve
     from tests.channelbuilder import build_channel
 
     channel = build_channel(root / "channels")

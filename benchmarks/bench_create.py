@@ -93,7 +93,7 @@ def cuda_shaped(specs: list, files: int, lib_mb: float) -> None:  # type: ignore
 
 def make_lock(root: Path, extra_files: int = 0, lib_mb: float = 0) -> tuple[Path, str]:
     """Build the test channel and resolve torch 2.3.0 for linux-64 (toolchain only); return (lock path, channel URL)."""
-    from envlock.resolve import ResolveRequest, resolve
+    from envlock.usecases.resolve import ResolveRequest, resolve
     from tests.channelbuilder import conda_forge_catalog, index_channel, write_packages
 
     specs = [s for _, s in conda_forge_catalog(cuda_minors=["12.1"], subdirs=("linux-64",), pythons=("3.11",))]
@@ -131,9 +131,9 @@ def bench(root: Path, runs: int, scenario: str, files: int, lib_mb: float) -> fl
     """One scenario: print its table, return the median ratio."""
     from rattler import Subdir, install
 
-    from envlock.conda import cache as pkgcache
-    from envlock.conda.install import records as rattler_records
-    from envlock.create import CreateRequest, create_env
+    from envlock.seams.conda import cache as pkgcache
+    from envlock.seams.conda.install import records as rattler_records
+    from envlock.usecases.create import CreateRequest, create_env
     from envlock.formats import read_lock
     from envlock.progress import NoProgress
 

@@ -1,11 +1,11 @@
 """What checking cache entries when they are used costs a warm `envlock create` (issue 22, Build 4).
 
 Every create checks each package cache entry it links (and each cached wheel it installs) before using it: the
-entry must still be the sealed one this user verified (envlock/trust.py: one record read and one lstat per
+entry must still be the sealed one this user verified (envlock/seams/trust.py: one record read and one lstat per
 entry), else it is extracted again from its kept archive. This script measures, in one process and in pairs
 (A, B, C, A, B, C … so load on a shared machine hits all three alike):
 
-  checks   envlock.conda.cache.fill() over the warm cache: the entry checks alone (and nothing else)
+  checks   envlock.seams.conda.cache.fill() over the warm cache: the entry checks alone (and nothing else)
   envlock  create_env() into a fresh prefix: the checks + everything else envlock does around the install
   bare     rattler.install() of the same records, nothing else
 
@@ -40,9 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     from rattler import Subdir, install
 
     from benchmarks.bench_create import make_lock
-    from envlock.conda import cache as pkgcache
-    from envlock.conda.install import records as rattler_records
-    from envlock.create import CreateRequest, create_env
+    from envlock.seams.conda import cache as pkgcache
+    from envlock.seams.conda.install import records as rattler_records
+    from envlock.usecases.create import CreateRequest, create_env
     from envlock.formats import read_lock
     from envlock.progress import NoProgress
 

@@ -73,10 +73,10 @@ def main() -> int:
     ap.add_argument("--index", choices=("loopback", "configured"), default="loopback")
     args = ap.parse_args()
 
-    from envlock.pypi import compile as pypi_compile
-    from envlock.pypi import configured_index_url, uv
-    from envlock.pypi import part as pypi_part
-    from envlock.pypi import wheels as pypi_install
+    from envlock.seams.pypi import compile as pypi_compile
+    from envlock.seams.pypi import configured_index_url, uv
+    from envlock.seams.pypi import part as pypi_part
+    from envlock.seams.pypi import wheels as pypi_install
 
     work = Path(tempfile.mkdtemp(prefix="envlock-bench-pypi-"))
     os.environ["ENVLOCK_CACHE_DIR"] = str(work / "cache")

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 T0 = time.perf_counter()
-from envlock.resolve import ResolveRequest, resolve  # noqa: E402
+from envlock.usecases.resolve import ResolveRequest, resolve  # noqa: E402
 
 import asyncio  # noqa: E402,F401 - bare_solve.py's import time holds asyncio and rattler: so does this one's
 import rattler  # noqa: E402,F401 - the CLI imports it before solving too; time it with the imports

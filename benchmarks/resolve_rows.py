@@ -178,7 +178,7 @@ def pip_env(index_url: str) -> dict[str, str]:
 
 def bare_uv_request(doc: dict[str, Any], index_url: str, uv_cache: Path) -> dict[str, Any]:
     """The bare `uv pip compile` of the PyPI part envlock locked (same requirements, platform, python, cutoff)."""
-    from envlock.pypi import uv
+    from envlock.seams.pypi import uv
 
     argv = [uv.uv_binary(), "pip", "compile", "-", "--no-config", "--quiet", "--generate-hashes",
             "--python", sys.executable, "--python-version", "3.11", "--python-platform", "x86_64-manylinux_2_28",

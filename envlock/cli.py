@@ -107,7 +107,7 @@ def report_error(err: EnvlockError, *, as_json: bool, verbose: bool = False, arg
     """
     from envlock import messages, wrapping
     from envlock.names import printable
-    from envlock.net import scrub
+    from envlock.seams.net import scrub
 
     hint = err.hint
     if args is not None and any(not isinstance(p, str) for p in err.hint_parts):
@@ -220,7 +220,7 @@ _LOCK_BY_ARGUMENT = ("envlock lock", "envlock check", "envlock pack", "envlock e
 
 
 def _lock_given_as_name(text: str, args: list[str], command: str) -> EnvlockError | None:
-    """`envlock lock --name X`: the rule names a lock by its NAME argument (README: one rule for names); the hint
+    """`envlock lock --name X`: the rule names a lock by its NAME argument (docs/reference.md: one rule for names); the hint
     is the same command with X as that argument."""
     if command not in _LOCK_BY_ARGUMENT or not text.startswith(("no such option: --name", "no such option: -n")):
         return None
@@ -288,7 +288,7 @@ def run(argv: list[str] | None = None) -> int:
     interrupted = Interrupted("interrupted", hint=INTERRUPTED_HINT)
     sigint = _SigintSeen()
     app = None
-    from envlock.conda import one_command  # no rattler: what the command's solves share
+    from envlock.seams.conda import one_command  # no rattler: what the command's solves share
 
     try:
         with sigint, one_command(process_exits=_EXITS_AFTER_RUN):

@@ -5,7 +5,7 @@ cli.run checks them all before a command starts (exit 2, like an invalid option 
 option given by the environment); the modules that read one (net.py, pypi/uv.py) read it through `number()`
 here. It imports nothing of envlock (it sits under net.py): a bad value is a `BadSetting`, which those callers
 raise as envlock's UsageError (`usage()`). ENVLOCK_MIRRORS's entries are checked for their NAME=URL form here and parsed in
-envlock/config.py (a command that reads no mirror still refuses a malformed one), ENVLOCK_UID/GID are
+envlock/seams/config.py (a command that reads no mirror still refuses a malformed one), ENVLOCK_UID/GID are
 build arguments of the exported Dockerfile (not read by envlock), and the variables envlock's activation
 scripts set in an activated shell (ENVLOCK_PREFIX, ENVLOCK_OLD_*, …) are envlock's own.
 """

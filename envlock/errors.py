@@ -249,7 +249,7 @@ class ArchiveError(EnvlockError):
 
 
 class UnsafeNameError(EnvlockError):
-    """A name from a lock, archive, mirror or cache entry that would not stay under its root (envlock/gate.py)."""
+    """A name from a lock, archive, mirror or cache entry that would not stay under its root (envlock/seams/gate.py)."""
 
 
 class Interrupted(EnvlockError):

@@ -60,7 +60,7 @@ class Anchor:
 
 @dataclass(frozen=True, slots=True)
 class InstalledTorch:
-    """What the torch of a python said about itself (envlock.torch_probe), for the `installed` anchor."""
+    """What the torch of a python said about itself (envlock.seams.installed_torch), for the `installed` anchor."""
 
     exe: str  # the python asked
     version: str | None = None  # torch.__version__

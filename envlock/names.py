@@ -71,7 +71,7 @@ def match_spec_name(spec: str) -> str:
 
 def strip_credentials(url: str, marked: bool = False) -> str:
     """`url` without `user:password@` (a token alone, percent-encoded, all the same) and conda's `/t/<token>/`
-    segment (`/%74/` too), the one URL rule; envlock.net.scrub applies it to every URL in a text. `marked`: they
+    segment (`/%74/` too), the one URL rule; envlock.seams.net.scrub applies it to every URL in a text. `marked`: they
     become `***@` and `/t/***/` (the user sees a login was used).
     """
     if "://" not in url or ("@" not in url and "/t/" not in url and "/%74/" not in url):

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from envlock.cli import run
-from envlock.resolve import ResolveRequest, Tables, resolve
+from envlock.usecases.resolve import ResolveRequest, Tables, resolve
 from tests.output import unfolded
 
 PLATFORMS = ("linux-64", "linux-aarch64", "win-64")

@@ -4,10 +4,10 @@ Production code reads no ENVLOCK_TEST_* and sleeps for no test; this test-only l
 through envlock's seams, then runs `envlock ARGS…` exactly as `python -m envlock` would (same argv, so file-lock holder lines
 read `envlock create …`):
 
-* ENVLOCK_TEST_PAUSE_BEFORE_REPLACE=SECONDS[:FILENAME] wraps `envlock.fs.replace` (every atomic write's rename):
+* ENVLOCK_TEST_PAUSE_BEFORE_REPLACE=SECONDS[:FILENAME] wraps `envlock.seams.fs.replace` (every atomic write's rename):
   before each rename it says `envlock-test: pausing before replace of <file>` on stderr, and sleeps before
   FILENAME's (or before every one) — tests/reliability/test_interrupted.py, test_create_faults.py;
-* ENVLOCK_TEST_PAUSE_IN_LINK=SECONDS sets `envlock.conda.install.on_linked`: after the first linked package
+* ENVLOCK_TEST_PAUSE_IN_LINK=SECONDS sets `envlock.seams.conda.install.on_linked`: after the first linked package
   it says `envlock-test: pausing while linking` and sleeps (the prefix is half-linked) — test_create_faults.py.
 
 SECONDS may be `until=PATH`: the pause lasts until the test creates PATH (at most 120 s), so a test that needs
@@ -51,7 +51,7 @@ def _say(text: str) -> None:
 def _install() -> None:
     before_replace = os.environ.get("ENVLOCK_TEST_PAUSE_BEFORE_REPLACE")
     if before_replace:
-        from envlock import fs
+        from envlock.seams import fs
 
         seconds, _, only = before_replace.partition(":")
         real = fs.replace
@@ -65,7 +65,7 @@ def _install() -> None:
         fs.replace = paused_replace
     in_link = os.environ.get("ENVLOCK_TEST_PAUSE_IN_LINK")
     if in_link:
-        from envlock.conda import install
+        from envlock.seams.conda import install
 
         paused: list[bool] = []
 

@@ -1,4 +1,4 @@
-"""Real projects' sdists from the package index the user's pip is configured with (envlock.pypi.pipconf;
+"""Real projects' sdists from the package index the user's pip is configured with (envlock.seams.pypi.pipconf;
 no index host is named here), checked against the sha256 the index gives.
 
 `pip download --no-binary :all:` cannot fetch most CUDA-extension sdists without torch: it runs their
@@ -23,7 +23,7 @@ def fetch_sdist(requirement: str, dest: Path, timeout: float = 120) -> Path:
     """Download NAME==VERSION's sdist into dest (kept when already there with the index's hash)."""
     import requests
 
-    from envlock.pypi.pipconf import configured_extra_index_urls, configured_index_url
+    from envlock.seams.pypi.pipconf import configured_extra_index_urls, configured_index_url
     from tests.pipenv import user_pip_environ  # the user's pip settings, not the tests' loopback index
 
     name, version = requirement.split("==")

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envlock.activation import (
+from envlock.seams.activation import (
     CHANGED,
     ActivationSpec,
     activate_environ,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from envlock.anchor import (
+from envlock.core.anchor import (
     CondaForgeLookup,
     Sources,
     cuda_of_conda_build,
@@ -24,9 +24,9 @@ from envlock.anchor import (
 )
 from envlock.errors import AnchorError, EnvlockError, SpecError
 from envlock.models import Anchor, InstalledTorch
-from envlock.pypi import IndexSettings, torch_cuda_from_index
-from envlock.tables import torch_table
-from envlock.torch_probe import probe
+from envlock.seams.pypi import IndexSettings, torch_cuda_from_index
+from envlock.core.tables import torch_table
+from envlock.seams.installed_torch import probe
 from tests.fixtures.pypi import FakeTorchIndex
 
 FAST = IndexSettings(backoff=0.01, timeout=5.0)
@@ -88,7 +88,7 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., 
 
 @pytest.fixture(scope="module")
 def conda_forge_linux64(shared_dir: Path) -> Callable[[str], list[tuple[str, str]]]:
-    """A lookup over the real conda-forge linux-64 repodata snapshot (what envlock/conda/solve.py provides)."""
+    """A lookup over the real conda-forge linux-64 repodata snapshot (what envlock/seams/conda/solve.py provides)."""
     data = json.loads((shared_dir / "channels" / "conda-forge" / "linux-64" / "repodata.json").read_text())
     records = [
         (r["version"], r["build"])
@@ -410,7 +410,7 @@ def test_default_env_name_of_a_resolved_anchor() -> None:
 
 @pytest.mark.parametrize("platform", ["osx-64", "osx-arm64"])
 def test_macos_has_no_cuda(platform: str) -> None:
-    from envlock.resolve import check_platforms
+    from envlock.usecases.resolve import check_platforms
 
     with pytest.raises(AnchorError, match="torch on macOS has no CUDA") as info:
         check_platforms([platform])
@@ -418,7 +418,7 @@ def test_macos_has_no_cuda(platform: str) -> None:
 
 
 def test_platforms() -> None:
-    from envlock.resolve import check_platforms
+    from envlock.usecases.resolve import check_platforms
 
     assert check_platforms(["linux-64", "linux-aarch64", "win-64", "linux-64"]) == ("linux-64", "linux-aarch64", "win-64")
     for platform in ("linux-32", "linux-ppc64le"):

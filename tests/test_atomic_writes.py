@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from envlock.fs import write_all_atomic, write_atomic
+from envlock.seams.fs import write_all_atomic, write_atomic
 
 
 def test_write_atomic_skips_identical_content(tmp_path: Path) -> None:

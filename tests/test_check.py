@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from envlock.errors import LockfileError
-from envlock.resolve import assert_fresh, check, shipped_tables
+from envlock.usecases.resolve import assert_fresh, check, shipped_tables
 from tests.lockproject import (
     NAME,
     cli,

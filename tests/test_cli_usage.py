@@ -116,7 +116,7 @@ USAGE = [
     (["resolve", "--torch", "2.7.1", "--mirror", "conda-forge"], "--mirror 'conda-forge' is not NAME=URL", None),
     (["resolve", "--torch", "2.7.1", "--channel", ""], "--channel '' names no channel", None),
     (["resolve", "--torch", "2.7.1", "--lock", "../x"], "invalid lock name '../x'", None),
-    # a lock is named by its NAME argument; -n/--name names an environment (README: one rule for names)
+    # a lock is named by its NAME argument; -n/--name names an environment (docs/reference.md: one rule for names)
     (["lock", "--name", "x"], "`lock` takes the lock's NAME as its argument", None),
     (["check", "--name=x"], "`check` takes the lock's NAME as its argument", None),
     (["export", "explicit", "--platform", "osx-64"], "torch on macOS has no CUDA", None),

@@ -1,4 +1,4 @@
-"""The one map of rattler's exceptions (envlock/conda/errors.py) covers every class py-rattler defines."""
+"""The one map of rattler's exceptions (envlock/seams/conda/errors.py) covers every class py-rattler defines."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import rattler.exceptions
 
-from envlock.conda.errors import KINDS, _NOT_ERRORS, mapped, translate
+from envlock.seams.conda.errors import KINDS, _NOT_ERRORS, mapped, translate
 from envlock.errors import ChannelError, EnvCreateError, EnvlockError, SolveError, SpecError
 
 CLASSES = sorted(

@@ -1,4 +1,4 @@
-"""No rattler exception leaves envlock/conda/: each public function that calls rattler, driven into each family of
+"""No rattler exception leaves envlock/seams/conda/: each public function that calls rattler, driven into each family of
 failure it can meet with real rattler calls on real (tiny) packages and channels, raises an EnvlockError with a
 hint. (tests/test_conda_errors.py maps every rattler class by name; this drives the functions themselves.)
 
@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from envlock.conda import cache as pkgcache
-from envlock.conda import install
-from envlock.conda.solve import RattlerSolver, SolveOptions, conda_forge_pytorch_lookup
+from envlock.seams.conda import cache as pkgcache
+from envlock.seams.conda import install
+from envlock.seams.conda.solve import RattlerSolver, SolveOptions, conda_forge_pytorch_lookup
 from envlock.errors import ChannelError, EnvCreateError, EnvlockError, SolveError, SpecError
-from envlock.net import HttpSettings
+from envlock.seams.net import HttpSettings
 from envlock.models import Anchor, Candidate, LockedPackage, Plan, PlanOptions, PlatformPlan, VirtualPackage
 from envlock.progress import NoProgress
 from tests.channelbuilder import PackageSpec, write_package
@@ -39,7 +39,7 @@ def _plan(*specs: str) -> Plan:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real indexed channel with one package, `tiny 1.0` (linux-64), holding two files."""
-    from envlock.conda.index import index_dirs
+    from envlock.seams.conda.index import index_dirs
 
     root = tmp_path_factory.mktemp("tiny-channel")
     write_package(PackageSpec(name="tiny", version="1.0", subdir="linux-64",
@@ -134,7 +134,7 @@ def test_link_maps_a_damaged_entry_and_damaged_names_it(tiny: Path, tmp_path: Pa
 
 
 def test_index_dirs_maps_a_failure(tmp_path: Path) -> None:
-    from envlock.conda.index import index_dirs
+    from envlock.seams.conda.index import index_dirs
 
     (tmp_path / "chan" / "linux-64").mkdir(parents=True)
     (tmp_path / "chan" / "linux-64" / "bad-1.0-0.tar.bz2").write_bytes(b"no archive")

@@ -21,8 +21,8 @@ import pytest
 from tests.output import logical_lines, unfolded
 
 from envlock.cli import run
-from envlock.create import CreateRequest, create_env
-from envlock import envrecord
+from envlock.usecases.create import CreateRequest, create_env
+from envlock.seams import envrecord
 from envlock.errors import ChannelError, EnvCreateError, LockfileError
 from envlock.formats import read_lock
 from tests.test_activation import snapshots
@@ -202,7 +202,7 @@ def test_second_create_is_a_no_op_that_says_so(project: Path, tmp_path: Path, mi
 def test_an_env_is_not_a_cache(project: Path, project_124: Path, tmp_path: Path, mirror: dict[str, str]) -> None:
     """rattler's installer leaves a CACHEDIR.TAG at the prefix's root: backup tools run with --exclude-caches
     would skip the env. Gone after a create and after an update; one that a package installed stays."""
-    from envlock.conda.install import CACHE_TAG_SIGNATURE, drop_cache_tag
+    from envlock.seams.conda.install import CACHE_TAG_SIGNATURE, drop_cache_tag
 
     prefix = tmp_path / "env"
     create_env(req(lock_of(project), prefix, tmp_path, mirror))
@@ -459,7 +459,7 @@ def test_link_failure_removes_a_new_prefix_and_leaves_an_existing_one_as_it_was(
     project: Path, project_124: Path, tmp_path: Path, mirror: dict[str, str]
 ) -> None:
     """A damaged package-cache entry makes rattler's link fail: a new prefix is removed, an existing env is left
-    exactly as it was (an update is built beside it and swapped in: envlock/update.py); the next run repairs."""
+    exactly as it was (an update is built beside it and swapped in: envlock/usecases/update.py); the next run repairs."""
     cache = tmp_path / "c"
     existing = tmp_path / "existing"
     create_env(req(lock_of(project), existing, cache, mirror))  # fills the cache with 12.1

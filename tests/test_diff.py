@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from envlock.formats import read_lock
-from envlock.lockdiff import diff_files, lock_entries
+from envlock.usecases.diff import diff_files, lock_entries
 from tests.lockproject import NAME, cli, cli_json, copy_project, edit, lock_file, make_project, spec_file
 
 

@@ -165,8 +165,8 @@ def test_complete_prefix_is_green(tmp_path: Path, cudart_stub: Path) -> None:
 
 
 def test_env_activated_by_envlocks_own_activation_is_green(tmp_path: Path, cudart_stub: Path) -> None:
-    """`envlock run` applies envlock.activation and marks the prefix in _ENVLOCK_PREFIX (no CONDA_PREFIX)."""
-    from envlock.activation import activate_environ
+    """`envlock run` applies envlock.seams.activation and marks the prefix in _ENVLOCK_PREFIX (no CONDA_PREFIX)."""
+    from envlock.seams.activation import activate_environ
 
     p = make_prefix(tmp_path, cudart_stub, activation=False, meta=META)
     env = activate_environ(base_env(tmp_path), str(p), "linux-64", torch_source="pip", has_cudnn=False)

@@ -358,7 +358,7 @@ def test_an_observation_cannot_be_changed_by_a_check() -> None:
 PURE = ("observation.py", "hints.py", "result.py", "checks_env.py", "checks_build.py", "checks_runtime.py",
         "checks_compile.py", "checks_gpu.py", "checks_groups.py")  # fmt: skip
 IMPURE = {"subprocess", "shutil", "tempfile", "time", "glob", "ctypes", "envlock.doctor.observe",
-          "envlock.doctor.programs", "envlock.doctor.probe", "envlock.activation"}  # fmt: skip
+          "envlock.doctor.programs", "envlock.doctor.probe", "envlock.seams.activation"}  # fmt: skip
 
 
 @pytest.mark.parametrize("module", PURE)

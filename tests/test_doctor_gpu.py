@@ -33,7 +33,7 @@ from envlock.doctor.checks_gpu import (
     parse_nvcc_arches,
     torch_runs_on,
 )
-from envlock.tables import gpu_arch_table as arch_table
+from envlock.core.tables import gpu_arch_table as arch_table
 
 OBSERVED = Path(__file__).parent / "data" / "observed"
 NVCC_13_0 = parse_nvcc_arches((OBSERVED / "nvcc-13.0.88-list-gpu-arch.txt").read_text())

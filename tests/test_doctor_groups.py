@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from envlock.doctor import HEADERS
-from envlock.tables import deepspeed_ops_table as deepspeed_ops
-from envlock.tables import extras_tables
+from envlock.core.tables import deepspeed_ops_table as deepspeed_ops
+from envlock.core.tables import extras_tables
 from tests.test_doctor import META, TARGET, base_env, cudart_stub, doctor, make_prefix  # noqa: F401 - fixture
 
 #: What CUDA headers DeepSpeed's ops include beyond torch's set, in the default set (cuda-cudart-dev, cccl).

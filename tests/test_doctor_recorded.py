@@ -3,7 +3,7 @@
 No GPU, nvcc, gcc or bash here: each test rebuilds the Observation a recorded run had (from the details its
 findings kept, or from the record's facts) and asks the pure checks for their verdicts, which must be the
 recorded ones. Where doctor changed on purpose since a record (host_compiler.ccbin: two drivers of one gcc
-install are ok since 2026-12-01, README "Proven on a GPU"), the test says so and checks both sides.
+install are ok since 2026-12-01, docs/gpu.md), the test says so and checks both sides.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The env record conda-meta/envlock has one owner (envlock/envrecord.py): one name, a version written by every
+"""The env record conda-meta/envlock has one owner (envlock/seams/envrecord.py): one name, a version written by every
 writer and checked by every reader; a newer version is one clear error at every door (hook, run, shell-hook,
 doctor, create)."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from envlock import envrecord
+from envlock.seams import envrecord
 from envlock.errors import NewerFormatError
 from tests.output import logical_lines
 
@@ -94,10 +94,10 @@ def test_document_stamps_this_envlock_s_versions_over_the_callers() -> None:
 
 
 def test_no_module_but_envrecord_spells_the_record() -> None:
-    """The record's path and version key are named in envlock/envrecord.py only (strings in code, not prose)."""
+    """The record's path and version key are named in envlock/seams/envrecord.py only (strings in code, not prose)."""
     spelled = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path.name == "envrecord.py" and path.parent == PACKAGE:
+        if path.name == "envrecord.py" and path.parent == PACKAGE / "seams":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and node.value in ("conda-meta/envlock", envrecord.VERSION_KEY):

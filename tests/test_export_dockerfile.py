@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from dockerfile_parse import DockerfileParser
 
-from envlock.activation import activate_environ
+from envlock.seams.activation import activate_environ
 from envlock.cli import run
-from envlock.export.dockerfile import PREFIX, compiler_values, env_values
+from envlock.usecases.export.dockerfile import PREFIX, compiler_values, env_values
 from envlock.formats import read_lock
 from tests.test_create import assert_one_error, cli
 from tests.output import flat
@@ -116,12 +116,12 @@ def test_export_is_hadolint_clean_pinned_and_installs_the_lock(proj: Path, platf
     build, final = stages(df)
     copies = [i["value"] for i in build if i["instruction"] == "COPY"]
     assert copies == ["envlock-image/ /tmp/envlock-image/",
-                      f"locks/{NAME}/conda-{platform}.lock /tmp/envlock/conda-{platform}.lock"]
+                      f"locks/{NAME}/conda-{platform}.lock /tmp/envlock/seams/conda-{platform}.lock"]
     assert (proj / copies[1].split()[0]).is_file()  # it COPYs files of the build context
     assert sorted(p.name for p in (proj / "envlock-image").iterdir()) == [
         "envlock_cuda-0.1.0-py3-none-any.whl", "requirements.txt"]
     install = next(i["value"] for i in build if "envlock create" in i["value"])
-    assert f"--lock /tmp/envlock/conda-{platform}.lock --prefix /opt/env --platform {platform} --frozen" in install
+    assert f"--lock /tmp/envlock/seams/conda-{platform}.lock --prefix /opt/env --platform {platform} --frozen" in install
     assert "rm -rf /tmp/envlock/cache" in install  # the package cache goes in the layer that made it
     envlock = next(i["value"] for i in build if "/opt/envlock/bin/python -m pip install" in i["value"])
     assert "--no-deps --require-hashes -r /tmp/envlock-image/requirements.txt" in envlock  # no published envlock
@@ -287,7 +287,7 @@ def test_toolchain_only_lock_has_no_pip_step(proj: Path) -> None:
 def test_explicit_file_given_directly(proj: Path) -> None:
     r = export(proj, "--lock", f"locks/{NAME}/conda-linux-aarch64.lock", "-o", "-")
     assert r.returncode == 0, r.stderr
-    assert f"COPY locks/{NAME}/conda-linux-aarch64.lock /tmp/envlock/conda-linux-aarch64.lock" in r.stdout
+    assert f"COPY locks/{NAME}/conda-linux-aarch64.lock /tmp/envlock/seams/conda-linux-aarch64.lock" in r.stdout
     assert "test \"$(uname -m)\" = aarch64" in r.stdout
 
 
@@ -375,7 +375,7 @@ def test_lock_outside_the_build_context_is_refused(proj: Path, tmp_path: Path) -
 
 def test_help_stays_light() -> None:
     """`envlock --help` must not import the exporter (or yaml tables it loads)."""
-    code = "import sys; from envlock import cli; print('envlock.export.dockerfile' in sys.modules)"
+    code = "import sys; from envlock import cli; print('envlock.usecases.export.dockerfile' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "False"
 

@@ -16,10 +16,10 @@ from envlock.errors import PlanError, SpecError
 from envlock.formats import read_lock
 from envlock.models import Anchor, PlanOptions
 from envlock.project import content_hashes
-from envlock.resolve import plan_for, shipped_tables
-from envlock.rules import make_plan
+from envlock.usecases.resolve import plan_for, shipped_tables
+from envlock.core.rules import make_plan
 from envlock.formats.spec import EnvSpec, parse_spec, render_spec
-from envlock.tables import TOOLCHAINS, cuda_tables, extras_tables, parse_extras
+from envlock.core.tables import TOOLCHAINS, cuda_tables, extras_tables, parse_extras
 
 
 def anchor(cuda: str, torch: str = "2.8.0") -> Anchor:

@@ -88,7 +88,7 @@ def _solve_failure(tmp_path: Path, specs: list[PackageSpec], ask: list[str], cut
 
     import rattler
 
-    from envlock.solve_report import plain_reason
+    from envlock.core.solve_explain import plain_reason
 
     root = tmp_path / "ch"
     for s in specs:

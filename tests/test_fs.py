@@ -1,4 +1,4 @@
-"""envlock.fs: the one atomic writer and the cross-platform file lock (flock / msvcrt), with real processes."""
+"""envlock.seams.fs: the one atomic writer and the cross-platform file lock (flock / msvcrt), with real processes."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import sys
 import time
 from pathlib import Path
 
-from envlock.fs import FileLock, copy_atomic, write_atomic, write_json_atomic
+from envlock.seams.fs import FileLock, copy_atomic, write_atomic, write_json_atomic
 from tests.second_user import open_dir, second_user
 
 HOLD = """
 import sys, time
 from pathlib import Path
-from envlock.fs import FileLock
+from envlock.seams.fs import FileLock
 with FileLock(Path(sys.argv[1]), "the lock of demo"):
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))
@@ -73,7 +73,7 @@ def test_the_writer_keeps_an_existing_mode_and_gives_a_new_file_the_umasks(tmp_p
 def test_a_lock_in_a_folder_the_user_cannot_write_is_one_error_naming_it() -> None:
     as_other, env = second_user()
     with open_dir("envlock-root-only-") as root_only:
-        code = ("import sys; from pathlib import Path; from envlock.fs import FileLock\n"
+        code = ("import sys; from pathlib import Path; from envlock.seams.fs import FileLock\n"
                 "try:\n    FileLock(Path(sys.argv[1]), 'the lock of x').__enter__()\n"
                 "except Exception as exc:\n    print(type(exc).__name__, exc.message, '|', exc.hint)")
         done = subprocess.run([*as_other, "-c", code, str(root_only / "a.lock")], capture_output=True, text=True,
@@ -105,7 +105,7 @@ def test_another_users_lock_file_in_a_shared_cache_still_locks() -> None:
 WAIT = """
 import sys
 from pathlib import Path
-from envlock.fs import FileLock
+from envlock.seams.fs import FileLock
 with FileLock(Path(sys.argv[1]), "the lock of demo", notify=print):
     print("got it")
 """

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from envlock.cli import run
-from envlock.tables import cuda_tables, torch_table
+from envlock.core.tables import cuda_tables, torch_table
 from tests.output import error_and_hint, hint_commands
 
 TABLE = torch_table()
@@ -171,7 +171,7 @@ def test_several_locks_name_one_with_the_command_that_was_run(command, two_locks
 
 def test_the_walk_would_catch_a_circular_hint(project: Path, capsys, monkeypatch) -> None:
     """Control: a hint that leads back to the same error fails the walk (the check can fail)."""
-    import envlock.anchor as anchor
+    import envlock.core.anchor as anchor
     from envlock.errors import AnchorError, again
 
     def circular(version, local, table):  # noqa: ANN001

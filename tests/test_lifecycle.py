@@ -14,7 +14,7 @@ import pytest
 
 from envlock.formats import read_lock
 from envlock.project import content_hashes
-from envlock.resolve import Tables, plan_for, shipped_tables, spec_anchor
+from envlock.usecases.resolve import Tables, plan_for, shipped_tables, spec_anchor
 from envlock.formats.spec import EnvSpec, parse_spec, read_spec
 from tests.output import unfolded
 from tests.channelbuilder import PackageSpec
@@ -66,7 +66,7 @@ import json, sys
 from pathlib import Path
 from envlock.formats.spec import read_spec
 from envlock.project import content_hashes
-from envlock.resolve import plan_for, shipped_tables, spec_anchor
+from envlock.usecases.resolve import plan_for, shipped_tables, spec_anchor
 spec = read_spec(Path("environments") / (sys.argv[1] + ".yml"))
 anchor = spec_anchor(spec, None, shipped_tables(), None)
 print(json.dumps(content_hashes(spec, plan_for(spec, anchor, shipped_tables()))))

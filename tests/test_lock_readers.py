@@ -19,7 +19,7 @@ import rattler
 from envlock.errors import ChannelError
 from envlock.formats import read_lock
 from envlock.models import PypiPackage
-from envlock.pypi import requires
+from envlock.seams.pypi import requires
 from tests.lockproject import make_project, package_blocks
 from tests.test_pypi_part import _conda_lock, _resolve
 from tests.wheelindex import WheelIndex, build_wheel

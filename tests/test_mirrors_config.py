@@ -20,7 +20,7 @@ from tests.output import flat, logical_lines, unfolded
 
 from envlock.cli import run
 from envlock.formats import read_lock
-from envlock.mirrors import MIRROR_MANIFEST, MirrorMap, channel_fetch_url, mirrored, parse_entry
+from envlock.seams.mirror_urls import MIRROR_MANIFEST, MirrorMap, channel_fetch_url, mirrored, parse_entry
 from tests.test_create import assert_one_error, cli, lock_of, project  # noqa: F401 - session fixture
 
 CF = "https://conda.anaconda.org/conda-forge/"

@@ -1,4 +1,4 @@
-"""envlock.net, the network seam, against a real HTTP server on 127.0.0.1 with real faults (tests/channelbuilder.py).
+"""envlock.seams.net, the network seam, against a real HTTP server on 127.0.0.1 with real faults (tests/channelbuilder.py).
 
 The wheel download once replayed the bytes it had already written when a connection dropped mid-body and the
 retry started over (pypi_install._chunks): the file then failed its sha256. Here the server cuts a 4 MB body off
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from envlock import net
+from envlock.seams import net
 from envlock.errors import ChannelError
 from envlock.models import PypiPackage
 from tests.channelbuilder import ChannelServer
@@ -71,7 +71,7 @@ def test_5xx_is_retried_by_the_session_and_a_404_is_final(served: tuple[Path, by
 
 
 def test_the_wheel_cache_survives_a_connection_dropped_mid_body(served: tuple[Path, bytes], tmp_path: Path) -> None:
-    from envlock.pypi.wheels import fetch_wheels
+    from envlock.seams.pypi.wheels import fetch_wheels
 
     root, body = served
     with ChannelServer(root) as server:
@@ -102,8 +102,8 @@ def test_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_the_index_client_and_rattler_follow_the_same_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    from envlock.conda.solve import SolveOptions
-    from envlock.pypi import IndexSettings
+    from envlock.seams.conda.solve import SolveOptions
+    from envlock.seams.pypi import IndexSettings
 
     monkeypatch.setenv("ENVLOCK_HTTP_TIMEOUT", "9")
     monkeypatch.setenv("ENVLOCK_HTTP_RETRIES", "5")
@@ -142,7 +142,7 @@ def test_scrub_blanks_the_secrets_of_a_url_wherever_they_appear() -> None:
     ],
 )
 def test_a_channel_url_keeps_no_credential_even_with_a_space_in_it(channel: str, want: str) -> None:
-    from envlock.conda.channels import canonical_channel_url, check_channel_security
+    from envlock.seams.conda.channels import canonical_channel_url, check_channel_security
     from envlock.errors import SpecError
 
     assert canonical_channel_url(channel) == want

@@ -1,5 +1,5 @@
-"""Each outside system has one owner in envlock (README "How it is built"): rattler -> envlock/conda/, HTTP ->
-envlock/net.py, other programs -> envlock/proc.py. Read from the sources with ast (lazy imports inside functions
+"""Each outside system has one owner in envlock (README "How it is built"): rattler -> envlock/seams/conda/, HTTP ->
+envlock/seams/net.py, other programs -> envlock/seams/proc.py. Read from the sources with ast (lazy imports inside functions
 count, strings and comments do not).
 """
 
@@ -48,7 +48,7 @@ def _is(module: str, top: str) -> bool:
 
 def test_only_conda_imports_rattler() -> None:
     found = [f"{rel}:{line} {mod}" for rel, tree in _sources() for line, mod, _ in _imports(tree)
-             if _is(mod, "rattler") and not rel.startswith("conda/")]
+             if _is(mod, "rattler") and not rel.startswith("seams/conda/")]
     assert found == []
 
 
@@ -57,7 +57,7 @@ def test_only_net_speaks_http() -> None:
     for rel, tree in _sources():
         for line, mod, names in _imports(tree):
             bad = next((h for h in HTTP if _is(mod, h)), None)
-            if bad and rel != "net.py" and not (names and set(names) <= HTTP_NAMES_OK.get(bad, set())):
+            if bad and rel != "seams/net.py" and not (names and set(names) <= HTTP_NAMES_OK.get(bad, set())):
                 found.append(f"{rel}:{line} {mod} {names}")
     assert found == []
 
@@ -70,7 +70,7 @@ OS_PREFIXES = ("exec", "spawn")
 def test_only_proc_runs_programs() -> None:
     found = []
     for rel, tree in _sources():
-        if rel == "proc.py":
+        if rel == "seams/proc.py":
             continue
         for line, mod, names in _imports(tree):
             if _is(mod, "subprocess") or _is(mod, "pty") or (mod == "os" and any(
@@ -85,10 +85,10 @@ def test_only_proc_runs_programs() -> None:
 
 def test_the_checks_can_fail() -> None:
     """Control: the same scan finds what it looks for where it is (net.py's requests, conda/'s rattler)."""
-    net = ast.parse((PACKAGE / "net.py").read_text(encoding="utf-8"))
+    net = ast.parse((PACKAGE / "seams" / "net.py").read_text(encoding="utf-8"))
     assert any(_is(mod, "requests") for _, mod, _ in _imports(net))
-    solve = ast.parse((PACKAGE / "conda" / "solve.py").read_text(encoding="utf-8"))
+    solve = ast.parse((PACKAGE / "seams" / "conda" / "solve.py").read_text(encoding="utf-8"))
     assert any(_is(mod, "rattler") for _, mod, _ in _imports(solve))
-    proc = ast.parse((PACKAGE / "proc.py").read_text(encoding="utf-8"))
+    proc = ast.parse((PACKAGE / "seams" / "proc.py").read_text(encoding="utf-8"))
     assert any(_is(mod, "subprocess") for _, mod, _ in _imports(proc))
     assert any(isinstance(n, ast.Attribute) and n.attr == "execvpe" for n in _walk(proc))

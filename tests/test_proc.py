@@ -1,4 +1,4 @@
-"""envlock/proc.py, the one runner: one timeout, Ctrl-C and failure policy for every program envlock starts, with
+"""envlock/seams/proc.py, the one runner: one timeout, Ctrl-C and failure policy for every program envlock starts, with
 real programs (sh, sleep, a missing one, a file that is not executable)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from envlock import proc
+from envlock.seams import proc
 from envlock.errors import EnvlockError, SpecError
 
 SH = "/bin/sh"
@@ -55,7 +55,7 @@ def test_ctrl_c_stops_the_child_and_is_interrupted(call: str, tmp_path: Path) ->
     """SIGINT to envlock while a child runs: the child is killed and envlock raises Interrupted naming the work."""
     pidfile = tmp_path / "pid"
     code = (
-        "import sys\nfrom envlock import proc\nfrom envlock.errors import Interrupted\n"
+        "import sys\nfrom envlock.seams import proc\nfrom envlock.errors import Interrupted\n"
         f"args = ['/bin/sh', '-c', 'echo $$ > {pidfile}; exec sleep 60']\n"
         "try:\n"
         f"    proc.{call}(args, what='sleeping', timeout=120"
@@ -75,7 +75,7 @@ def test_ctrl_c_stops_the_child_and_is_interrupted(call: str, tmp_path: Path) ->
 
 
 def test_replace_with_becomes_the_command_or_says_why_not(tmp_path: Path) -> None:
-    code = ("import sys\nfrom envlock import proc\nfrom envlock.errors import SpecError\n"
+    code = ("import sys\nfrom envlock.seams import proc\nfrom envlock.errors import SpecError\n"
             "try:\n    proc.replace_with(sys.argv[1:], {'PATH': '/usr/bin:/bin'},"
             " failed=lambda w: SpecError(f'{w.kind} {w.reason}', hint='h'))\n"
             "except SpecError as exc:\n    print(exc.message); sys.exit(9)\n")

@@ -13,9 +13,9 @@ import sys
 
 import pytest
 
-PURE = ("envlock.anchor", "envlock.rules", "envlock.tables", "envlock.torch_support", "envlock.models", "envlock.names")
+PURE = ("envlock.core.anchor", "envlock.core.rules", "envlock.core.tables", "envlock.core.torch_support", "envlock.models", "envlock.names")
 #: The envlock modules importing the pure core may load: itself and what it stands on.
-ALLOWED = {"envlock", "envlock.errors", *PURE, "envlock.tables.cuda", "envlock.tables.other", "envlock.tables.torch"}
+ALLOWED = {"envlock", "envlock.core", "envlock.errors", *PURE, "envlock.core.tables.cuda", "envlock.core.tables.other", "envlock.core.tables.torch"}
 FORBIDDEN = ("typer", "click", "rattler", "requests", "urllib3", "conda_lock", "rich", "subprocess", "yaml")
 
 
@@ -38,7 +38,7 @@ def test_the_pure_core_imports_nothing_that_reaches_out(module: str) -> None:
 def test_the_probe_and_the_index_client_are_where_the_process_and_the_network_are() -> None:
     """Control: the check above can fail: the sources the caller makes do import what the core must not."""
     found = _fresh(
-        "import sys, json; import envlock.torch_probe\n"
+        "import sys, json; import envlock.seams.installed_torch\n"
         "print(json.dumps({'outside': sorted(m for m in ('subprocess',) if m in sys.modules), 'envlock': []}))"
     )
     assert found["outside"] == ["subprocess"]
@@ -49,8 +49,8 @@ def test_rules_receive_their_tables() -> None:
     import dataclasses
 
     from envlock.models import Anchor, PlanOptions
-    from envlock.rules import make_plan
-    from envlock.tables import cuda_tables, extras_tables
+    from envlock.core.rules import make_plan
+    from envlock.core.tables import cuda_tables, extras_tables
 
     real = cuda_tables()
     lower = dataclasses.replace(real, minors={**real.minors, "12.1": dataclasses.replace(real.minors["12.1"], gcc_max=11)})

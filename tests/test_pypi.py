@@ -14,9 +14,9 @@ from urllib.parse import urlsplit
 import pytest
 from packaging.version import Version
 
-from envlock.tables import torch_table
+from envlock.core.tables import torch_table
 from envlock.errors import AnchorError, ChannelError
-from envlock.pypi import (
+from envlock.seams.pypi import (
     IndexSettings,
     cache_root,
     configured_index_url,
@@ -284,7 +284,7 @@ def test_non_http_index_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
 def test_credentials_are_used_but_never_shown(
     pypi_index: FakeTorchIndex, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="envlock.pypi")
+    caplog.set_level(logging.DEBUG, logger="envlock.seams.pypi")
     pypi_index.auth = ("alice", "s3cret-pw")
     monkeypatch.setenv("PIP_INDEX_URL", pypi_index.url_with_credentials("alice", "s3cret-pw"))
     meta = torch_cuda_from_index("2.3.0", FAST)  # its cp311 wheel link is relative to the page
@@ -421,7 +421,7 @@ def test_no_index_host_is_hard_coded_in_the_repository() -> None:
 
 
 def test_https_index_may_not_be_redirected_to_http() -> None:
-    from envlock.net import redirect_target
+    from envlock.seams.net import redirect_target
 
     with pytest.raises(ChannelError, match="to a http URL") as info:
         redirect_target("https://u:pw@index.test/simple/torch/", "http://index.test/simple/torch/")
@@ -430,7 +430,7 @@ def test_https_index_may_not_be_redirected_to_http() -> None:
 
 
 def test_credentials_follow_a_redirect_on_the_same_host_only() -> None:
-    from envlock.net import carry_credentials as _carry_credentials
+    from envlock.seams.net import carry_credentials as _carry_credentials
 
     src = "https://u:pw@index.test/simple/torch/"
     assert _carry_credentials(src, "https://index.test/other/") == "https://u:pw@index.test/other/"

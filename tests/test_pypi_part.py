@@ -521,8 +521,8 @@ def test_only_a_failed_resolution_is_blamed_on_the_pip_requirements() -> None:
     """uv's report on CI (verbatim, the interpreter of an active venv under a 0700 home) has a `cause:` but no
     failed resolution: it was reported as a conflicting `- pip:` requirement (exit 3). A real conflict still is."""
     from envlock.errors import SolveError, SpecError
-    from envlock.pypi.compile import CompileRequest, _uv_error
-    from envlock.pypi.part import Index
+    from envlock.seams.pypi.compile import CompileRequest, _uv_error
+    from envlock.seams.pypi.part import Index
 
     req = CompileRequest(requirements=("torch==2.7.1",), python="3.11", platforms=("linux-64",), glibc="2.28",
                          index=Index("http://127.0.0.1:1/simple", "http://127.0.0.1:1/simple"))  # fmt: skip

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from envlock.tables import example_torch
+from envlock.core.tables import example_torch
 from tests.output import logical_lines, unfolded
 
 from envlock.cli import run

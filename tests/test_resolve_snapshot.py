@@ -10,7 +10,7 @@ import pytest
 from envlock.cli import run
 from envlock.errors import SolveError
 from envlock.models import Anchor, Candidate, Plan, PlanOptions, PlatformPlan, VirtualPackage
-from envlock.conda.solve import RattlerSolver, SolveOptions
+from envlock.seams.conda.solve import RattlerSolver, SolveOptions
 
 
 @pytest.fixture

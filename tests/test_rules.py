@@ -7,8 +7,8 @@ import pytest
 
 from envlock.errors import PlanError
 from envlock.models import Anchor, PlanOptions
-from envlock.rules import cudnn_spec, make_plan
-from envlock.tables import cuda_tables, extras_tables
+from envlock.core.rules import cudnn_spec, make_plan
+from envlock.core.tables import cuda_tables, extras_tables
 
 
 def anchor(cuda: str, cudnn: str | None = "9.10.2.21", torch: str = "2.8.0", source: str = "pip") -> Anchor:
@@ -161,7 +161,7 @@ def test_conda_forge_torch_adds_pytorch_for_the_chosen_cuda() -> None:
 def test_rule_table_invariants() -> None:
     import yaml
 
-    from envlock.tables import text_of
+    from envlock.core.tables import text_of
 
     t, raw = cuda_tables(), yaml.safe_load(text_of("cuda.yaml"))
     keys = [m.key for m in t.minors.values()]

@@ -13,8 +13,8 @@ import pytest
 
 from tests.output import logical_lines, unfolded
 
-from envlock.create import CreateRequest, create_env
-from envlock import envrecord
+from envlock.usecases.create import CreateRequest, create_env
+from envlock.seams import envrecord
 from tests.test_activation import snapshots
 from tests.test_create import lock_of, project  # noqa: F401 - `project` is a session fixture
 

@@ -49,7 +49,7 @@ def test_concurrent_creates_share_one_cache_and_fetch_each_package_once(project:
 
 def test_a_cache_shared_by_a_group_serves_a_second_user_and_a_private_one_is_refused_in_one_line(
         project: Path, test_channel_url: str) -> None:  # noqa: F811
-    """Two users on one cluster cache. Shared as the README says (a setgid group folder, umask 002): the second
+    """Two users on one cluster cache. Shared as docs/scale.md says (a setgid group folder, umask 002): the second
     user's create installs from the first user's entries (they were 0700 before: mkdtemp's mode). Not shared (the
     first user's umask 022): one error naming the folder and the fix, before anything is fetched (it was an
     internal error from the file lock, then rattler's 'failed to acquire global cache lock')."""
@@ -94,7 +94,7 @@ def test_a_cache_shared_by_a_group_serves_a_second_user_and_a_private_one_is_ref
 
 def test_share_with_group_opens_own_private_files_only_in_a_group_writable_cache(tmp_path: Path) -> None:
     """What rattler and uv leave 0600 (their temp files) gets the umask's mode, but only in a group-shared cache."""
-    from envlock.fs import share_with_group
+    from envlock.seams.fs import share_with_group
 
     cache = tmp_path / "cache"
     shard = cache / "repodata" / "shards-v1" / "abc.msgpack"
@@ -111,7 +111,7 @@ def test_share_with_group_opens_own_private_files_only_in_a_group_writable_cache
         cache.chmod(0o755)  # private: nothing is walked or changed
         share_with_group(cache, cache / "repodata", cache / "uv")
         assert shard.stat().st_mode & 0o777 == 0o600 and shard.parent.stat().st_mode & 0o777 == 0o700
-        cache.chmod(0o2775)  # shared with a group, as the README sets it up
+        cache.chmod(0o2775)  # shared with a group, as docs/scale.md sets it up
         share_with_group(cache, cache / "repodata", cache / "uv")  # uv/ absent: nothing to do there
     finally:
         os.umask(old)

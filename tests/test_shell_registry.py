@@ -1,4 +1,4 @@
-"""Shells are a registry (envlock/activation/__init__.py SHELLS): a new shell is its renderer module declaring a
+"""Shells are a registry (envlock/seams/activation/__init__.py SHELLS): a new shell is its renderer module declaring a
 `Shell` and one line in SHELLS. Here a toy shell is added that way (in-process) and every door takes it: the
 lock's scripts, an env's hooks, `envlock shell-hook --shell`, its usage error's list."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import envlock.activation as activation
-from envlock.activation import ActivationSpec, Shell, hook_files, render_scripts, shell_hook, shell_names
+import envlock.seams.activation as activation
+from envlock.seams.activation import ActivationSpec, Shell, hook_files, render_scripts, shell_hook, shell_names
 from envlock.cli import run
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from tests.output import hint_commands, logical_lines
 
-from envlock.solve_report import MESSAGE_LIMIT, Attempt, Blocker, Slot, blocked, cause_of, combined, plain_reason, platform_failure
+from envlock.core.solve_explain import MESSAGE_LIMIT, Attempt, Blocker, Slot, blocked, cause_of, combined, plain_reason, platform_failure
 from tests.lockproject import edit, make_project, snapshot, spec_file
 
 ENVLOCK = [sys.executable, "-m", "envlock"]
@@ -204,7 +204,7 @@ def test_a_solve_failure_carries_its_platform_package_and_cause_as_data() -> Non
 def test_the_reason_no_cudnn_variant_changes_comes_before_the_missing_cudnn() -> None:
     """torch 2.6.0 / 2.7.1 on the snapshot led with 'no cudnn 9.x.*', though the attempts without cuDNN show
     what no cuDNN variant fixes (libcurand-dev for that CUDA)."""
-    from envlock.solve_report import Attempt, platform_failure
+    from envlock.core.solve_explain import Attempt, platform_failure
 
     attempts = [Attempt("linux-aarch64", "12.6", "with cudnn 9.7.*", "no cudnn 9.7.* in conda-forge"),
                 Attempt("linux-aarch64", "12.6", "without cuDNN",

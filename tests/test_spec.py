@@ -10,7 +10,7 @@ import yaml
 from envlock.errors import EnvlockError, LockfileError, SpecError
 from envlock.models import Anchor
 from envlock.project import content_hashes
-from envlock.resolve import SolveSettings, plan_for, shipped_tables
+from envlock.usecases.resolve import SolveSettings, plan_for, shipped_tables
 from envlock.formats.spec import EnvSpec, parse_spec, read_spec, render_spec
 
 SPEC = EnvSpec(name="torch2.8.0-cu128", torch="2.8.0", python="3.10", platforms=("linux-64", "win-64"))
@@ -103,7 +103,7 @@ def test_the_projects_own_example_spec_reads(shared_dir: Path) -> None:
 
 
 def test_hand_edited_toolchain_lines_are_reported_not_silently_dropped(tmp_path: Path) -> None:
-    from envlock.resolve.solve import solve
+    from envlock.usecases.resolve.solve import solve
 
     text = rendered().replace("  - cuda-nvcc\n", "  - cuda-nvcc 12.8.61\n")
     kw = {"project_dir": tmp_path, "settings": SolveSettings(), "tables": shipped_tables(), "dry_run": True}

@@ -1,4 +1,4 @@
-"""envlock/data/tables.json: the compiled copy of the tables resolve and check read (envlock/tables/compiled.py)."""
+"""envlock/data/tables.json: the compiled copy of the tables resolve and check read (envlock/core/tables/compiled.py)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-import envlock.tables as tables
-from envlock.tables import compiled
+import envlock.core.tables as tables
+from envlock.core.tables import compiled
 
 
 def test_tables_json_is_compiled_from_the_yaml_files_as_they_are() -> None:
     assert compiled.text_of(compiled.COMPILED) == compiled.compile_tables(), (
-        "envlock/data/tables.json is stale: run `python -m envlock.tables.compiled`")
+        "envlock/data/tables.json is stale: run `python -m envlock.core.tables.compiled`")
 
 
 def test_the_compiled_tables_are_the_yaml_tables() -> None:
@@ -61,7 +61,7 @@ def test_a_missing_or_damaged_tables_json_falls_back_to_the_yaml(data_copy: Path
 
 
 def test_a_resolve_s_tables_need_no_yaml() -> None:
-    code = ("import sys; from envlock.tables import torch_table, cuda_tables, extras_tables; "
+    code = ("import sys; from envlock.core.tables import torch_table, cuda_tables, extras_tables; "
             "torch_table(), cuda_tables(), extras_tables(); print('yaml' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

@@ -14,7 +14,7 @@ import yaml
 from packaging.version import Version
 
 from envlock.errors import AnchorError
-from envlock.tables import TorchTable, parse_cuda_pins, parse_torch_table, torch_table
+from envlock.core.tables import TorchTable, parse_cuda_pins, parse_torch_table, torch_table
 
 EXPECTED_MINORS = ["1.13"] + [f"2.{n}" for n in range(16)]
 
@@ -197,7 +197,7 @@ def test_table_agrees_with_the_facts_file(shared_dir: Path, table: TorchTable) -
 
 def test_python_ranges_are_the_wheels_and_hold_envlocks_default_python(table: TorchTable) -> None:
     """Every row has [oldest, newest]; the python envlock picks by default has wheels for every release."""
-    from envlock.resolve import default_python
+    from envlock.usecases.resolve import default_python
 
     def key(xy: str) -> tuple[int, int]:
         return int(xy.split(".")[0]), int(xy.split(".")[1])
@@ -221,7 +221,7 @@ def test_the_plain_pin_path_reads_every_line_as_packaging_does() -> None:
     from hypothesis import strategies as st
     from packaging.requirements import Requirement
 
-    from envlock.tables import torch as torch_mod
+    from envlock.core.tables import torch as torch_mod
     from tests.fixtures.pypi import TORCH_230_NVIDIA
 
     def slow(line: str) -> tuple[str, str | None, str]:

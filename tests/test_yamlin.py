@@ -1,4 +1,4 @@
-"""envlock.yamlsubset.parse reads what yaml.safe_load reads, value for value, or says NotSimple (the checked
+"""envlock.formats.yamlsubset.parse reads what yaml.safe_load reads, value for value, or says NotSimple (the checked
 PyYAML loader then reads it): on envlock's own files, on documents PyYAML wrote, and on edits of them."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envlock.yamlsubset import MAX_DEPTH, NotSimple, parse
+from envlock.formats.yamlsubset import MAX_DEPTH, NotSimple, parse
 
 REPO = Path(__file__).resolve().parent.parent
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -45,7 +45,7 @@ def test_real_locks_of_other_projects_are_read_as_pyyaml_reads_them_or_left_to_i
 
 
 def test_a_resolved_project_s_files_are_read_as_pyyaml_reads_them(tmp_path: Path, test_channel: Path) -> None:
-    from envlock.resolve import ResolveRequest, resolve
+    from envlock.usecases.resolve import ResolveRequest, resolve
 
     resolve(ResolveRequest(torch="2.3.0", platforms=("linux-64", "linux-aarch64", "win-64"), toolchain_only=True,
                            mirrors={"conda-forge": test_channel.as_uri()}, project_dir=tmp_path, with_extras=("nvtx",)))

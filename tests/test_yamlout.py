@@ -1,4 +1,4 @@
-"""envlock.yamlsubset writes what PyYAML writes (its pure emitter and libyaml's), or says it cannot."""
+"""envlock.formats.yamlsubset writes what PyYAML writes (its pure emitter and libyaml's), or says it cannot."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envlock.yamlsubset import NeedsPyYAML, dump, scalar
+from envlock.formats.yamlsubset import NeedsPyYAML, dump, scalar
 
 OPTIONS = {"sort_keys": False, "default_flow_style": False, "width": 4096, "allow_unicode": True}
 DUMPERS = [yaml.SafeDumper, *([yaml.CSafeDumper] if hasattr(yaml, "CSafeDumper") else [])]

@@ -119,7 +119,7 @@ def _runtime_pin(requires: str) -> tuple[str, str]:
 
 def torch_wheels(pythons: Iterable[str] = PYTHONS, releases: Iterable[str] | None = None) -> list[Wheel]:
     """torch for every release of envlock's table, plus the CUDA wheels its Linux x86_64 build pins."""
-    from envlock.tables import torch_table
+    from envlock.core.tables import torch_table
 
     out: dict[str, Wheel] = {}
     wanted = set(releases) if releases is not None else None

@@ -23,8 +23,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def main(argv: list[str]) -> int:
-    from envlock.pypi.pipconf import configured_index_url
-    from envlock.pypi.uv import uv_binary
+    from envlock.seams.pypi.pipconf import configured_index_url
+    from envlock.seams.pypi.uv import uv_binary
 
     cutoff = argv[1] if len(argv) > 1 else datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     index, _ = configured_index_url()

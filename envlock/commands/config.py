@@ -1,4 +1,4 @@
-"""`envlock config` (adapter: options → envlock.config.load → render): what is in force, and from where."""
+"""`envlock config` (adapter: options → envlock.seams.config.load → render): what is in force, and from where."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def config_cmd(
     as_json: bool = options.as_json(),
 ) -> int:
     """Print the mirrors in force and where each comes from (--mirror > ENVLOCK_MIRRORS > project > user)."""
-    from envlock.config import load
+    from envlock.seams.config import load
     from envlock.names import printable
 
     cfg = load(mirror, Path(project_dir))

@@ -15,7 +15,7 @@ from envlock.errors import EnvlockError, SpecError, UsageError, again
 from envlock.names import printable
 
 if TYPE_CHECKING:
-    from envlock.create import CreateResult
+    from envlock.usecases.create import CreateResult
 
 
 
@@ -40,7 +40,7 @@ def create_cmd(
     """
     from envlock.commands.resolve import parse_mirrors
     from envlock.models import host_platform
-    from envlock.create import CreateRequest, create_env, default_prefix
+    from envlock.usecases.create import CreateRequest, create_env, default_prefix
     from envlock.formats import read_lock
 
     options.platforms(platform)
@@ -97,7 +97,7 @@ def render_create(result: CreateResult) -> None:
 
 
 def _target_prefix(prefix: Optional[str], env_name: Optional[str]) -> Path:
-    from envlock.create import envs_dir
+    from envlock.usecases.create import envs_dir
 
     if prefix and env_name:
         raise UsageError("give either -p/--prefix or -n/--name, not both", hint="-p takes a path, -n a name")
@@ -117,7 +117,7 @@ def run_cmd(
     env_name: Optional[str] = options.env_name(),
 ) -> int:
     """Run a command in the environment as `conda activate` sets it up (no conda needed): run -p P -- CMD…"""
-    from envlock.activation.conda import activated_environ, prefix_activation
+    from envlock.seams.activation.conda import activated_environ, prefix_activation
     from envlock.models import host_platform
 
     command = list(ctx.args)
@@ -138,7 +138,7 @@ def run_cmd(
         from envlock.wrapping import say
 
         say("envlock: warning", f"{printable(error)}; running with conda's variables and envlock's own activation")
-    from envlock import proc
+    from envlock.seams import proc
 
     # On POSIX this process becomes the command (its exit code is the command's).
     return proc.replace_with(command, env, failed=lambda why: EnvlockError(
@@ -157,8 +157,8 @@ def shell_hook_cmd(
     ),
 ) -> int:
     """Print what `conda activate` would run: eval "$(envlock shell-hook -p PREFIX)"."""
-    from envlock.activation import shell_hook, shell_named, shell_names
-    from envlock.activation.conda import deactivation_step, prefix_activation, prefix_step, render_step
+    from envlock.seams.activation import shell_hook, shell_named, shell_names
+    from envlock.seams.activation.conda import deactivation_step, prefix_activation, prefix_step, render_step
 
     chosen = shell or Path(os.environ.get("SHELL", "bash")).name
     found = shell_named(chosen)
@@ -200,7 +200,7 @@ def hook_cmd(
     import shlex
 
     from envlock.formats.spec import check_torch_source
-    from envlock.prefix import add_hooks
+    from envlock.seams.prefix import add_hooks
 
     source = check_torch_source(torch_source, "--torch-source", UsageError) if torch_source is not None else None
     path = _target_prefix(prefix, env_name)

@@ -113,7 +113,7 @@ def doctor(
         raise UsageError("give either -p/--prefix or -n/--name, not both", hint="-p takes a path, -n a name")
     target = Path(prefix) if prefix is not None else None
     if env_name:
-        from envlock.create import envs_dir
+        from envlock.usecases.create import envs_dir
 
         target = envs_dir() / env_name
         if not target.is_dir():

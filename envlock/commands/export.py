@@ -1,4 +1,4 @@
-"""`envlock export dockerfile|explicit` (adapters: options → one call in envlock.export → render)."""
+"""`envlock export dockerfile|explicit` (adapters: options → one call in envlock.usecases.export → render)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def dockerfile_cmd(
 
     The build context is the project directory.
     """
-    from envlock.export.service import STDOUT, ExportRequest, export_dockerfile, warn
+    from envlock.usecases.export.service import STDOUT, ExportRequest, export_dockerfile, warn
 
     options.platforms(platform, options.LINUX_PLATFORMS)
     out = STDOUT if output is not None and str(output) == "-" else output
@@ -70,8 +70,8 @@ def explicit_cmd(
 ) -> int:
     """@EXPLICIT files with every package URL on a mirror, for `conda create --file` behind it."""
     from envlock.commands.resolve import parse_mirrors
-    from envlock.export.explicit import STDOUT, ExplicitRequest, export_explicit
-    from envlock.export.service import warn
+    from envlock.usecases.export.explicit import STDOUT, ExplicitRequest, export_explicit
+    from envlock.usecases.export.service import warn
     from envlock.wrapping import columns, fold, fold_command
 
     options.platforms(platform)

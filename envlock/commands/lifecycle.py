@@ -1,4 +1,4 @@
-"""`envlock lock`, `check`, `update`, `diff` (adapters: options → one call in envlock.resolve → render).
+"""`envlock lock`, `check`, `update`, `diff` (adapters: options → one call in envlock.usecases.resolve → render).
 
 `check` prints plain text (no rich): it runs in pre-commit hooks and CI, and must stay fast.
 """
@@ -20,8 +20,8 @@ from envlock.names import printable
 if TYPE_CHECKING:
     import typer
 
-    from envlock.lockdiff import LockDiff
-    from envlock.resolve import SolveSettings
+    from envlock.usecases.diff import LockDiff
+    from envlock.usecases.resolve import SolveSettings
 
 def _out(line: str = "") -> None:
     """One line of human output, folded to the width (80 on a pipe) at spaces: names from specs, locks and
@@ -37,7 +37,7 @@ def _dump(doc: Any) -> None:
 
 def _settings(mirror: list[str], offline: bool, allow_insecure: bool, project_dir: str | Path) -> SolveSettings:
     from envlock.commands.resolve import parse_mirrors
-    from envlock.resolve import SolveSettings
+    from envlock.usecases.resolve import SolveSettings
 
     return SolveSettings(mirrors=parse_mirrors(mirror, Path(project_dir)), offline=offline,
                          allow_insecure=allow_insecure)
@@ -64,7 +64,7 @@ def check_cmd(
     as_json: bool = options.as_json(),
 ) -> int:
     """Exit 0 if every lock matches its spec, else 1 naming what changed. No network, no solve."""
-    from envlock.resolve import check
+    from envlock.usecases.resolve import check
 
     # project_dir is a str, not a Path: typer >= 0.29 coerces Path parameters through pydantic (~0.1 s of
     # imports) and check runs in every commit's pre-commit hook.
@@ -109,7 +109,7 @@ def lock_cmd(
 ) -> int:
     """Re-lock stale environments from environments/*.yml; files whose bytes would not change are not touched."""
     from envlock.progress import reporting, wanted
-    from envlock.resolve import lock
+    from envlock.usecases.resolve import lock
 
     project = Path(project_dir)
     with reporting(wanted(as_json=as_json)):
@@ -178,7 +178,7 @@ def update_cmd(
 ) -> int:
     """Re-solve with every other package held at its locked version (per platform); show what moved."""
     from envlock.progress import reporting, wanted
-    from envlock.resolve import update
+    from envlock.usecases.resolve import update
 
     if old_name is not None:
         options.deprecated("--name NAME", "--lock NAME", "update")
@@ -250,7 +250,7 @@ def diff_cmd(
     as_json: bool = options.as_json(),
 ) -> int:
     """Per platform: packages added, removed and changed (old → new version and build). Exit 0."""
-    from envlock.lockdiff import diff_files, diff_git
+    from envlock.usecases.diff import diff_files, diff_git
 
     given = list(paths or ())
     if git is not None:
@@ -285,7 +285,7 @@ def diff_cmd(
 
 def freshness_check(project_dir: Path, lock_path: Path, *, locked: bool) -> Callable[[Any, str], None]:
     """The hook `envlock create` runs before it installs: refuse (--locked) or warn about a stale lock."""
-    from envlock.resolve import assert_fresh, stale_warning
+    from envlock.usecases.resolve import assert_fresh, stale_warning
 
     def check(lock: Any, platform: str) -> None:
         if locked:

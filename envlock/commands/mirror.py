@@ -1,4 +1,4 @@
-"""`envlock mirror` (adapter: options → envlock.mirror.mirror → render)."""
+"""`envlock mirror` (adapter: options → envlock.usecases.mirror.mirror → render)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from envlock.names import printable
 
 def lock_paths(project_dir: Path, names: list[str], locks: list[str]) -> tuple[Path, ...]:
     """Named locks (locks/NAME/), --lock NAME|FILE values, or every lock of the project when neither is given."""
-    from envlock.create import available_locks, find_lock
+    from envlock.usecases.create import available_locks, find_lock
 
     if names and locks:
         raise UsageError("give lock NAMEs or --lock NAME|FILE values, not both",
@@ -43,8 +43,8 @@ def mirror_cmd(
 ) -> int:
     """A local channel of exactly what the locks need (conda + PyPI), incremental, servable by any static HTTP server."""
     from envlock.commands.resolve import parse_mirrors
-    from envlock.mirror import MirrorRequest
-    from envlock.mirror import mirror as run_mirror
+    from envlock.usecases.mirror import MirrorRequest
+    from envlock.usecases.mirror import mirror as run_mirror
 
     options.platforms(platform)
     if not args:

@@ -140,7 +140,7 @@ def chosen_lock(project_dir: str, name: str | None, lock: str | None) -> Any:
     """The lock a command reads: the NAME argument, --lock NAME|FILE, else the project's only lock (a Path)."""
     from pathlib import Path
 
-    from envlock.create import find_lock
+    from envlock.usecases.create import find_lock
     from envlock.errors import again
 
     if lock is not None and name:

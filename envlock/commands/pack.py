@@ -1,4 +1,4 @@
-"""`envlock pack` and `envlock unpack` (adapters: options → envlock.pack / envlock.unpack → render)."""
+"""`envlock pack` and `envlock unpack` (adapters: options → envlock.usecases.pack / envlock.usecases.unpack → render)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def pack_cmd(
     from envlock.commands.resolve import parse_mirrors
     from envlock.models import host_platform
     from envlock.formats import read_lock
-    from envlock.pack import PackRequest, pack
+    from envlock.usecases.pack import PackRequest, pack
 
     options.platforms(platform)
     lock_path = options.chosen_lock(project_dir, name, lock)
@@ -65,8 +65,8 @@ def unpack_cmd(
 ) -> int:
     """Create the archive's environment offline: every package checked against the lock, atomic like create."""
     from envlock.commands.create import render_create
-    from envlock.create import envs_dir
-    from envlock.unpack import UnpackRequest, unpack
+    from envlock.usecases.create import envs_dir
+    from envlock.usecases.unpack import UnpackRequest, unpack
 
     if bool(prefix) == bool(env_name):
         raise UsageError("give -p PREFIX or -n NAME (one of them)", hint="e.g. envlock unpack env.tar -p ~/envs/train")

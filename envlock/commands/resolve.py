@@ -17,13 +17,13 @@ from envlock.errors import EnvlockError, UsageError, again
 if TYPE_CHECKING:
     import typer
 
-    from envlock.mirrors import MirrorMap
-    from envlock.resolve import ResolveResult
+    from envlock.seams.mirror_urls import MirrorMap
+    from envlock.usecases.resolve import ResolveResult
 
 
 def parse_mirrors(values: list[str], project_dir: Path = Path(".")) -> MirrorMap:
-    """`--mirror NAME=URL` entries over ENVLOCK_MIRRORS and the envlock.toml files (envlock/config.py)."""
-    from envlock.config import mirrors_in_force
+    """`--mirror NAME=URL` entries over ENVLOCK_MIRRORS and the envlock.toml files (envlock/seams/config.py)."""
+    from envlock.seams.config import mirrors_in_force
 
     return mirrors_in_force(values, Path(project_dir))
 
@@ -63,7 +63,7 @@ def resolve_cmd(
     ),
 ) -> int:
     """Anchor on torch's CUDA, plan the toolchain, solve every platform and write spec + locks."""
-    from envlock.resolve import ResolveRequest, resolve
+    from envlock.usecases.resolve import ResolveRequest, resolve
 
     options.platforms(platform)
     if old_name is not None:
@@ -131,7 +131,7 @@ def _as_usage(err: EnvlockError) -> UsageError:
 
 
 def _checked_cuda(value: str | None) -> str | None:
-    from envlock.anchor import parse_cuda
+    from envlock.core.anchor import parse_cuda
 
     try:
         return None if value is None else parse_cuda(value) and value
@@ -151,7 +151,7 @@ def _checked_python(value: str | None) -> str | None:
 
 
 def _checked_torch(value: str) -> str:
-    from envlock.anchor import read_torch
+    from envlock.core.anchor import read_torch
 
     try:
         read_torch(value)
@@ -190,7 +190,7 @@ def _checked_with(values: list[str]) -> tuple[str, ...]:
     if not values:
         return ()
     from envlock.formats.spec import normalise_with
-    from envlock.tables import extras_tables
+    from envlock.core.tables import extras_tables
 
     known = extras_tables().names
     for name in normalise_with(values):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from envlock.names import printable
 
 if TYPE_CHECKING:
-    from envlock.resolve import ResolveResult
+    from envlock.usecases.resolve import ResolveResult
 
 HEADERS = ("platform", "CUDA", "nvcc", "gcc ≤", "cuDNN", "pkgs", "PyPI", "skew")
 

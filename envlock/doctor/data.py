@@ -1,7 +1,7 @@
 """The facts and tables doctor's checks judge by, loaded once and handed to the checks as one value.
 
 HEADERS: what torch's ATen/cuda headers include (facts §7.3). The tables are package data, each read and
-validated once by envlock.tables (cuda.yaml, extras.yaml, driver.yaml, gpu_arch.yaml, deepspeed_ops.yaml).
+validated once by envlock.core.tables (cuda.yaml, extras.yaml, driver.yaml, gpu_arch.yaml, deepspeed_ops.yaml).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from envlock.tables import (
+from envlock.core.tables import (
     CudaTables,
     ExtrasTables,
     cuda_tables,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-ACTIVE_VAR = "_ENVLOCK_PREFIX"  # set by envlock's activation (envlock.activation.ACTIVE)
+ACTIVE_VAR = "_ENVLOCK_PREFIX"  # set by envlock's activation (envlock.seams.activation.ACTIVE)
 
 
 class FrozenDict(dict):  # type: ignore[type-arg]  # a plain dict of JSON values (json.dumps must see a dict)

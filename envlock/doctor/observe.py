@@ -3,7 +3,7 @@
 What is diagnosed (the "toolkit under test"):
   * `-p PREFIX`, else the env `envlock run`/shell-hook marked (_ENVLOCK_PREFIX), else `$CONDA_PREFIX`: that
     prefix. When it is not the active env, it is activated as `conda activate` and `envlock run` do it
-    (envlock.activation.conda), so the checks see the same CUDA_HOME, CPATH, CC, CXX, NVCC_PREPEND_FLAGS
+    (envlock.seams.activation.conda), so the checks see the same CUDA_HOME, CPATH, CC, CXX, NVCC_PREPEND_FLAGS
     ... and give the same verdict as `envlock run -p PREFIX -- envlock doctor`.
   * otherwise the system CUDA that torch's `_find_cuda_home()` would pick (CUDA_HOME, CUDA_PATH,
     dirname(dirname(which nvcc)), /usr/local/cuda).
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envlock import envrecord
-from envlock.activation.model import HOOK_NAME
+from envlock.seams import envrecord
+from envlock.seams.activation.model import HOOK_NAME
 from envlock.doctor import programs
 from envlock.doctor.data import Tables, header_names
 from envlock.doctor.observation import (

@@ -1,6 +1,6 @@
 """The programs doctor runs and the files it reads for observe.py; each answer goes into the Observation.
 
-Every program doctor runs starts here, through envlock.proc (`run` never raises: 127 = not runnable, 124 = timed
+Every program doctor runs starts here, through envlock.seams.proc (`run` never raises: 127 = not runnable, 124 = timed
 out; Ctrl-C is Interrupted), with the
 environment under test: nvcc, the host compilers, nvidia-smi, bash for the env's activation scripts, and
 probe.py in the env's python (for torch) or in envlock's own (to load libcudart with ctypes).
@@ -53,8 +53,8 @@ def run(
     cwd: str | None = None,
     stdin: str | None = None,
 ) -> Ran:
-    """Run a program through envlock.proc; never raise but Interrupted (127 = not runnable, 124 = timed out)."""
-    from envlock import proc
+    """Run a program through envlock.seams.proc; never raise but Interrupted (127 = not runnable, 124 = timed out)."""
+    from envlock.seams import proc
 
     return Ran(*proc.attempt(cmd, what=f"running {os.path.basename(cmd[0])}", timeout=timeout, env=env, cwd=cwd,
                              input=stdin or ""))
@@ -68,8 +68,8 @@ def which(name: str, env: Mapping[str, str]) -> Path | None:
 
 def activate(prefix: Path, base: Mapping[str, str]) -> tuple[dict[str, str], tuple[str, ...], str | None]:
     """The environment `conda activate PREFIX` gives (for an envlock env also `envlock run`'s): conda's
-    variables, then the env's activate.d scripts in conda's order, run in bash (envlock.activation.conda)."""
-    from envlock.activation.conda import activated_environ
+    variables, then the env's activate.d scripts in conda's order, run in bash (envlock.seams.activation.conda)."""
+    from envlock.seams.activation.conda import activated_environ
 
     return activated_environ(base, prefix, own_hook=False)
 

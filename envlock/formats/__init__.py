@@ -23,7 +23,7 @@ from envlock.formats.explicit import header_value, is_explicit, parse_explicit, 
 from envlock.formats.head import LockHead, parse_head
 from envlock.formats.model import LOCK_FORMAT, META_PREFIX, LockFile, custom_value, dependency_order
 from envlock.formats.requirements import render_requirements
-from envlock.untrusted import LOCK_CAP, read_capped
+from envlock.formats.untrusted import LOCK_CAP, read_capped
 
 __all__ = [
     "LOCK_FORMAT", "META_PREFIX", "LockFile", "LockHead", "custom_value", "dependency_order", "header_value",

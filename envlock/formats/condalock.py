@@ -17,11 +17,11 @@ from typing import Any
 from envlock import UPGRADE_HINT, __version__
 from envlock.errors import LockfileError, NewerFormatError
 from envlock.formats.model import LOCK_FORMAT, META_PREFIX, ForeignEntry, LockFile
-from envlock.yamlsubset import NeedsPyYAML, dump, scalar
+from envlock.formats.yamlsubset import NeedsPyYAML, dump, scalar
 from envlock.models import LockedPackage, PypiPackage
 from envlock.names import conda_build, split_match_spec, strip_credentials
-from envlock.untrusted import LOCK_CAP, load_json
-from envlock.untrusted import load_yaml as load_checked
+from envlock.formats.untrusted import LOCK_CAP, load_json
+from envlock.formats.untrusted import load_yaml as load_checked
 
 RESTORE_HINT = "restore it from git (`git checkout -- <file>`) or re-create it with `envlock lock`"
 COMPARE_HINT = "pass a conda-lock.yml, an @EXPLICIT .lock or a pixi.lock"
@@ -32,7 +32,7 @@ COMPARE_READS = "envlock diff reads conda-lock v1/v2, @EXPLICIT and pixi.lock v4
 
 
 def _dump(doc: Mapping[str, Any]) -> str:
-    """`doc` as PyYAML's block style writes it: envlock.yamlsubset (no PyYAML), else PyYAML itself
+    """`doc` as PyYAML's block style writes it: envlock.formats.yamlsubset (no PyYAML), else PyYAML itself
     (libyaml's emitter when built: the same bytes for this shape, checked on real locks, ~6x faster)."""
     try:
         return dump(doc)
@@ -95,7 +95,7 @@ class _MultiLine(Exception):
 
 @functools.lru_cache(maxsize=16384)
 def _scalar(value: str, key: bool = False) -> str:
-    """How PyYAML's SafeDumper writes a string as a block mapping key or value: envlock.yamlsubset's
+    """How PyYAML's SafeDumper writes a string as a block mapping key or value: envlock.formats.yamlsubset's
     port of its rule for one line of printable ASCII, else PyYAML itself, so the bytes always equal a dump."""
     with contextlib.suppress(NeedsPyYAML):  # else PyYAML's to write
         return scalar(value, key=key)

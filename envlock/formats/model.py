@@ -10,7 +10,7 @@ from typing import Any
 
 from envlock.models import LockedPackage, PypiPackage
 from envlock.names import match_spec_name
-from envlock.untrusted import json_value
+from envlock.formats.untrusted import json_value
 
 #: Version of what envlock writes into `custom_metadata` (refuse newer ones on read).
 LOCK_FORMAT = 1

@@ -15,10 +15,10 @@ from typing import Any
 
 from envlock import UPGRADE_HINT
 from envlock.errors import NewerFormatError, SpecError, again
-from envlock.yamlsubset import NeedsPyYAML, scalar
+from envlock.formats.yamlsubset import NeedsPyYAML, scalar
 from envlock.models import TORCH_SOURCES, TorchSource
 from envlock.names import strip_credentials
-from envlock.untrusted import SPEC_CAP, load_yaml
+from envlock.formats.untrusted import SPEC_CAP, load_yaml
 
 SPEC_VERSION = 1
 SELECTORS = {"linux-64": "linux64", "linux-aarch64": "aarch64", "win-64": "win64"}
@@ -93,7 +93,7 @@ def validate_name(name: str) -> str:
 def _q(value: str) -> str:
     """A YAML scalar that round-trips as the same string (as `yaml.safe_dump(value)` writes it)."""
     try:
-        return scalar(value)  # envlock.yamlsubset: PyYAML's rule for one line of printable ASCII
+        return scalar(value)  # envlock.formats.yamlsubset: PyYAML's rule for one line of printable ASCII
     except NeedsPyYAML:
         import yaml
 

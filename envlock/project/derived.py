@@ -40,7 +40,7 @@ class Derived:
 
 def variant_indexes(pypi: Mapping[str, Sequence[PypiPackage]]) -> tuple[str, ...]:
     """The PyTorch wheel index a requirements file must name: that of the locked torch's `+cuXYZ` label."""
-    from envlock.tables import variant_index_url
+    from envlock.core.tables import variant_index_url
 
     labels = sorted({w.version.partition("+")[2] for ws in pypi.values() for w in ws if w.name == "torch"} - {""})
     return tuple(variant_index_url(label) for label in labels if label[:2] == "cu" and label[2:].isdigit())
@@ -67,7 +67,7 @@ def render(d: Derived) -> dict[str, str]:
 @functools.lru_cache(maxsize=64)
 def _scripts(platforms: tuple[str, ...], torch_source: str, has_cudnn: bool) -> dict[str, str]:
     """The activation scripts (rendered once per kind of lock: a project's locks mostly share one)."""
-    from envlock.activation import ActivationSpec, render_scripts
+    from envlock.seams.activation import ActivationSpec, render_scripts
 
     spec = ActivationSpec(platforms=platforms, torch_source=torch_source,  # type: ignore[arg-type]  # the lock's str for a Literal
                           has_cudnn=has_cudnn)

@@ -22,7 +22,7 @@ from envlock.names import match_spec_name, strip_credentials
 from envlock.project.derived import Derived
 from envlock.project.derived import render as render_derived
 from envlock.project.layout import LOCK_NAME, lock_dir, spec_path
-from envlock.tables import ExtrasTables
+from envlock.core.tables import ExtrasTables
 
 HASH_VERSION = 1
 #: Packages the plan itself asks for; any other dependency in a spec is the user's extra.

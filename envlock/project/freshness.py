@@ -1,6 +1,6 @@
 """Is a lock fresh? Its recorded hash inputs against what its spec gives today, and its own integrity.
 
-Pure comparison: the caller (envlock.resolve.status) reads the spec and the lock's header and works out
+Pure comparison: the caller (envlock.usecases.resolve.status) reads the spec and the lock's header and works out
 what the spec gives today (`Current`: the anchor, the plan, the hash inputs), offline.
 """
 
@@ -18,7 +18,7 @@ from envlock.formats.spec import EnvSpec
 from envlock.names import match_spec_name, printable
 from envlock.project.document import content_hash, packages_fingerprint, pypi_fingerprint
 from envlock.project.layout import rel
-from envlock.untrusted import json_value
+from envlock.formats.untrusted import json_value
 
 RELOCK_HINT = "run `envlock lock` and commit environments/ and locks/"
 #: Change kinds `lock` and `update` refuse to write over (a corrupt or edited lock they may replace).

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from envlock.errors import SpecError, again
-from envlock.fs import FileLock, remove_stale_temps, write_all_atomic
+from envlock.seams.fs import FileLock, remove_stale_temps, write_all_atomic
 
 LOCK_NAME = "conda-lock.yml"
 CANNOT_WRITE_HINT = "check that environments/ and locks/ are writable directories, or pass --project-dir DIR"
@@ -36,7 +36,7 @@ def rel(path: Path, base: Path) -> str:
 
 
 def example_torch() -> str:
-    from envlock.tables import example_torch as newest
+    from envlock.core.tables import example_torch as newest
 
     return newest()
 
@@ -103,7 +103,7 @@ def writable_project(project_dir: Path) -> Path:
 class ProjectLock:
     """An advisory file lock per environment: two writers of the same lock are serialised.
 
-    The second waits, and after a second names the holder (envlock.fs). The lock file lives in
+    The second waits, and after a second names the holder (envlock.seams.fs). The lock file lives in
     `locks_dir` (envlock's cache), not in locks/: nothing envlock does should dirty the user's repo.
     """
 

@@ -78,7 +78,7 @@ def _any(name: str, globs: Any) -> bool:
 def source_tables() -> SourceTables:
     """data/sources.yaml with the groups of extras.yaml and the default set of cuda.yaml, validated once."""
     from envlock.names import match_spec_name
-    from envlock.tables import _yaml, cuda_tables, extras_tables
+    from envlock.core.tables import _yaml, cuda_tables, extras_tables
 
     doc = _yaml("sources.yaml")
     try:

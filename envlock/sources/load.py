@@ -21,7 +21,7 @@ HINT = "give a source folder, an sdist (.tar.gz, .zip), a wheel, or an installed
 
 def package_dir(name: str, python: str | None) -> Path | None:
     """Where `python` imports package `name` from (None when it has no such package)."""
-    from envlock import proc
+    from envlock.seams import proc
 
     exe = python or shutil.which("python3") or shutil.which("python")
     if exe is None or not name.replace("_", "").replace("-", "").replace(".", "").isalnum():

@@ -14,7 +14,7 @@ from envlock.errors import EnvlockError
 @functools.cache
 def profiles() -> dict[str, dict[str, Any]]:
     """name -> profile (with its name under 'name'), validated once."""
-    from envlock.tables import _yaml
+    from envlock.core.tables import _yaml
 
     doc = _yaml("profiles.yaml")
     rows = doc.get("profiles") if isinstance(doc, dict) and doc.get("schema_version") == 1 else None

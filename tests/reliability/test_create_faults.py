@@ -213,7 +213,7 @@ def test_package_check_accepts_the_test_channels_real_symlinks(small_root: Path,
     """cuda-nvcc's targets/x86_64-linux/bin/nvcc -> ../../../bin/nvcc and lib/*.so links stay inside."""
     from rattler.package_streaming import extract
 
-    from envlock.pkgcheck import problems
+    from envlock.seams.pkgcheck import problems
 
     archives = sorted((small_root / "conda-forge" / "linux-64").glob("*.tar.bz2"))
     assert archives
@@ -246,7 +246,7 @@ def test_sigkill_while_linking_is_reported_and_repaired(existing: bool, lock: Pa
                                                         small_root: Path, tmp_path: Path,
                                                         env: dict[str, str]) -> None:
     """A new prefix killed half-linked says so (doctor, the next create repairs it); an existing env is updated in a
-    clone beside it (envlock/update.py), so a kill leaves it exactly as it was."""
+    clone beside it (envlock/usecases/update.py), so a kill leaves it exactly as it was."""
     mirror = (small_root / "conda-forge").as_uri()
     prefix = tmp_path / "env"
     target_lock = lock

@@ -91,7 +91,7 @@ JSONISH = st.recursive(
 def test_fuzz_torch_version_parser(n: int) -> None:
     from packaging.version import Version
 
-    from envlock.anchor import read_torch
+    from envlock.core.anchor import read_torch
 
     def check(text: str) -> None:
         out = clean(read_torch, text)
@@ -110,10 +110,10 @@ def test_fuzz_anchor_offline(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
 
     from packaging.version import Version
 
-    from envlock.anchor import Sources, derive, parse_cuda, read_torch
+    from envlock.core.anchor import Sources, derive, parse_cuda, read_torch
     from envlock.formats.spec import check_torch_source
-    from envlock.pypi import torch_cuda_from_index
-    from envlock.tables import torch_table
+    from envlock.seams.pypi import torch_cuda_from_index
+    from envlock.core.tables import torch_table
 
     monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")  # offline must not reach it anyway
     known = ["2.3.0", "2.3.0+cu118", "1.13.1", "2.7.1", "2.11.0", "9.9.9", "2.3.0+cpu", "2.3.0+rocm6.0"]
@@ -306,8 +306,8 @@ def test_fuzz_extra_dependencies_through_plan_and_solver(n: int, fuzz_channel: P
     from envlock.formats.spec import EnvSpec
     from envlock.models import Anchor
     from envlock.names import match_spec_name
-    from envlock.resolve import plan_for, shipped_tables
-    from envlock.conda.solve import RattlerSolver, SolveOptions
+    from envlock.usecases.resolve import plan_for, shipped_tables
+    from envlock.seams.conda.solve import RattlerSolver, SolveOptions
 
     anchor = Anchor(torch="2.3.0", cuda="12.1", cudnn=None, source="override", detail="fuzz")
     options = SolveOptions(cache_dir=tmp_path / "cache", mirrors={"conda-forge": fuzz_channel.as_uri()})
@@ -331,7 +331,7 @@ def test_fuzz_extra_dependencies_through_plan_and_solver(n: int, fuzz_channel: P
 @pytest.mark.parametrize("n", TIERS)
 def test_fuzz_mirror_values(n: int) -> None:
     from envlock.commands.resolve import parse_mirrors
-    from envlock.conda.channels import check_channel_security
+    from envlock.seams.conda.channels import check_channel_security
 
     values = st.lists(st.one_of(TEXTISH, st.builds(lambda k, u: f"{k}={u}", TEXTISH, URLISH)), max_size=3)
 
@@ -347,7 +347,7 @@ def test_fuzz_mirror_values(n: int) -> None:
 @pytest.mark.parametrize("n", TIERS)
 def test_fuzz_channel_values_urls_and_security(n: int) -> None:
     """canonical_channel_url never keeps a credential; http is refused unless local or allowed."""
-    from envlock.conda.channels import canonical_channel_url, check_channel_security
+    from envlock.seams.conda.channels import canonical_channel_url, check_channel_security
 
     def check(channel: str) -> None:
         canon = clean(canonical_channel_url, channel)
@@ -373,8 +373,8 @@ def test_fuzz_channels_through_the_solver_setup(n: int, tmp_path: Path) -> None:
     """Channel names/URLs as a spec gives them, through the solver's channel set-up and an offline solve."""
     from envlock.formats.spec import EnvSpec
     from envlock.models import Anchor
-    from envlock.resolve import plan_for, shipped_tables
-    from envlock.conda.solve import RattlerSolver, SolveOptions
+    from envlock.usecases.resolve import plan_for, shipped_tables
+    from envlock.seams.conda.solve import RattlerSolver, SolveOptions
 
     anchor = Anchor(torch="2.3.0", cuda="12.1", cudnn=None, source="override", detail="fuzz")
     options = SolveOptions(cache_dir=tmp_path / "empty-cache", offline=True)

@@ -1,7 +1,7 @@
 """SIGKILL during `envlock resolve`'s writing, and two resolves of one env at once (real subprocesses).
 
 The window is widened by the test-only launcher tests/paused_envlock.py (ENVLOCK_TEST_PAUSE_BEFORE_REPLACE wraps
-envlock.fs.replace): each rename waits, announcing `envlock-test: pausing before replace of <file>` on stderr first, so
+envlock.seams.fs.replace): each rename waits, announcing `envlock-test: pausing before replace of <file>` on stderr first, so
 the test kills at a known point instead of hoping to hit it.
 """
 

@@ -152,7 +152,7 @@ def test_plain_http_on_loopback_is_allowed(host: str, small_root: Path, make_cha
                                  "http://user:pw@{ip}/cf", "http://[::ffff:{ip}]/cf"])
 def test_look_alike_local_hosts_are_not_local(url: str) -> None:
     from envlock.errors import SpecError
-    from envlock.conda.channels import check_channel_security
+    from envlock.seams.conda.channels import check_channel_security
 
     url = url.format(ip=_non_loopback_ip()) if "{ip}" in url else url
     with pytest.raises(SpecError) as info:
@@ -179,7 +179,7 @@ def _evil_prefix(tmp_path: Path) -> Path:
 
 
 def test_conda_hooks_are_safe_with_a_hostile_prefix(tmp_path: Path) -> None:
-    from envlock.activation import hook_files
+    from envlock.seams.activation import hook_files
 
     prefix = _evil_prefix(tmp_path)
     for rel, text in hook_files("linux-64", str(prefix), "pip", True).items():
@@ -201,7 +201,7 @@ def test_conda_hooks_are_safe_with_a_hostile_prefix(tmp_path: Path) -> None:
 
 
 def test_project_activate_script_and_shell_hook_are_safe_with_a_hostile_prefix(tmp_path: Path) -> None:
-    from envlock.activation import ActivationSpec, render_scripts, shell_hook
+    from envlock.seams.activation import ActivationSpec, render_scripts, shell_hook
 
     prefix = _evil_prefix(tmp_path)
     scripts = render_scripts(ActivationSpec(("linux-64",), "pip", True))

@@ -94,7 +94,7 @@ def craft_archive(tmp_path: Path, lock_text: str, extra: dict[str, bytes], manif
            "lock": "locks/hostile/conda-lock.yml", "channels": {"https://conda.anaconda.org/conda-forge/": "channels/conda-forge"},
            "pypi": "pypi/simple", **(manifest or {})}
     out = tmp_path / "hostile.tar"
-    from envlock.pack import _write_tar  # the real writer: the attacker's archive is well-formed
+    from envlock.usecases.pack import _write_tar  # the real writer: the attacker's archive is well-formed
 
     _write_tar(staging, doc, out)
     return out

@@ -1,4 +1,4 @@
-"""envlock/beneath.py: envlock's own writes into a prefix never follow a symlink out of it, whichever component of
+"""envlock/seams/beneath.py: envlock's own writes into a prefix never follow a symlink out of it, whichever component of
 the path the link is (a directory on the way, or the file's own name), however deep."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from envlock import beneath
+from envlock.seams import beneath
 from envlock.errors import EnvCreateError
 
 

@@ -1,4 +1,4 @@
-"""envlock/gate.py, the one way from an untrusted string to a path: property tests over arbitrary strings (the
+"""envlock/seams/gate.py, the one way from an untrusted string to a path: property tests over arbitrary strings (the
 result lies under its root, or an UnsafeNameError refuses it; never another exception) and the attack encodings
 the issue names, each spelled several ways.
 """
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envlock import gate
+from envlock.seams import gate
 from envlock.errors import EnvlockError, UnsafeNameError
 from envlock.models import LockedPackage, PypiPackage
 

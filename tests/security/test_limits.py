@@ -2,7 +2,7 @@
 
 A 1 KB spec with nine levels of YAML aliases under `- pip:` made `check` grow to 2.7 GB and `lock` end in
 `internal error: MemoryError`. Every YAML/JSON/TOML document envlock reads from untrusted input goes through
-one checked loader (envlock.untrusted): no YAML aliases, a size cap, bounded nesting, and one `error:` line
+one checked loader (envlock.formats.untrusted): no YAML aliases, a size cap, bounded nesting, and one `error:` line
 for each. Each command runs as its own process under a memory cap (tests/security/inputs.py).
 """
 

@@ -2,7 +2,7 @@
 end through the real CLI: each attack in several spellings; each must be refused with one error line, before
 anything is written, and nothing outside the command's own roots may change.
 
-On main before the gate (envlock/gate.py, b459711): the `..%2F` wheel URL wrote the payload through the wheel
+On main before the gate (envlock/seams/gate.py, b459711): the `..%2F` wheel URL wrote the payload through the wheel
 cache, for create and unpack; the `/../` conda URL made mirror and pack write beside DIR, and a lock's env name
 made pack write beside its staging dir; `...tar.bz2` made create rmtree the cache root (`.tar.bz2`, `..conda`:
 the pkgs/ dir); a manifest's `../` channel dir made unpack install from outside the archive, and its wrong types

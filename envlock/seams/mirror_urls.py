@@ -1,0 +1,180 @@
+"""Mirrors: `NAME=URL` entries, and where a locked URL is fetched from (locks keep canonical URLs).
+
+A key is a conda channel name (`conda-forge`; `nvidia` also covers its labels, `nvidia/label/cuda-11.8.0`),
+a channel or index URL (`https://download.pytorch.org/whl/cu126`), or `pypi`: every wheel of the PyPI part,
+looked up by project name on a PEP 503 simple index (envlock/seams/pypi/wheels.py). A value is an http(s):// or
+file:// URL, or a plain path (made a file:// URL, relative to the current directory or to the config file
+that names it); a local `envlock mirror` directory's root stands for its channel of that name (conda-forge=DIR
+is DIR/conda-forge, pypi=DIR is DIR/pypi/simple). The longest key that covers a URL wins. Where the entries come from: envlock/seams/config.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from envlock.errors import SpecError, UsageError
+from envlock.names import file_url_path, strip_credentials
+
+PYPI = "pypi"
+MIRROR_MANIFEST = "envlock-mirror.json"  # the file `envlock mirror` writes at its directory's root
+CANONICAL_BASE = "https://conda.anaconda.org/"
+_SCHEMES = ("http://", "https://", "file://")
+
+
+class MirrorMap(dict[str, str]):
+    """key -> URL to fetch from; `strict`: the keys given on the command line.
+
+    A strict key that no channel in play uses is refused (a typo such as `conda-forg=`); entries from
+    ENVLOCK_MIRRORS and config files are site-wide, so an unused one is simply not used.
+    """
+
+    def __init__(self, items: Mapping[str, str] | Iterable[tuple[str, str]] = (), strict: Iterable[str] = ()) -> None:
+        super().__init__(items)
+        self.strict = frozenset(strict)
+
+
+def _error(source: str) -> type[SpecError] | type[UsageError]:
+    """A malformed entry of the command line or of ENVLOCK_MIRRORS is a usage error (exit 2); of a file, not."""
+    return UsageError if source.startswith(("--mirror", "ENVLOCK_MIRRORS")) else SpecError
+
+
+def normalise_key(key: str) -> str:
+    """`conda-forge/` -> `conda-forge`, `https://host/x/` -> `https://host/x`."""
+    return key.strip().rstrip("/")
+
+
+def parse_entry(text: str, *, base: Path | None = None, source: str = "--mirror") -> tuple[str, str]:
+    """`NAME=URL` (or `NAME=PATH`) -> (key, URL); SpecError naming `source` for anything else."""
+    name, sep, value = text.partition("=")
+    key, value = normalise_key(name), value.strip()
+    if not sep or not key or not value:
+        raise _error(source)(f"{source} {text!r} is not NAME=URL",
+                             hint="e.g. conda-forge=https://mirror.example.org/conda-forge or conda-forge=/srv/mirror/conda-forge")
+    return key, _channel_in_mirror(key, mirror_url(value, base=base, source=f"{source} {key}="))
+
+
+def _channel_in_mirror(key: str, url: str) -> str:
+    """`conda-forge=file://DIR` where DIR is an `envlock mirror` directory: its channel, DIR/conda-forge.
+
+    Such a directory holds its channels as subdirectories (and the PyPI part as pypi/simple); a file://
+    URL of its root is taken to mean the one the key names, where that one is there.
+    """
+    if not url.startswith("file://") or "://" in key:
+        return url
+    root = file_url_path(url)
+    sub = root / ("pypi/simple" if key == PYPI else key.strip("/"))
+    try:
+        if (root / MIRROR_MANIFEST).is_file() and sub.is_dir():
+            return sub.as_uri()
+    except OSError:  # a folder this user cannot enter: taken as given (the fetch names what is wrong)
+        pass
+    return url
+
+
+def mirror_url(value: str, *, base: Path | None = None, source: str = "--mirror") -> str:
+    """An http(s):// or file:// URL as given; a plain path (must exist) as a file:// URL."""
+    if "://" in value:
+        if not value.lower().startswith(_SCHEMES):
+            raise _error(source)(f"{source}{value}: only http://, https:// and file:// URLs (or a plain path) can be mirrors",
+                            hint="e.g. https://mirror.example.org/conda-forge or /srv/mirror/conda-forge")
+        return value.rstrip("/")
+    try:
+        path = Path(value).expanduser()
+        if not path.is_absolute():
+            path = (base or Path.cwd()) / path
+        if path.is_dir():
+            return path.resolve().as_uri()
+    except (OSError, ValueError, RuntimeError):  # a NUL byte, an unknown ~user, a path too long
+        pass
+    raise SpecError(f"{source}{value}: no such directory",
+                    hint="give an existing mirror directory, or a URL with its scheme (https://…)")
+
+
+def key_prefix(key: str) -> str:
+    """The canonical URL prefix a key covers (ends with '/'; `pypi` stays `pypi`)."""
+    if key == PYPI:
+        return PYPI
+    if "://" in key:
+        return strip_credentials(key).rstrip("/") + "/"
+    return CANONICAL_BASE + key.strip("/") + "/"
+
+
+def _best(url: str, mirrors: Mapping[str, str]) -> tuple[str, str] | None:
+    """(prefix, mirror URL) of the longest key covering `url`, or None."""
+    found = [(key_prefix(k), v) for k, v in mirrors.items() if k != PYPI]
+    found = [(p, v) for p, v in found if url.startswith(p)]
+    return max(found, key=lambda pv: len(pv[0])) if found else None
+
+
+def mirror_of(url: str, mirrors: Mapping[str, str]) -> tuple[str, str] | None:
+    """(the key's URL prefix, the mirror's URL) of the mirror a locked URL is fetched from, or None."""
+    return _best(url, mirrors)
+
+
+def mirrored(url: str, mirrors: Mapping[str, str]) -> str:
+    """Where to fetch a canonical URL from (itself when no key covers it)."""
+    hit = _best(url, mirrors)
+    return url if hit is None else hit[1].rstrip("/") + "/" + url[len(hit[0]):]
+
+
+def channel_fetch_url(channel: str, mirrors: Mapping[str, str]) -> str:
+    """The URL a channel (name or URL) is read from, with a trailing '/'."""
+    canonical = key_prefix(channel)
+    hit = _best(canonical, mirrors)
+    if hit is not None:
+        return mirrored(canonical, mirrors).rstrip("/") + "/"
+    return channel.rstrip("/") + "/" if "://" in channel else canonical
+
+
+def display(url: str) -> str:
+    """A channel URL as users name it (`conda-forge`, `nvidia/label/cuda-11.8.0`, `pypi`, or the URL)."""
+    if url.startswith(CANONICAL_BASE):
+        return url[len(CANONICAL_BASE):].strip("/")
+    return strip_credentials(url).rstrip("/")
+
+
+def check_in_play(mirrors: Mapping[str, str], channels: Iterable[str], wheel_urls: Iterable[str] = (),
+                  *, pypi: bool = False) -> None:
+    """Refuse a command-line mirror that no channel in play uses, naming the ones that are.
+
+    `channels`: the conda channels the command reads (names or URLs); `wheel_urls`: URLs of the PyPI part
+    (wheels, or the index URLs it is locked from); `pypi` (or any wheel URL) puts the PyPI part in play.
+    """
+    strict = getattr(mirrors, "strict", frozenset())
+    if not strict:
+        return
+    chans, wheels = sorted({key_prefix(c) for c in channels}), sorted({u.rstrip("/") + "/" for u in wheel_urls})
+    pypi = pypi or bool(wheels)
+    for key in sorted(strict):
+        prefix = key_prefix(key)
+        if key == PYPI and pypi:
+            continue
+        if any(u.startswith(prefix) for u in (*chans, *wheels)):
+            continue
+        names = sorted({display(u) for u in chans}) + ([PYPI] if pypi else [])
+        example = names[0] if names else "conda-forge"
+        raise UsageError(
+            f"--mirror {key}=… names no channel in play here (in play: {', '.join(names) or 'none'})",
+            hint=f"mirror one of those (--mirror {example}=URL; nvidia= covers its labels, pypi= the PyPI part), "
+                 f"or drop --mirror {key}=…",
+        )
+
+
+def channel_of(package_url: str) -> str:
+    """`https://conda.anaconda.org/conda-forge/linux-64/x.conda` -> `https://conda.anaconda.org/conda-forge/`."""
+    return package_url.rsplit("/", 2)[0] + "/"
+
+
+def missing_file_hint(path: Path, canonical_url: str) -> str | None:
+    """For a file:// mirror pointed at the root of an `envlock mirror` directory instead of a channel in it."""
+    channel = display(channel_of(canonical_url)).split("/", 1)[0]
+    for root in list(path.parents)[:4]:
+        try:
+            found = (root / MIRROR_MANIFEST).is_file() and (root / channel).is_dir()
+        except OSError:  # a folder this user cannot enter
+            found = False
+        if found:
+            return (f"{root} is an envlock mirror: its channels are subdirectories, so use {channel}={(root / channel).as_uri()} "
+                    "(`envlock mirror` prints the whole ENVLOCK_MIRRORS line)")
+    return None

@@ -1,0 +1,22 @@
+"""The PyPI seam: the package index the user's pip is configured with, and uv (the one owner of uv as a subprocess).
+
+    pipconf.py  which index pip would use (PIP_INDEX_URL, pip's config files, pip's default)
+    pins.py     torch's CUDA pins out of Requires-Dist (pure)
+    simple.py   PEP 691/503 project pages (their files; which torch wheel to read first)
+    index.py    the index client: PEP 658 metadata of torch's wheel, cached (the anchor)
+    uv.py       uv itself: its binary, its environment, running it (envlock.seams.proc: timeout, Ctrl-C)
+    part.py     the PyPI part's inputs and checks: `- pip:` lines, indexes, the variant check, requirements files
+    compile.py  locking the PyPI part per platform with `uv pip compile`
+    wheels.py   create's side: each locked wheel fetched once (envlock.seams.net), sha256-checked, installed by uv
+
+HTTP goes through envlock.seams.net; nothing here imports requests before the network is used.
+"""
+
+from envlock.seams.pypi.index import IndexSettings, TorchMetadata, cache_root, redact, torch_cuda_from_index
+from envlock.seams.pypi.pins import CudaPins, parse_cuda_pins, requires_dist_of
+from envlock.seams.pypi.pipconf import configured_extra_index_urls, configured_index_url, pip_config_files
+
+__all__ = [
+    "CudaPins", "IndexSettings", "TorchMetadata", "cache_root", "configured_extra_index_urls", "configured_index_url",
+    "parse_cuda_pins", "pip_config_files", "redact", "requires_dist_of", "torch_cuda_from_index",
+]

@@ -1,0 +1,54 @@
+"""The lock use cases: `resolve`, `lock` and `update` are options of one solve; `check` is its offline peer.
+
+    solve.py    the one solve: spec + anchor -> plan -> solve -> files (nothing written); the anchor's sources
+    request.py  `envlock resolve`: the command's options -> anchor -> spec -> solve -> write
+    relock.py   `envlock lock` (stale specs) and `envlock update PKG…` (every other package held)
+    status.py   `envlock check`: every lock against its spec, offline; `create --locked` asks it too
+
+The value of `--torch` is read once (envlock.core.anchor.read_torch), anchored once (envlock.core.anchor.derive, with
+the sources that need the network or a process made here), and the Anchor carries what later steps need.
+Names are loaded from their module on first use: a command pays only for the use case it runs. No
+submodule is named like a name it exports (importing envlock.usecases.resolve.X sets the package's attribute X to
+the module, which would hide a lazily loaded function X).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from envlock.usecases.resolve.status import assert_fresh, check, current, stale_warning, status_of
+    from envlock.usecases.resolve.relock import LockOutcome, UpdateOutcome, lock, update
+    from envlock.usecases.resolve.request import ResolveRequest, ResolveResult, check_platforms, resolve
+    from envlock.usecases.resolve.solve import (
+        SolveSettings,
+        Tables,
+        default_python,
+        now_cutoff,
+        plan_for,
+        shipped_tables,
+        spec_anchor,
+    )
+
+_WHERE = {
+    "status": ("assert_fresh", "check", "current", "stale_warning", "status_of"),
+    "relock": ("LockOutcome", "UpdateOutcome", "lock", "update"),
+    "request": ("ResolveRequest", "ResolveResult", "check_platforms", "resolve"),
+    "solve": ("SolveSettings", "Tables", "default_python", "now_cutoff", "plan_for", "shipped_tables", "spec_anchor"),
+}
+_MODULE = {name: module for module, names in _WHERE.items() for name in names}
+__all__ = sorted(_MODULE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'envlock.usecases.resolve' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"envlock.usecases.resolve.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
