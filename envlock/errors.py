@@ -223,7 +223,7 @@ class ChannelError(EnvlockError):
 
 class SolveError(EnvlockError):
     """No candidate of the plan could be solved. `failures`: the record each failing platform's words are made
-    from (envlock.solve_report.Failure), so that a solve of several platforms says them without the platform."""
+    from (envlock.core.solve_explain.Failure), so that a solve of several platforms says them without the platform."""
 
     exit_code: ClassVar[int] = 3
 
