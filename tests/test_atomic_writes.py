@@ -43,3 +43,28 @@ def test_written_files_get_normal_permissions_not_mkstemps_0600(tmp_path: Path) 
         assert (tmp_path / "kept.yml").stat().st_mode & 0o777 == 0o640
     finally:
         os.umask(old)
+
+
+def test_a_record_written_beneath_a_prefix_is_synced_only_when_it_replaces_one(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """envlock/seams/beneath.py follows envlock/seams/fs.py's rule: the temp file replacing a record (conda-meta/envlock's
+    final state over its `incomplete` one) is fsync'd before the rename; a new record is not (nothing to lose)."""
+    from envlock.seams import beneath
+
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.fstat(fd).st_size)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    beneath.write_json(tmp_path, "conda-meta/envlock", {"state": "incomplete"})
+    assert synced == [] and (tmp_path / "conda-meta" / "envlock").is_file()
+    beneath.write_json(tmp_path, "conda-meta/envlock", {"state": "complete!"})
+    assert len(synced) == 1 and synced[0] == len(b'{\n  "state": "complete!"\n}\n')
+    assert (tmp_path / "conda-meta" / "envlock").read_text() == '{\n  "state": "complete!"\n}\n'
+    (tmp_path / "conda-meta" / "other").symlink_to(tmp_path / "nowhere")  # a link in the name's place counts
+    beneath.write_json(tmp_path, "conda-meta/other", {})
+    assert len(synced) == 2 and not (tmp_path / "conda-meta" / "other").is_symlink()
+    assert sorted(p.name for p in (tmp_path / "conda-meta").iterdir()) == ["envlock", "other"]  # no temp left

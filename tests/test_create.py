@@ -214,6 +214,13 @@ def test_an_env_is_not_a_cache(project: Path, project_124: Path, tmp_path: Path,
     doc = json.loads(record.read_text())
     record.write_text(json.dumps({**doc, "files": [*doc["files"], "CACHEDIR.TAG"]}))
     assert not drop_cache_tag(prefix) and (prefix / "CACHEDIR.TAG").is_file()
+    # The record's bytes are only scanned for the name when they cannot spell it otherwise: a JSON escape can.
+    escaped = json.dumps({**doc, "files": [*doc["files"], "CACHEDIR.TAG"]}).replace('"CACHEDIR.TAG"', '"\\u0043ACHEDIR.TAG"')
+    assert "CACHEDIR" not in escaped and json.loads(escaped)["files"][-1] == "CACHEDIR.TAG"
+    record.write_text(escaped)
+    assert not drop_cache_tag(prefix) and (prefix / "CACHEDIR.TAG").is_file()
+    record.write_text(json.dumps(doc))  # no package lists it: rattler's, removed
+    assert drop_cache_tag(prefix) and not (prefix / "CACHEDIR.TAG").exists()
 
 
 def test_create_repairs_files_deleted_by_hand(project: Path, tmp_path: Path, mirror: dict[str, str]) -> None:
