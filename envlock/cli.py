@@ -35,7 +35,7 @@ COMMANDS = {
     "config": "config", "mirror": "mirror", "pack": "pack", "unpack": "pack",
 }  # fmt: skip
 #: Commands whose plain command lines run without typer (envlock/commands/fastargs.py; `FAST` of their module).
-FAST_COMMANDS = ("resolve", "check")
+FAST_COMMANDS = ("resolve", "check", "create")
 
 
 def _root_callback() -> Any:
@@ -270,7 +270,7 @@ class _SigintSeen:
 
 
 def _fast(own: list[str], args: list[str]) -> Any:
-    """The command function and its arguments when the line is a plain `resolve`/`check` one, else None."""
+    """The command function and its arguments when the line is a plain `resolve`/`check`/`create` one, else None."""
     if own != args or not own or own[0] not in FAST_COMMANDS:
         return None
     from envlock.commands.fastargs import parse

@@ -1,4 +1,4 @@
-"""`resolve` and `check` read a plain command line without typer (envlock/commands/fastargs.py): the same
+"""`resolve`, `check` and `create` read a plain command line without typer (envlock/commands/fastargs.py): the same
 function with the same arguments as typer would call it, and typer for every other line.
 
 The reference is typer itself: each line below goes through a typer app whose command records the
@@ -17,13 +17,13 @@ from typing import Any, Callable
 
 import pytest
 
-from envlock.commands import lifecycle, resolve
+from envlock.commands import create, lifecycle, resolve
 from envlock.commands.fastargs import opt, parse, typer_command
 from envlock.cli import run
 
 COMMANDS: dict[str, Callable[..., Any]] = {
     "resolve": resolve.resolve_cmd, "check": lifecycle.check_cmd, "lock": lifecycle.lock_cmd,
-    "update": lifecycle.update_cmd, "diff": lifecycle.diff_cmd,
+    "update": lifecycle.update_cmd, "diff": lifecycle.diff_cmd, "create": create.create_cmd,
 }  # fmt: skip
 
 
@@ -71,6 +71,13 @@ PLAIN = [
     ("lock", ["--all", "--mirror", "conda-forge=file:///m", "a"]),
     ("update", ["cuda-nvcc", "libcublas-dev", "--project-dir", "p"]),
     ("diff", ["a.yml", "b.yml"]),
+    ("create", []),
+    ("create", ["nv", "-p", "/tmp/e", "-q"]),
+    ("create", ["--lock", "locks/nv/conda-lock.yml", "--prefix=/e", "--platform", "win-64", "--offline", "--json",
+                "--mirror", "conda-forge=file:///m", "--mirror", "pypi=/w", "--project-dir", "p", "--locked",
+                "--allow-insecure"]),
+    ("create", ["-n", "train", "--frozen", "--quiet", "nv"]),
+    ("create", ["--locked", "--frozen"]),  # both read; create_cmd's own usage error says they contradict
 ]
 REFUSED = [
     ("resolve", []),  # --torch is required
@@ -85,6 +92,12 @@ REFUSED = [
     ("resolve", ["--torch", "2.3.0", "-vx"]),
     ("check", ["--project-dir"]),
     ("check", ["--", "x"]),
+    ("create", ["--help"]),
+    ("create", ["a", "b"]),  # one NAME at most
+    ("create", ["-p"]),
+    ("create", ["-p", "/a", "-p", "/b"]),
+    ("create", ["-qp", "/a"]),  # a cluster of short flags: click's to read
+    ("create", ["nv", "--bogus"]),
 ]
 
 
@@ -138,6 +151,9 @@ def test_resolve_and_check_run_without_typer_and_a_usage_error_still_gets_typer_
             f"conda-forge={test_channel.as_uri()}", "--project-dir", str(tmp_path / "p")]
     assert _fresh_process(args, tmp_path) == {"rc": 0, "loaded": []}
     assert _fresh_process(["check", "--project-dir", str(tmp_path / "p")], tmp_path) == {"rc": 0, "loaded": []}
+    assert _fresh_process(["create", "--project-dir", str(tmp_path / "p"), "-p", str(tmp_path / "env"), "-q",
+                           "--mirror", f"conda-forge={test_channel.as_uri()}"], tmp_path) == {"rc": 0, "loaded": []}
+    assert (tmp_path / "env" / "conda-meta" / "envlock").is_file()
     # The control: a line the fast reader leaves alone loads typer, and typer words the error.
     assert "typer" in _fresh_process(["check", "--project-dir"], tmp_path)["loaded"]
     assert run(["check", "--project-dir"]) == 2

@@ -1,5 +1,5 @@
 """A command's options declared once, read two ways: by typer (help, usage errors, every unusual command
-line) and, for the commands users wait on (`resolve`, `check`), by a small parser that needs no typer.
+line) and, for the commands users wait on (`resolve`, `check`, `create`), by a small parser that needs no typer.
 
 A command function declares its parameters with `opt(...)` / `arg(...)`, which take what `typer.Option` /
 `typer.Argument` take; `typer_command(func)` gives typer the same function with typer's objects as
@@ -7,7 +7,7 @@ defaults. `parse(func, words)` reads a plain command line (long options, `--opt=
 flags, repeated list options, positional NAMEs) into the keyword arguments typer would pass, or returns
 None for anything else (help, a missing or unknown option, an option given twice, a value that starts
 with `-`, `--`): typer then handles that line as before, errors and all. typer and its click cost ~30 ms
-of every start-up here (benchmarks/README.md); a `resolve` or `check` command line never needs them.
+of every start-up here (benchmarks/README.md); a `resolve`, `check` or `create` command line never needs them.
 """
 
 from __future__ import annotations

@@ -48,6 +48,7 @@ class CreateRequest:
     jobs: int = 4
     lock_record: Path | None = None  # the lock path conda-meta/envlock records (unpack: a copy in the prefix)
     allow_insecure: bool = False  # plain http off loopback (refused otherwise, as resolve refuses it)
+    lock: LockFile | None = None  # lock_path's lock, when the caller has read it already (else create_env reads it)
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,7 @@ def create_env(req: CreateRequest, progress: Progress | None = None) -> CreateRe
 
     started = time.perf_counter()
     progress = progress or NoProgress()
-    lock = read_lock(req.lock_path)
+    lock = req.lock if req.lock is not None else read_lock(req.lock_path)
     if req.platform not in lock.platforms:
         raise LockfileError(
             f"{req.lock_path} has no {req.platform} packages (it locks {', '.join(lock.platforms) or 'nothing'})",

@@ -6,7 +6,6 @@ never downloads. `link` also removes packages the lock no longer has.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -71,6 +70,8 @@ def link(recs: list[Any], prefix: Path, platform: str, cache: Path, progress: Pr
     """rattler.install into `prefix` (`final`: the path the env will have, patched into its files: an update
     builds beside the env, envlock/usecases/update.py); a failure is an EnvCreateError ("linking into PREFIX failed: ..."),
     never rattler's exception. The caller rolls back (and forgets damaged cache entries: `cache.damaged`)."""
+    import asyncio  # here, not at the top: an unchanged env (create's no-op) links nothing
+
     from rattler import Subdir, install
 
     from envlock.seams.conda.client import http_client
