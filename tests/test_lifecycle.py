@@ -14,7 +14,7 @@ import pytest
 
 from envlock.formats import read_lock
 from envlock.project import content_hashes
-from envlock.usecases.resolve import Tables, plan_for, shipped_tables, spec_anchor
+from envlock.usecases.resolve import Tables, of_spec, plan_for, shipped_tables, spec_anchor
 from envlock.formats.spec import EnvSpec, parse_spec, read_spec
 from tests.output import unfolded
 from tests.channelbuilder import PackageSpec
@@ -54,7 +54,7 @@ def cf(test_channel: Path) -> str:
 
 def hashes(spec: EnvSpec, tables: Tables | None = None) -> dict[str, str]:
     tables = tables or shipped_tables()
-    anchor = spec_anchor(spec, None, tables, None)  # offline, from envlock's own data
+    anchor = spec_anchor(of_spec(spec), None, tables, None)  # offline, from envlock's own data
     assert anchor is not None
     return content_hashes(spec, plan_for(spec, anchor, tables))
 
@@ -66,9 +66,9 @@ import json, sys
 from pathlib import Path
 from envlock.formats.spec import read_spec
 from envlock.project import content_hashes
-from envlock.usecases.resolve import plan_for, shipped_tables, spec_anchor
+from envlock.usecases.resolve import of_spec, plan_for, shipped_tables, spec_anchor
 spec = read_spec(Path("environments") / (sys.argv[1] + ".yml"))
-anchor = spec_anchor(spec, None, shipped_tables(), None)
+anchor = spec_anchor(of_spec(spec), None, shipped_tables(), None)
 print(json.dumps(content_hashes(spec, plan_for(spec, anchor, shipped_tables()))))
 """
 

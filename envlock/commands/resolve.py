@@ -81,8 +81,8 @@ def resolve_cmd(
         with_ = [*with_, *(g for g in found if g not in with_)]
     project = Path(project_dir)
     req = ResolveRequest(
-        torch=_checked_torch(torch),
-        cuda=_checked_cuda(cuda),
+        torch=torch,
+        cuda=cuda,
         torch_source=options.choice("--torch-source", torch_source, ("pip", "conda-forge"), "a torch source") or "pip",
         python=_checked_python(python),
         platforms=tuple(platform),
@@ -100,10 +100,14 @@ def resolve_cmd(
         exclude_newer=_checked_cutoff(exclude_newer),
         with_extras=_checked_with(with_),
     )
+    try:
+        asked = req.read()  # --torch, --cuda, --torch-source, --platform, --channel: read once, here
+    except EnvlockError as err:
+        raise _as_usage(err) from None
     from envlock.progress import reporting, wanted
 
     with reporting(wanted(as_json=as_json)):  # status lines on a terminal only
-        result = resolve(req)
+        result = resolve(req, asked=asked)
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(project), indent=2, sort_keys=True) + "\n")
     else:
@@ -130,15 +134,6 @@ def _as_usage(err: EnvlockError) -> UsageError:
     return UsageError(err.message, hint=err.hint_parts)
 
 
-def _checked_cuda(value: str | None) -> str | None:
-    from envlock.core.anchor import parse_cuda
-
-    try:
-        return None if value is None else parse_cuda(value) and value
-    except EnvlockError as err:
-        raise _as_usage(err) from None
-
-
 def _checked_python(value: str | None) -> str | None:
     import re
 
@@ -148,16 +143,6 @@ def _checked_python(value: str | None) -> str | None:
         raise UsageError(f"--python {value}: torch has wheels for CPython 3 only", hint=("e.g. ", again("--python", "3.11")))
     raise UsageError(f"--python {value!r} is not a Python version of the form 3.Y",
                      hint=("e.g. ", again("--python", "3.11")))
-
-
-def _checked_torch(value: str) -> str:
-    from envlock.core.anchor import read_torch
-
-    try:
-        read_torch(value)
-    except EnvlockError as err:
-        raise _as_usage(err) from None
-    return value.strip()
 
 
 def _checked_channels(values: list[str]) -> tuple[str, ...]:

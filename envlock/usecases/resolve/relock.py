@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from envlock import UPGRADE_HINT
-from envlock.core import anchor as anchors
 from envlock.errors import EnvlockError, Interrupted, LockfileError, SpecError, again
 from envlock.formats import LockFile, custom_value, read_head, read_lock
 from envlock.formats.spec import EnvSpec, read_spec
 from envlock.usecases.diff import Entries, LockDiff, PkgRef, conda_ref, diff_entries
 from envlock.models import Anchor, LockedPackage
 from envlock.project import BLOCKING, Change, EnvStatus, rel
+from envlock.usecases.resolve.asked import of_spec
 from envlock.usecases.resolve.status import check
 from envlock.usecases.resolve.solve import (
     SolveSettings,
@@ -113,8 +113,8 @@ def _select(project_dir: Path, names: Sequence[str], tables: Tables, naming: Any
 def _anchor(spec: EnvSpec, lock_anchor: Any, tables: Tables, settings: SolveSettings) -> Anchor:
     """The anchor `lock`/`update` re-plan from: the lock's own where it stands, else derived (as resolve)."""
     try:
-        found = sources(anchors.read_torch(spec.torch), spec.torch_source, spec.channels, settings)
-        anchor = spec_anchor(spec, lock_anchor, tables, found)
+        asked = of_spec(spec)  # the spec's inputs, read once
+        anchor = spec_anchor(asked, lock_anchor, tables, sources(asked, settings))
     except EnvlockError as exc:
         raise exc.from_spec(spec.name) from None  # the spec is what the user edits: its hint names the spec's keys
     assert anchor is not None  # with sources, spec_anchor always answers

@@ -5,25 +5,18 @@ No printing here: the command adapter renders the ResolveResult.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from envlock.core import anchor as anchors
-from envlock.models import default_platform
-from envlock.errors import AnchorError, EnvlockError, SpecError, UsageError
-from envlock.formats.spec import (
-    EnvSpec,
-    check_torch_source,
-    normalise_with,
-    read_cutoff,
-    read_spec,
-    validate_name,
-)
-from envlock.models import KNOWN_SUBDIRS, Anchor, Plan, PlatformResult, PypiPackage
+from envlock.errors import EnvlockError, UsageError
+from envlock.formats.spec import EnvSpec, normalise_with, read_cutoff, read_spec, validate_name
+from envlock.models import Anchor, Plan, PlatformResult, PypiPackage
 from envlock.names import strip_credentials
 from envlock.project import anchor_json, rel, spec_path
+from envlock.usecases.resolve.asked import Asked, of_request
 from envlock.usecases.resolve.solve import (
     SolveSettings,
     Tables,
@@ -34,8 +27,6 @@ from envlock.usecases.resolve.solve import (
     sources,
     write,
 )
-
-MACOS = ("osx-64", "osx-arm64")
 
 
 @dataclass(frozen=True)
@@ -63,6 +54,11 @@ class ResolveRequest:
     pip: tuple[str, ...] = ()  # the user's PyPI requirements (`--pip`)
     exclude_newer: str | None = None  # the resolution cutoff (default: the existing spec's, else now)
     with_extras: tuple[str, ...] = ()  # --with NAME (data/extras.yaml)
+
+    def read(self) -> Asked:
+        """Its inputs read (envlock.usecases.resolve.asked.of_request): the one place they are parsed."""
+        return of_request(self.torch, cuda=self.cuda, torch_source=self.torch_source, platforms=self.platforms,
+                          channels=self.channels)
 
 
 @dataclass(frozen=True)
@@ -119,25 +115,6 @@ class ResolveResult:
         }
 
 
-def check_platforms(platforms: Sequence[str]) -> tuple[str, ...]:
-    """Validate --platform values; macOS and unknown subdirs are refused."""
-    out: list[str] = []
-    for p in platforms:
-        if p in MACOS:
-            raise AnchorError(
-                f"{p}: torch on macOS has no CUDA, so there is no CUDA toolchain to lock",
-                hint="lock linux-64, linux-aarch64 or win-64 (e.g. --platform linux-64)",
-            )
-        if p not in KNOWN_SUBDIRS or p == "linux-ppc64le":
-            raise SpecError(
-                f"unknown or unsupported platform {p!r}",
-                hint="use linux-64, linux-aarch64 or win-64",
-            )
-        if p not in out:
-            out.append(p)
-    return tuple(out)
-
-
 def existing_cutoff(project_dir: Path, name: str) -> str | None:
     """The resolution cutoff an existing spec of that name holds (None: none, or unreadable)."""
     path = spec_path(project_dir, name)
@@ -149,8 +126,8 @@ def existing_cutoff(project_dir: Path, name: str) -> str | None:
         return None
 
 
-def spec_from_request(req: ResolveRequest, anchor: Anchor, ask: anchors.TorchAsk) -> EnvSpec:
-    platforms = check_platforms(req.platforms or (default_platform(),))
+def spec_from_request(req: ResolveRequest, anchor: Anchor, asked: Asked) -> EnvSpec:
+    """The spec a resolve writes: the request's inputs as read (`asked`), the rest of its options as given."""
     name = validate_name(req.name) if req.name else anchor.env_name
     if req.toolchain_only and (req.python or req.pip):
         raise UsageError(
@@ -159,12 +136,12 @@ def spec_from_request(req: ResolveRequest, anchor: Anchor, ask: anchors.TorchAsk
         )
     return EnvSpec(
         name=name,
-        torch=anchor.torch if ask.installed else ask.text,
-        torch_source=req.torch_source,
-        cuda=req.cuda,
+        torch=anchor.torch if asked.torch.installed else asked.torch.text,
+        torch_source=asked.torch_source,
+        cuda=req.cuda,  # as written (the spec records the user's words; `asked.cuda` is its reading)
         python=None if req.toolchain_only else (req.python or default_python(anchor.torch)),
-        platforms=platforms,
-        channels=tuple(req.channels) or ("conda-forge",),
+        platforms=asked.platforms,
+        channels=asked.channel_names,
         glibc=req.glibc,
         cudnn=req.cudnn,
         dependencies=tuple(req.extra_specs),
@@ -177,28 +154,27 @@ def spec_from_request(req: ResolveRequest, anchor: Anchor, ask: anchors.TorchAsk
     )
 
 
-def resolve(req: ResolveRequest, *, tables: Tables | None = None) -> ResolveResult:
-    """`envlock resolve`: anchor -> plan -> solve -> write (or plan only with dry_run)."""
-    source = check_torch_source(req.torch_source, "--torch-source", UsageError)
-    check_platforms(req.platforms or (default_platform(),))
+def resolve(req: ResolveRequest, *, tables: Tables | None = None, asked: Asked | None = None) -> ResolveResult:
+    """`envlock resolve`: anchor -> plan -> solve -> write (or plan only with dry_run). `asked`: the request's
+    inputs as the command adapter read them (`req.read()`); read here only when the caller did not."""
+    asked = asked or req.read()
     tables = tables or shipped_tables()
     settings = SolveSettings(req.mirrors, req.offline, req.allow_insecure)
-    if source == "conda-forge" and not req.dry_run:
+    if asked.torch_source == "conda-forge" and not req.dry_run:
         # The anchor asks the channel before there is a plan: a typo'd mirror must not send that to the network.
-        check_mirrors(req.mirrors, list(req.channels or ("conda-forge",)), label=req.torch.partition("+")[2] or None,
-                      torch_source=source, toolchain_only=req.toolchain_only, tables=tables)
+        check_mirrors(req.mirrors, list(asked.channel_names), label=asked.label, torch_source=asked.torch_source,
+                      toolchain_only=req.toolchain_only, tables=tables)
     from envlock import progress
 
-    progress.report("torch", f"finding the CUDA torch {req.torch} was built for")
+    progress.report("torch", f"finding the CUDA torch {asked.torch.text} was built for")
     try:
-        cuda = anchors.parse_cuda(req.cuda) if req.cuda is not None else None
-        ask = anchors.read_torch(req.torch)
-        found = sources(ask, source, req.channels, settings, python_exe=req.python_exe,
-                        index_offline=req.offline or req.dry_run, channel=not req.dry_run)
-        anchor = anchors.derive(ask, cuda=cuda, torch_source=source, table=tables.torch, sources=found)
+        found = sources(asked, settings, python_exe=req.python_exe, index_offline=req.offline or req.dry_run,
+                        channel=not req.dry_run)
+        anchor = anchors.derive(asked.torch, cuda=asked.cuda, torch_source=asked.torch_source, table=tables.torch,
+                                sources=found)
     finally:
         progress.done("torch")
-    spec = spec_from_request(req, anchor, ask)
+    spec = spec_from_request(req, anchor, asked)
     solved = solve(spec, anchor, project_dir=req.project_dir, settings=settings, tables=tables, dry_run=req.dry_run,
                    timestamp=req.timestamp)
     written, removed = ((), ()) if req.dry_run else write(req.project_dir, solved)

@@ -17,6 +17,7 @@ from envlock.formats import LockFile
 from envlock.formats.spec import EnvSpec, format_cutoff
 from envlock.models import Anchor, Plan, PlatformResult, PypiPackage
 from envlock.project import ignored_toolchain_lines, plan_options, render_files, writable_project
+from envlock.usecases.resolve.asked import Asked
 from envlock.core.rules import make_plan
 from envlock.core.tables import CudaTables, ExtrasTables, TorchTable, cuda_tables, extras_tables, torch_table
 from envlock.core.torch_support import check_python
@@ -61,19 +62,19 @@ class Solved:
 # --------------------------------------------------------------------------- the anchor's sources
 
 
-def sources(ask: anchors.TorchAsk, torch_source: str, channels: Sequence[str], settings: SolveSettings, *,
-            python_exe: str | None = None, index_offline: bool | None = None, channel: bool = True) -> anchors.Sources:
+def sources(asked: Asked, settings: SolveSettings, *, python_exe: str | None = None,
+            index_offline: bool | None = None, channel: bool = True) -> anchors.Sources:
     """The anchor's outside sources for this request, each only where it can answer (imported lazily:
     the index client and the solver are loaded only when the anchor asks them). `channel` False: no
     lookup of conda-forge's builds (a dry run asks no channel)."""
     installed = None
-    if ask.installed:
+    if asked.torch.installed:
         from envlock.seams.installed_torch import probe
 
         installed = probe(python_exe)
     conda_forge = None
-    if torch_source == "conda-forge" and channel:
-        first = (tuple(channels) or ("conda-forge",))[0]
+    if asked.torch_source == "conda-forge" and channel:
+        first = asked.channel_names[0]
 
         def conda_forge(version: str) -> list[tuple[str, str]]:
             from envlock.seams.conda.solve import conda_forge_pytorch_lookup
@@ -90,18 +91,16 @@ def sources(ask: anchors.TorchAsk, torch_source: str, channels: Sequence[str], s
     return anchors.Sources(installed=installed, conda_forge=conda_forge, index=index)
 
 
-def spec_anchor(spec: EnvSpec, lock_anchor: Any, tables: Tables, found: anchors.Sources | None) -> Anchor | None:
-    """The anchor of a spec: the lock's recorded one where it stands for the spec and came from outside
-    (a python, conda-forge, the index), else derived. With `found` None (offline: `check`), None when
-    only an outside source could say (the spec's torch inputs changed)."""
-    cuda = anchors.parse_cuda(spec.cuda) if spec.cuda is not None else None
-    ask = anchors.read_torch(spec.torch)
+def spec_anchor(asked: Asked, lock_anchor: Any, tables: Tables, found: anchors.Sources | None) -> Anchor | None:
+    """The anchor of a spec's inputs (envlock.usecases.resolve.asked.of_spec): the lock's recorded one where it stands
+    for them and came from outside (a python, conda-forge, the index), else derived. With `found` None
+    (offline: `check`), None when only an outside source could say (the spec's torch inputs changed)."""
     recorded = anchors.recorded(lock_anchor, tables.torch)
-    if anchors.reusable(ask, cuda, spec.torch_source, recorded):
+    if anchors.reusable(asked.torch, asked.cuda, asked.torch_source, recorded):
         return recorded
-    if found is None and anchors.source_of(ask, cuda, spec.torch_source, tables.torch) in anchors.EXTERNAL_SOURCES:  # type: ignore[arg-type]  # the spec's torch_source is checked to be a TorchSource when read (formats/spec.py)
+    if found is None and anchors.source_of(asked.torch, asked.cuda, asked.torch_source, tables.torch) in anchors.EXTERNAL_SOURCES:
         return None
-    return anchors.derive(ask, cuda=cuda, torch_source=spec.torch_source, table=tables.torch,  # type: ignore[arg-type]  # the spec's torch_source is checked to be a TorchSource when read (formats/spec.py)
+    return anchors.derive(asked.torch, cuda=asked.cuda, torch_source=asked.torch_source, table=tables.torch,
                           sources=found or anchors.Sources())
 
 

@@ -30,6 +30,7 @@ from envlock.project import (
     plan_names,
     spec_path,
 )
+from envlock.usecases.resolve.asked import of_spec
 from envlock.usecases.resolve.solve import Tables, plan_for, shipped_tables, spec_anchor
 
 
@@ -37,7 +38,7 @@ def current(spec: EnvSpec, lock: LockHead, tables: Tables) -> Current:
     """What the spec gives today, offline: its anchor, plan and hash inputs, or why there are none."""
     names = plan_names(spec, tables.extras)
     try:
-        anchor = spec_anchor(spec, lock.meta_json("anchor"), tables, None)
+        anchor = spec_anchor(of_spec(spec), lock.meta_json("anchor"), tables, None)
     except EnvlockError as exc:
         return Current(anchor_error=exc.message, plan_names=names)
     if anchor is None:
