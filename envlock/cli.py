@@ -123,6 +123,9 @@ def report_error(err: EnvlockError, *, as_json: bool, verbose: bool = False, arg
         doc: dict[str, Any] = {"error": message, "hint": hint, "exit_code": err.exit_code}
         if detail:
             doc["detail"] = list(detail)
+        for key in ("platform", "package", "cause", "asked"):  # what it is about, where the error knows it
+            if getattr(err, key, None) is not None:
+                doc[key] = scrub(str(getattr(err, key)))
         sys.stdout.write(json.dumps(doc) + "\n")
     else:
         width = wrapping.columns(sys.stderr)

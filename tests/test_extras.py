@@ -197,6 +197,8 @@ def test_a_channel_without_the_extra_anywhere_fails_naming_it_and_writes_nothing
     assert code == 3
     assert "--with nvtx: cuda-nvtx-dev is not on the channel" in doc["error"] and "(CUDA 12.6, 12.5)" in doc["error"]  # both minors tried, said once
     assert "--with" in doc["hint"]
+    # as data: the channel's name for the package and the user's own word for what they asked (--with nvtx)
+    assert (doc["platform"], doc["package"], doc["asked"], doc["cause"]) == ("linux-64", "cuda-nvtx-dev", "nvtx", "lacking-extra")
     assert not (tmp_path / "locks").exists() and not (tmp_path / "environments").exists()
 
 

@@ -98,6 +98,7 @@ def test_a_missing_python_is_reported_after_the_first_attempt_with_a_python_hint
                             "envlock stopped after CUDA 12.9)")
     assert doc["hint"].startswith("pick a python conda-forge builds for linux-64 (it has 3.10 to 3.12)")
     assert len(doc["detail"]) == 1 and doc["detail"][0].startswith("linux-64, CUDA 12.9")
+    assert (doc["platform"], doc["package"], doc["cause"]) == ("linux-64", "python", "python")  # as data too
     assert snapshot(proj) == {}
 
 
@@ -133,6 +134,7 @@ def test_a_spec_extra_no_channel_has_stops_after_one_attempt_and_names_it(projec
     assert proc.returncode == 3, doc
     assert doc["error"].startswith("there is no package 'nonexistent-pkg' in conda-forge for linux-64 (no CUDA minor")
     assert "the spec's dependency `nonexistent-pkg >=1`" in doc["hint"] and "--cuda" not in doc["hint"]
+    assert (doc["platform"], doc["package"], doc["cause"]) == ("linux-64", "nonexistent-pkg", "extra")
     assert len(doc["detail"]) == 1
     assert snapshot(project) == before  # nothing written
 
