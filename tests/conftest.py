@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,12 @@ REPO = Path(__file__).resolve().parent.parent
 settings.register_profile("envlock", derandomize=os.environ.get("ENVLOCK_FUZZ_RANDOM") != "1", database=None)
 settings.load_profile("envlock")
 SHARED = REPO.parent / "shared"
+
+# The Ctrl-C tests send SIGINT to the envlock they start, as a terminal does. A test run started where SIGINT is
+# ignored (`nohup … &` in a script without job control) would hand that on to every child: Python then never
+# raises KeyboardInterrupt and envlock rightly keeps running. Give the children the terminal's disposition.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
