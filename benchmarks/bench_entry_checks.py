@@ -73,12 +73,14 @@ def main(argv: list[str] | None = None) -> int:
 
     sides = {"checks": checks, "envlock": envlock, "bare": bare}
     times: dict[str, list[float]] = {k: [] for k in sides}
+    cpu: dict[str, list[float]] = {k: [] for k in sides}  # process_time: all threads (rattler's linking too)
     for i in range(max(5, args.pairs)):
         for label, fn in sides.items():
             prefix = root / f"{label}-{i}"
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             fn(prefix)
             times[label].append(time.perf_counter() - t0)
+            cpu[label].append(time.process_time() - c0)
             shutil.rmtree(prefix, ignore_errors=True)
     pairs = len(times["bare"])
     nfiles = sum(1 for p in (root / "warmup").rglob("*") if not p.is_dir())
@@ -92,6 +94,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label}/bare  median of pair ratios {statistics.median(ratios):.2f}×  "
               f"(quartiles {statistics.quantiles(ratios, n=4)[0]:.2f}–{statistics.quantiles(ratios, n=4)[2]:.2f})"
               + ("   target ≤ 1.3×" if label == "envlock" else ""))
+    ratios = [a / b for a, b in zip(cpu["envlock"], cpu["bare"])]
+    print(f"CPU (all threads): envlock {statistics.median(cpu['envlock']):.4f} s, bare {statistics.median(cpu['bare']):.4f} s, "
+          f"checks {statistics.median(cpu['checks']):.4f} s; envlock/bare median of pair ratios {statistics.median(ratios):.2f}× "
+          f"(quartiles {statistics.quantiles(ratios, n=4)[0]:.2f}–{statistics.quantiles(ratios, n=4)[2]:.2f}); "
+          f"load average {os.getloadavg()[0]:.1f} after")
     if args.keep is None:
         shutil.rmtree(root, ignore_errors=True)
     return 0

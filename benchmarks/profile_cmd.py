@@ -103,6 +103,11 @@ def main(argv: list[str]) -> int:
     import pstats
 
     env = dict(os.environ)
+    # The envlock this profiles (PYTHONPATH's, else the installed one) compiled first, as `pip install` leaves it:
+    # under PYTHONDONTWRITEBYTECODE=1 an editable checkout would compile each module it imports in every run.
+    where = subprocess.run([sys.executable, "-c", "import envlock, os; print(os.path.dirname(envlock.__file__))"],
+                           env=env, cwd=args.cwd, capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run([sys.executable, "-m", "compileall", "-q", where], check=True, stdout=subprocess.DEVNULL)
     for _ in range(args.warm):
         one_run(cmd, "-", env, args.cwd)
     walls, cpus, profiled, groups, funcs = [], [], [], [], []
