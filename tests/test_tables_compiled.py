@@ -65,3 +65,11 @@ def test_a_resolve_s_tables_need_no_yaml() -> None:
             "torch_table(), cuda_tables(), extras_tables(); print('yaml' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_a_full_env_s_pypi_table_needs_no_yaml_and_is_the_yaml_s() -> None:
+    code = ("import sys; from envlock.core.tables import pypi_table, variant_index_url; "
+            "print(variant_index_url('cu126'), 'yaml' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split()[-1] == "False" and out.split()[0].endswith("/cu126")
+    assert tables.parse_pypi(compiled.document("pypi.yaml")) == tables.parse_pypi(yaml.safe_load(tables.text_of("pypi.yaml")))

@@ -135,10 +135,10 @@ def deepspeed_ops_table() -> dict[str, Any]:
 
 @functools.cache
 def pypi_table() -> dict[str, Any]:
-    """data/pypi.yaml."""
+    """data/pypi.yaml (from tables.json when compiled from this very text: a full env's resolve needs no PyYAML)."""
     from envlock.core.tables.other import parse_pypi
 
-    return parse_pypi(_yaml("pypi.yaml"))
+    return _structured("pypi.yaml", parse_pypi)  # type: ignore[no-any-return]  # _structured returns what the parser given to it returns
 
 
 def variant_index_url(variant: str) -> str:

@@ -1,4 +1,4 @@
-"""envlock/data/tables.json: the tables every `resolve` and `check` reads, as JSON beside their YAML.
+"""envlock/data/tables.json: the tables every `resolve` and `check` reads (and pypi.yaml, a full env's), as JSON beside their YAML.
 
 The YAML files stay the source (comments, sources, reviewed diffs). tables.json holds each one's parsed
 document with the sha256 of the YAML text it came from; a table is read from the JSON only when that hash
@@ -18,7 +18,7 @@ from typing import Any
 
 from envlock.core.tables import DATA, text_of
 
-SOURCES = ("torch.yaml", "cuda.yaml", "extras.yaml")
+SOURCES = ("torch.yaml", "cuda.yaml", "extras.yaml", "pypi.yaml")  # pypi.yaml: PyYAML was ~14 ms of a full-env resolve
 COMPILED = "tables.json"
 
 
