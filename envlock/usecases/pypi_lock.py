@@ -39,7 +39,7 @@ def compile_request(
     from envlock.seams.pypi import part as pypi_part
 
     requirements, _, ignored = pip_requirements(spec.pip, spec.torch, spec.torch_source)
-    index, extras = pypi_part.spec_indexes(spec.torch, spec.torch_source, mirrors)
+    index, extras = pypi_part.spec_indexes(spec.torch_label, spec.torch_source, mirrors)
     mirror_root, mirror_files = "", {}
     if PYPI in mirrors:  # fetched from a mirror: the lock records each wheel's canonical URL from its wheels.json
         mirror_root, mirror_files = pypi_part.index_root(mirrors[PYPI]), pypi_part.canonical_wheel_urls(mirrors[PYPI])
@@ -103,8 +103,7 @@ def lock_pypi_part(
             compiled = compiling.result()
         finally:
             progress.done("PyPI part")
-    label = spec.torch.partition("+")[2]
-    index = request.extra_indexes[0].canonical if label and spec.torch_source == "pip" else request.index.canonical
+    index = request.extra_indexes[0].canonical if spec.torch_label and spec.torch_source == "pip" else request.index.canonical
     packages: dict[str, tuple[PypiPackage, ...]] = {}
     for res in results:
         wheels = _not_in_conda(compiled.packages.get(res.platform, ()), res.packages)

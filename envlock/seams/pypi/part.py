@@ -108,8 +108,9 @@ def _variant_tags(release: str) -> tuple[str, ...] | None:
     return None if row is None or row.variants is None else tuple(v.tag for v in row.variants)
 
 
-def spec_indexes(torch: str, torch_source: str, mirrors: Mapping[str, str]) -> tuple[Index, tuple[Index, ...]]:
-    """(default index, extra indexes) for uv: the user's pip configuration, plus the variant index of a +cuXYZ torch.
+def spec_indexes(label: str | None, torch_source: str, mirrors: Mapping[str, str]) -> tuple[Index, tuple[Index, ...]]:
+    """(default index, extra indexes) for uv: the user's pip configuration, plus the variant index of a +cuXYZ torch
+    (`label`: the spec's torch label, EnvSpec.torch_label).
 
     With a `pypi=` mirror every index is read from it (it holds the variant index's wheels too).
     """
@@ -119,7 +120,6 @@ def spec_indexes(torch: str, torch_source: str, mirrors: Mapping[str, str]) -> t
     default_url, _ = configured_index_url()
     mirror = mirrors.get(PYPI)
     extras = [] if mirror else [Index(u, u) for u in configured_extra_index_urls()[0]]
-    label = torch.partition("+")[2]
     if label and torch_source == "pip":
         canon = variant_index_url(label)
         fetch = next((v for k, v in mirrors.items() if k.rstrip("/") == canon.rstrip("/")), mirror or canon)
