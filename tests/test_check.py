@@ -354,6 +354,15 @@ def test_check_imports_no_solver_conda_lock_or_http_client(project) -> None:
     assert result == {"code": 0, "heavy": []}, result
 
 
+def test_check_writes_nothing_so_it_loads_no_temp_file_machinery(project) -> None:
+    """envlock/seams/fs.py imports tempfile (with shutil and random, ~3 ms) where it writes, not at the top."""
+    code = ("import sys\nfrom envlock.cli import run\n"
+            f"code = run(['check', '--project-dir', {str(project)!r}])\n"
+            "print(code, 'envlock.seams.fs' in sys.modules, 'tempfile' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=project)
+    assert proc.stdout.split()[-3:] == ["0", "True", "False"], proc.stdout
+
+
 def test_assert_fresh_for_create_locked(project) -> None:
     assert_fresh(project, NAME)  # raises LockfileError when stale
     assert_fresh(project, lock_file(project))  # raises LockfileError when stale
