@@ -382,9 +382,12 @@ def test_md5_only_lock_is_verified_by_md5(project: Path, tmp_path: Path, mirror:
     assert not (tmp_path / "bad").exists()
 
 
-def test_unreachable_url_is_a_channel_error(project: Path, tmp_path: Path) -> None:
+def test_unreachable_url_is_a_channel_error(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import socket
 
+    # one retry, not the default three: the error after retries is the subject, not rattler's ~7 s of backoff
+    # (tests/reliability/test_channel_faults.py counts the retries; its refused case waits them out, slow tier)
+    monkeypatch.setenv("ENVLOCK_HTTP_RETRIES", "1")
     with socket.socket() as s:  # a port that nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -188,9 +188,10 @@ def test_precedence_cli_over_environment_over_project_over_user(
     (user_dir / "envlock.toml").write_text('[mirrors]\nconda-forge = "http://127.0.0.1:9/user-mirror/conda-forge"\n'
                                            'nvidia = "http://127.0.0.1:9/user-mirror/nvidia"\n')
     bad = _env(tmp_path)
-    # user config only: its (unreachable) mirror is used, so create fails naming that host
+    # user config only: its (unreachable) mirror is used, so create fails naming that host (one retry: the
+    # default three wait ~7 s of rattler's backoff for what is not this test's subject)
     proc = cli("create", "-p", str(tmp_path / "e0"), "--project-dir", str(proj), "--platform", "linux-64", "-q",
-               env={**bad, "ENVLOCK_HTTP_TIMEOUT": "2"}, timeout=180)
+               env={**bad, "ENVLOCK_HTTP_TIMEOUT": "2", "ENVLOCK_HTTP_RETRIES": "1"}, timeout=180)
     assert proc.returncode != 0 and "127.0.0.1:9" in flat(proc.stderr), proc.stderr
     # the project's envlock.toml (a path relative to it) overrides the user's
     rel = os.path.relpath(test_channel, proj)

@@ -17,7 +17,7 @@ import pytest
 
 from tests.paused_envlock import LAUNCHER
 from tests.paused_envlock import environ as paused_env
-from tests.security.hostile import built, cli_env, envlock, tool, write_lock
+from tests.security.hostile import ENVLOCK, built, cli_env, envlock, tool, write_lock
 
 
 def _locks(tmp_path: Path) -> tuple[Path, Path]:
@@ -28,12 +28,15 @@ def _locks(tmp_path: Path) -> tuple[Path, Path]:
             write_lock(tmp_path / "l126" / "conda-lock.yml", [built(two, chan, url=f"{url}/{two.filename}")]))
 
 
-def _wait_line(proc: subprocess.Popen[str], needle: str) -> None:
+def _wait_line(proc: subprocess.Popen[str], needle: str) -> str:
+    """What proc wrote on stderr up to the line holding needle (communicate() cannot see what was read here)."""
     assert proc.stderr is not None
+    seen = []
     for line in proc.stderr:
+        seen.append(line)
         if needle in line:
-            return
-    raise AssertionError(f"ended (exit {proc.wait()}) before printing {needle!r}")
+            return "".join(seen)
+    raise AssertionError(f"ended (exit {proc.wait()}) before printing {needle!r}: {''.join(seen)}")
 
 
 @pytest.mark.parametrize("spelling", ["symlinked parent", "dot-dot", "symlinked prefix"])
@@ -51,14 +54,22 @@ def test_two_creates_of_one_prefix_under_two_names_wait_for_each_other(spelling:
         first_path.mkdir()
         second_path.symlink_to(first_path)
     env = cli_env(tmp_path)
+    release = tmp_path / "release-the-first"  # the first holds its pause until the second says it waits
     first = subprocess.Popen([*LAUNCHER, "create", "--lock", str(lock121), "-p", str(first_path), "--json"],
-                             env=paused_env(env, PAUSE_IN_LINK="4"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
+                             env=paused_env(env, PAUSE_IN_LINK=f"until={release}"), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
     _wait_line(first, "envlock-test: pausing while linking")
-    second = envlock("create", "--lock", str(lock126), "-p", str(second_path), "--json", env=env)
+    second = subprocess.Popen([*ENVLOCK, "create", "--lock", str(lock126), "-p", str(second_path), "--json"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        waiting = _wait_line(second, "waiting for the environment")  # or it ended first: an AssertionError
+    finally:
+        release.touch()
+    out2, rest = second.communicate(timeout=120)
+    err2 = waiting + rest
     out1, _ = first.communicate(timeout=120)
-    assert first.returncode == 0 and second.returncode == 0, second.stdout + second.stderr
-    assert "waiting for the environment" in second.stderr, second.stderr
+    assert first.returncode == 0 and second.returncode == 0, out2 + err2
+    assert "waiting for the environment" in err2, err2
     records = sorted(p.name for p in (first_path / "conda-meta").glob("*.json"))
     assert len(records) == 1 and records[0].startswith("cuda-nvcc-12.6-"), records  # the second create's, alone
     assert json.loads((first_path / "conda-meta" / "envlock").read_text())["state"] == "complete"
