@@ -276,18 +276,29 @@ def test_json_errors_are_json_with_a_non_zero_exit(tmp_path) -> None:
     assert set(doc) >= {"error", "hint"} and "CPU" in doc["error"]
 
 
-def test_cli_exit_codes_stay_right_over_100_runs(tmp_path, cf) -> None:
-    """py-rattler 0.28 can segfault at interpreter exit; envlock leaves with os._exit."""
+def _exit_codes_over(runs: int, tmp_path: Path, cf: str) -> None:
+    """py-rattler 0.28 can segfault at interpreter exit; envlock leaves with os._exit. Every tenth run is refused."""
     (tmp_path / "p").mkdir()
     ok = [*ENVLOCK, "resolve", "--torch", "2.3.0", "--platform", "linux-64", "--mirror", cf, "--project-dir", str(tmp_path / "p")]
     bad = [*ENVLOCK, "resolve", "--torch", "2.3.0", "--cuda", "12.7", "--project-dir", str(tmp_path / "p")]
     codes = []
-    for i in range(100):
+    for i in range(runs):
         cmd, want = (bad, 1) if i % 10 == 9 else (ok, 0)
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         codes.append((proc.returncode, want))
     wrong = [(i, got, want) for i, (got, want) in enumerate(codes) if got != want]
     assert wrong == []
+
+
+def test_cli_exit_codes_stay_right_over_10_runs(tmp_path, cf) -> None:
+    _exit_codes_over(10, tmp_path, cf)
+
+
+@pytest.mark.slow
+def test_cli_exit_codes_stay_right_over_100_runs(tmp_path, cf) -> None:
+    """The soak: 100 processes (~90 s of one worker), in the slow tier beside tests/reliability/test_exit_codes.py's
+    1,000; the default tier runs the same check over 10."""
+    _exit_codes_over(100, tmp_path, cf)
 
 
 def test_a_dropped_cudnn_says_what_works_and_the_advice_holds(tmp_path, capsys, make_channel, test_channel) -> None:
