@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from envlock.formats.yamlsubset import NeedsPyYAML, dump, scalar
+from tests.tiers import counts
 
 OPTIONS = {"sort_keys": False, "default_flow_style": False, "width": 4096, "allow_unicode": True}
 DUMPERS = [yaml.SafeDumper, *([yaml.CSafeDumper] if hasattr(yaml, "CSafeDumper") else [])]
@@ -73,15 +74,19 @@ DOC = st.recursive(
 )
 
 
+@pytest.mark.parametrize("n", counts(300))
 @pytest.mark.parametrize("dumper", DUMPERS, ids=lambda d: d.__name__)
-@settings(max_examples=300, deadline=None)
-@given(doc=st.dictionaries(TEXT, DOC, min_size=1, max_size=5))
-def test_any_document_of_mappings_lists_and_scalars_is_dumped_as_pyyaml_dumps_it(dumper: Any, doc: dict[str, Any]) -> None:
-    try:
-        ours = dump(doc)
-    except NeedsPyYAML:
-        return  # a list in a list: PyYAML's to write
-    assert ours == _pyyaml(dumper, doc)
+def test_any_document_of_mappings_lists_and_scalars_is_dumped_as_pyyaml_dumps_it(dumper: Any, n: int) -> None:
+    @settings(max_examples=n, deadline=None)
+    @given(doc=st.dictionaries(TEXT, DOC, min_size=1, max_size=5))
+    def prop(doc: dict[str, Any]) -> None:
+        try:
+            ours = dump(doc)
+        except NeedsPyYAML:
+            return  # a list in a list: PyYAML's to write
+        assert ours == _pyyaml(dumper, doc)
+
+    prop()
 
 
 def test_a_lock_header_shape_is_dumped_as_pyyaml_dumps_it() -> None:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from envlock.seams import gate
 from envlock.errors import EnvlockError, UnsafeNameError
 from envlock.models import LockedPackage, PypiPackage
+from tests.tiers import counts
 
 # Pieces an attacker strings together: separators and dots in every spelling, encodings of them (once and twice
 # encoded, upper and lower case, overlong UTF-8), control characters, drive letters, look-alike unicode.
@@ -43,49 +44,65 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return top
 
 
-@settings(max_examples=1500, deadline=None)
-@given(raw=anything)
-def test_a_component_is_under_its_root_or_refused(raw: str, root: Path) -> None:
-    try:
-        path = gate.under(root, gate.component(raw))
-    except UnsafeNameError as exc:
-        assert exc.hint and "\n" not in exc.message
-        return
-    assert _inside(path, root) and path.parent == root
+@pytest.mark.parametrize("n", counts(1500))
+def test_a_component_is_under_its_root_or_refused(n: int, root: Path) -> None:
+    @settings(max_examples=n, deadline=None)
+    @given(raw=anything)
+    def prop(raw: str) -> None:
+        try:
+            path = gate.under(root, gate.component(raw))
+        except UnsafeNameError as exc:
+            assert exc.hint and "\n" not in exc.message
+            return
+        assert _inside(path, root) and path.parent == root
+
+    prop()
 
 
-@settings(max_examples=1500, deadline=None)
-@given(raw=anything)
-def test_a_relative_path_is_under_its_root_or_refused(raw: str, root: Path) -> None:
-    try:
-        path = gate.under(root, gate.relative(raw))
-    except UnsafeNameError:
-        return
-    assert _inside(path, root)
+@pytest.mark.parametrize("n", counts(1500))
+def test_a_relative_path_is_under_its_root_or_refused(n: int, root: Path) -> None:
+    @settings(max_examples=n, deadline=None)
+    @given(raw=anything)
+    def prop(raw: str) -> None:
+        try:
+            path = gate.under(root, gate.relative(raw))
+        except UnsafeNameError:
+            return
+        assert _inside(path, root)
+
+    prop()
 
 
-@settings(max_examples=1000, deadline=None)
-@given(name=anything, version=anything, build=anything, last=anything)
-def test_a_conda_archive_name_is_the_records_or_refused(name: str, version: str, build: str, last: str,
-                                                         root: Path) -> None:
-    pkg = LockedPackage(name, version, build, "linux-64", f"https://h/c/linux-64/{last}", "0" * 32, None)
-    try:
-        dist = gate.conda_dist(pkg)
-        path = gate.under(root, gate.conda_archive(pkg))
-    except UnsafeNameError:
-        return
-    assert dist == f"{name}-{version}-{build}" and _inside(path, root) and path.parent == root
+@pytest.mark.parametrize("n", counts(1000))
+def test_a_conda_archive_name_is_the_records_or_refused(n: int, root: Path) -> None:
+    @settings(max_examples=n, deadline=None)
+    @given(name=anything, version=anything, build=anything, last=anything)
+    def prop(name: str, version: str, build: str, last: str) -> None:
+        pkg = LockedPackage(name, version, build, "linux-64", f"https://h/c/linux-64/{last}", "0" * 32, None)
+        try:
+            dist = gate.conda_dist(pkg)
+            path = gate.under(root, gate.conda_archive(pkg))
+        except UnsafeNameError:
+            return
+        assert dist == f"{name}-{version}-{build}" and _inside(path, root) and path.parent == root
+
+    prop()
 
 
-@settings(max_examples=1000, deadline=None)
-@given(name=anything, version=anything, last=anything, sha=st.one_of(anything, st.just("a" * 64)))
-def test_a_wheel_file_name_is_the_entrys_or_refused(name: str, version: str, last: str, sha: str, root: Path) -> None:
-    pkg = PypiPackage(name, version, "linux-64", f"http://127.0.0.1/simple/{name}/{last}", sha)
-    try:
-        path = gate.under(root, gate.relative(f"{gate.sha256_hex(pkg.sha256)}/{gate.wheel_file(pkg)}", decode=False))
-    except UnsafeNameError:
-        return
-    assert _inside(path, root) and path.name.endswith(".whl")
+@pytest.mark.parametrize("n", counts(1000))
+def test_a_wheel_file_name_is_the_entrys_or_refused(n: int, root: Path) -> None:
+    @settings(max_examples=n, deadline=None)
+    @given(name=anything, version=anything, last=anything, sha=st.one_of(anything, st.just("a" * 64)))
+    def prop(name: str, version: str, last: str, sha: str) -> None:
+        pkg = PypiPackage(name, version, "linux-64", f"http://127.0.0.1/simple/{name}/{last}", sha)
+        try:
+            path = gate.under(root, gate.relative(f"{gate.sha256_hex(pkg.sha256)}/{gate.wheel_file(pkg)}",
+                                                  decode=False))
+        except UnsafeNameError:
+            return
+        assert _inside(path, root) and path.name.endswith(".whl")
+
+    prop()
 
 
 # --------------------------------------------------------------------------- the encodings, by name
