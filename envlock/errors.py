@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar, Union
 
 _E = TypeVar("_E", bound="EnvlockError")
@@ -44,8 +43,47 @@ SPEC_KEYS = {"--torch": "torch", "--cuda": "cuda", "--torch-source": "torch_sour
              "--toolchain-only": "toolchain_only", "--glibc": "glibc", "--with": "with", "--pip": "- pip:"}
 
 
-@dataclass(frozen=True, slots=True)
-class Retry:
+class _Value:
+    """A frozen value of `_FIELDS` (what @dataclass(frozen=True, slots=True) made, written out: errors.py imports
+    every command's start-up, and dataclasses compiles each method it makes; envlock.models.record cannot be
+    used here, a floor below it)."""
+
+    __slots__: tuple[str, ...] = ()
+    _FIELDS: ClassVar[tuple[str, ...]] = ()
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, n) for n in self._FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__ or not isinstance(other, _Value):
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__qualname__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self._FIELDS)})"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        from dataclasses import FrozenInstanceError
+
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        from dataclasses import FrozenInstanceError
+
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __getstate__(self) -> list[Any]:
+        return list(self._values())
+
+    def __setstate__(self, state: list[Any]) -> None:
+        for name, value in zip(self._FIELDS, state):
+            object.__setattr__(self, name, value)
+
+
+class Retry(_Value):
     """A command that gets past an error: the command the user ran with these changes.
 
     `set`: options given these values (replacing the user's; added where absent; an option set several times
@@ -55,11 +93,17 @@ class Retry:
     then it is that command with these options, carrying over the options both take (--project-dir, …).
     """
 
-    set: tuple[tuple[str, str], ...] = ()
-    drop: tuple[str, ...] = ()
-    flags: tuple[str, ...] = ()
-    args: tuple[str, ...] | None = None
-    command: str | None = None
+    __slots__ = _FIELDS = ("set", "drop", "flags", "args", "command")
+    set: tuple[tuple[str, str], ...]
+    drop: tuple[str, ...]
+    flags: tuple[str, ...]
+    args: tuple[str, ...] | None
+    command: str | None
+
+    def __init__(self, set: tuple[tuple[str, str], ...] = (), drop: tuple[str, ...] = (),  # noqa: A002 - the field's name
+                 flags: tuple[str, ...] = (), args: tuple[str, ...] | None = None, command: str | None = None) -> None:
+        for name, value in zip(self._FIELDS, (set, drop, flags, args, command)):
+            object.__setattr__(self, name, value)
 
     def words(self) -> list[str]:
         """The command as shell words without the user's command line (what `err.hint` shows)."""
@@ -82,15 +126,19 @@ def _and(items: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-@dataclass(frozen=True, slots=True)
-class Setting:
+class Setting(_Value):
     """One input of the request as a hint part, its value a placeholder (`X.Y`): resolve's option on a command
     line (`pass ... as --cuda X.Y`), the key of the spec's envlock block where a spec was read (`set ... as
     cuda: X.Y in environments/NAME.yml's envlock block`). `what`: what the value is, said before it."""
 
+    __slots__ = _FIELDS = ("option", "value", "what")
     option: str  # one of SPEC_KEYS
     value: str
-    what: str = ""
+    what: str
+
+    def __init__(self, option: str, value: str, what: str = "") -> None:
+        for name, field_value in zip(self._FIELDS, (option, value, what)):
+            object.__setattr__(self, name, field_value)
 
     def said(self, spec: str | None) -> str:
         what = f"{self.what} as " if self.what else ""

@@ -9,16 +9,15 @@ line, parsed with the command's own options (`CommandLine`). How the lines then 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-
 from envlock.errors import HintPart, Retry, Setting, quote_word
+from envlock.models import record
 from envlock.names import strip_credentials
 
 #: Options carried over from the command run into another command a hint names, when both take them.
 CARRIED = ("--project-dir", "--mirror", "--offline", "--allow-insecure")
 
 
-@dataclass(frozen=True)
+@record
 class Option:
     """One option of a command: its canonical (long) name and whether it takes a value."""
 
@@ -26,13 +25,20 @@ class Option:
     takes_value: bool
 
 
-@dataclass
 class CommandLine:
-    """A command line split by the command's own options: ("resolve",), [(option or None, words)], rest."""
+    """A command line split by the command's own options: ("resolve",), [(option or None, words)], rest.
+    (A plain class: a failing `check` renders its hint with it, and its start-up makes no dataclass.)"""
 
-    command: tuple[str, ...]
-    items: list[tuple[str | None, list[str]]] = field(default_factory=list)
-    rest: list[str] = field(default_factory=list)  # after `--` (envlock run's command)
+    __slots__ = ("command", "items", "rest")
+
+    def __init__(self, command: tuple[str, ...], items: list[tuple[str | None, list[str]]] | None = None,
+                 rest: list[str] | None = None) -> None:
+        self.command = command
+        self.items: list[tuple[str | None, list[str]]] = [] if items is None else items
+        self.rest: list[str] = [] if rest is None else rest  # after `--` (envlock run's command)
+
+    def __repr__(self) -> str:
+        return f"CommandLine(command={self.command!r}, items={self.items!r}, rest={self.rest!r})"
 
 
 def parse(argv: Sequence[str], command: tuple[str, ...], options: Mapping[str, Option]) -> CommandLine:

@@ -247,16 +247,16 @@ def test_spec_that_is_not_yaml_is_one_error(project, capsys) -> None:
 
 def test_rules_change_that_changes_the_plan_is_named(tmp_path, capsys, test_channel) -> None:
     """A lock made under other rules (gcc cap of CUDA 12.1 lowered to 11) is stale under the shipped ones."""
-    import dataclasses
+    import envlock.models as records
 
     real = shipped_tables()
-    older = dataclasses.replace(
+    older = records.replace(
         real.cuda,
         rules_version="2020.1.1",
-        minors={**real.cuda.minors, "12.1": dataclasses.replace(real.cuda.minors["12.1"], gcc_max=11)},
+        minors={**real.cuda.minors, "12.1": records.replace(real.cuda.minors["12.1"], gcc_max=11)},
     )
     project = make_project(tmp_path / "p", test_channel, platforms=("linux-64", "win-64"),
-                           tables=dataclasses.replace(real, cuda=older))
+                           tables=records.replace(real, cuda=older))
     code, doc = cli_json(capsys, "check", "--project-dir", str(project))
     assert code == 1
     changes = doc["environments"][0]["changes"]
@@ -268,19 +268,19 @@ def test_rules_change_that_changes_the_plan_is_named(tmp_path, capsys, test_chan
 
 
 def test_rules_change_that_does_not_change_the_plan_keeps_it_fresh(tmp_path, capsys, test_channel) -> None:
-    import dataclasses
+    import envlock.models as records
 
     real = shipped_tables()
-    other = dataclasses.replace(
+    other = records.replace(
         real.cuda,
         rules_version="2099.1.1",
         minors={
             **real.cuda.minors,
-            "13.2": dataclasses.replace(real.cuda.minors["13.2"], note="a note on another minor"),
+            "13.2": records.replace(real.cuda.minors["13.2"], note="a note on another minor"),
         },
     )
     project = make_project(tmp_path / "p", test_channel, platforms=("linux-64",),
-                           tables=dataclasses.replace(real, cuda=other))
+                           tables=records.replace(real, cuda=other))
     assert cli(capsys, "check", "--project-dir", str(project))[0] == 0
 
 
@@ -361,6 +361,19 @@ def test_check_writes_nothing_so_it_loads_no_temp_file_machinery(project) -> Non
             "print(code, 'envlock.seams.fs' in sys.modules, 'tempfile' in sys.modules)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=project)
     assert proc.stdout.split()[-3:] == ["0", "True", "False"], proc.stdout
+
+
+def test_check_makes_its_values_without_dataclasses(project) -> None:
+    """check's value classes are envlock.models.record's (no method compiled at import): a check, fresh or stale,
+    imports neither dataclasses nor inspect (with ast, dis and tokenize under it), ~40 ms of its start-up before."""
+    code = ("import sys\nfrom envlock.cli import run\n"
+            f"code = run(['check', '--project-dir', {str(project)!r}])\n"
+            "print(code, sorted(m for m in ('dataclasses', 'inspect', 'ast', 'dis', 'tokenize') if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=project)
+    assert proc.stdout.splitlines()[-1] == "0 []", proc.stdout
+    edit(spec_file(project), "glibc: '2.28'", "glibc: '2.17'")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=project)
+    assert proc.stdout.splitlines()[-1] == "1 []", proc.stdout
 
 
 def test_assert_fresh_for_create_locked(project) -> None:

@@ -3,7 +3,7 @@ CLI read ours), golden files, credentials, the one lock reader, the name parsers
 
 from __future__ import annotations
 
-import dataclasses
+import envlock.models as records
 import os
 from pathlib import Path
 
@@ -297,7 +297,7 @@ def test_the_header_alone_shares_the_full_readers_checks(tmp_path: Path) -> None
     # reading feeds holds them): every other field as the full reader gives it
     full = read_lock(path).packages
     assert any(p.depends for p in full)
-    assert list(head.packages_read().packages) == [dataclasses.replace(p, depends=()) for p in full]
+    assert list(head.packages_read().packages) == [records.replace(p, depends=()) for p in full]
 
 
 # --------------------------------------------------------------------------- the name parsers

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+import envlock.models as records
 import json
 import os
 import subprocess
@@ -131,7 +131,7 @@ def test_layout_order_comments_and_quoting_do_not_change_the_hash(project) -> No
 def test_every_input_changes_the_hash(project, change) -> None:
     base = read_spec(spec_file(project))
     before = hashes(base)
-    after = hashes(dataclasses.replace(base, **change))
+    after = hashes(records.replace(base, **change))
     for platform in base.platforms:
         assert after[platform] != before[platform], change
 
@@ -140,16 +140,16 @@ def test_a_rules_change_changes_the_hash_only_where_it_changes_the_plan(project)
     spec = read_spec(spec_file(project))
     before = hashes(spec)
     real = shipped_tables()
-    gcc = dataclasses.replace(
-        real.cuda, minors={**real.cuda.minors, "12.1": dataclasses.replace(real.cuda.minors["12.1"], gcc_max=11)}
+    gcc = records.replace(
+        real.cuda, minors={**real.cuda.minors, "12.1": records.replace(real.cuda.minors["12.1"], gcc_max=11)}
     )
-    after = hashes(spec, dataclasses.replace(real, cuda=gcc))
+    after = hashes(spec, records.replace(real, cuda=gcc))
     assert after["linux-64"] != before["linux-64"]  # the gcc cap is in linux-64's plan
     assert after["win-64"] == before["win-64"]  # win-64 uses MSVC: same plan, same hash
-    unrelated = dataclasses.replace(
+    unrelated = records.replace(
         real.cuda, rules_version="2099.1.1", never_released=(*real.cuda.never_released, "14.9")
     )
-    assert hashes(spec, dataclasses.replace(real, cuda=unrelated)) == before
+    assert hashes(spec, records.replace(real, cuda=unrelated)) == before
 
 
 # --------------------------------------------------------------------------- lock

@@ -4,7 +4,7 @@ then parses YAML). The derived files check renders, and the fingerprints it comp
 
 from __future__ import annotations
 
-import dataclasses
+import envlock.models as records
 import random
 from pathlib import Path
 
@@ -18,8 +18,8 @@ from envlock.models import LockedPackage, PypiPackage
 def _no_deps(packages: tuple) -> list:  # read_section leaves dependency lists out (nothing it feeds reads them)
     out = []
     for p in packages:
-        out.append(dataclasses.replace(p, depends=()) if isinstance(p, LockedPackage)
-                   else dataclasses.replace(p, dependencies=(), requires=()))
+        out.append(records.replace(p, depends=()) if isinstance(p, LockedPackage)
+                   else records.replace(p, dependencies=(), requires=()))
     return out
 
 
@@ -49,7 +49,7 @@ def _sections(shared_dir: Path, per_platform: int | None = None) -> list[tuple[s
     # exact pins with a build string (run_exports: `ld_impl_linux-64: 2.45.1 default_hbd61a6d_102`), as envlock's
     # own locks hold them: a value with inner spaces (check read every such lock through YAML once)
     pins = ("ld_impl_linux-64 2.45.1 default_hbd61a6d_102", "kernel-headers_linux-64 4.18.0 he073ed8_9")
-    conda = [dataclasses.replace(p, depends=(*p.depends, *pins)) if i < 5 else p for i, p in enumerate(conda)]
+    conda = [records.replace(p, depends=(*p.depends, *pins)) if i < 5 else p for i, p in enumerate(conda)]
     out.append((render_package_section(conda, ["linux-64"], wheels), ("linux-64",)))
     return out
 

@@ -46,16 +46,16 @@ def test_the_probe_and_the_index_client_are_where_the_process_and_the_network_ar
 
 def test_rules_receive_their_tables() -> None:
     """rules.make_plan plans from the tables it is handed: a changed gcc cap changes the plan, no patching."""
-    import dataclasses
+    import envlock.models as records
 
     from envlock.models import Anchor, PlanOptions
     from envlock.core.rules import make_plan
     from envlock.core.tables import cuda_tables, extras_tables
 
     real = cuda_tables()
-    lower = dataclasses.replace(real, minors={**real.minors, "12.1": dataclasses.replace(real.minors["12.1"], gcc_max=11)})
+    lower = records.replace(real, minors={**real.minors, "12.1": records.replace(real.minors["12.1"], gcc_max=11)})
     anchor = Anchor(torch="2.3.0", cuda="12.1", cudnn=None, source="table", detail="t")
     options = PlanOptions(platforms=("linux-64",))
     specs = {t.rules_version: make_plan(anchor, options, t, extras_tables()).platforms[0].candidates[0].specs
-             for t in (real, dataclasses.replace(lower, rules_version="test"))}
+             for t in (real, records.replace(lower, rules_version="test"))}
     assert "gcc_linux-64 <13" in specs[real.rules_version] and "gcc_linux-64 <12" in specs["test"]

@@ -6,7 +6,6 @@ import hashlib
 import importlib.resources
 import json
 import re
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ import yaml
 from packaging.version import Version
 
 from envlock.errors import AnchorError
+from envlock.models import asdict
 from envlock.core.tables import TorchTable, parse_cuda_pins, parse_torch_table, torch_table
 
 EXPECTED_MINORS = ["1.13"] + [f"2.{n}" for n in range(16)]

@@ -9,16 +9,14 @@ and no file read here (tests/test_purity.py checks).
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from packaging.version import InvalidVersion, Version
 
 from envlock.errors import AnchorError, HintPart, Setting, SpecError, again
-from envlock.models import Anchor, InstalledTorch, TorchSource
+from envlock.models import Anchor, InstalledTorch, TorchSource, record, replace
 from envlock.core.tables import TorchRow, TorchTable, cuda_of_tag
 from envlock.core.torch_support import check_cuda_major
 
@@ -43,7 +41,7 @@ CondaForgeLookup = Callable[[str], list[tuple[str, str]]]  # release -> [(versio
 IndexLookup = Callable[[str], IndexAnswer]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Sources:
     """The answers that need a process or the network; None: not available here (`check` has none)."""
 
@@ -52,7 +50,7 @@ class Sources:
     index: IndexLookup | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TorchAsk:
     """A `--torch` value (or a spec's `envlock.torch`), read once: every later step uses these parts."""
 
@@ -352,7 +350,7 @@ def _from_installed(found: InstalledTorch | None, override: str | None, source: 
         if built:  # what this torch itself was built for, whatever the table says of the release
             check_cuda_major(str(v), override, [built])
         anchor = _from_override(version, override, local, source, table)
-        return dataclasses.replace(anchor, detail=anchor.detail + f" (torch {v} installed in {exe})")
+        return replace(anchor, detail=anchor.detail + f" (torch {v} installed in {exe})")
     if built is None:
         raise AnchorError(
             f"the torch {v} of {exe} is a CPU build (torch.version.cuda is None): it has no CUDA to match",

@@ -10,10 +10,9 @@ further, so torch's 12.8 can move only to 12.9.
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from envlock.errors import HintPart, PlanError, again, either
-from envlock.models import Anchor, Candidate, Plan, PlanOptions, PlatformPlan, Skew, VirtualPackage
+from envlock.models import Anchor, Candidate, Plan, PlanOptions, PlatformPlan, Skew, VirtualPackage, replace
 from envlock.core.tables import CudaMinor, CudaTables, ExtrasTables, minor_key
 
 DEFAULT_CHANNELS: tuple[str, ...] = ("conda-forge",)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from envlock.formats.condalock import (
     parse,
 )
 from envlock.formats.model import META_PREFIX, LockFile, custom_value
-from envlock.models import LockedPackage, PypiPackage
+from envlock.models import LockedPackage, PypiPackage, field, record, replace
 from envlock.names import conda_build
 
 
@@ -52,7 +51,7 @@ def _normal(section: str) -> bool:
             and not section.endswith(" ") and not any(c in section for c in "\t\r\x0b\x0c\x1c\x1d\x1e\x1f"))
 
 
-@dataclass(frozen=True)
+@record
 class LockHead:
     """The metadata part of a conda-lock.yml (read without parsing its packages)."""
 

@@ -4,11 +4,10 @@ locked packages' dependency order (every writer's)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envlock.models import LockedPackage, PypiPackage
+from envlock.models import LockedPackage, PypiPackage, record
 from envlock.names import match_spec_name
 from envlock.formats.untrusted import json_value
 
@@ -46,7 +45,7 @@ def dependency_order(packages: Sequence[LockedPackage]) -> list[LockedPackage]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ForeignEntry:
     """A lock entry of a manager envlock does not install (diff still compares it)."""
 
@@ -56,7 +55,7 @@ class ForeignEntry:
     version: str
 
 
-@dataclass(frozen=True)
+@record
 class LockFile:
     """A parsed lock: conda-lock v1/v2, @EXPLICIT or pixi.lock, with its conda and PyPI packages."""
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from envlock import UPGRADE_HINT
 from envlock.errors import NewerFormatError, SpecError, again
 from envlock.formats.yamlsubset import NeedsPyYAML, scalar
-from envlock.models import TORCH_SOURCES, TorchSource
+from envlock.models import TORCH_SOURCES, TorchSource, field, record
 from envlock.names import strip_credentials
 from envlock.formats.untrusted import SPEC_CAP, load_yaml
 
@@ -25,7 +24,7 @@ SELECTORS = {"linux-64": "linux64", "linux-aarch64": "aarch64", "win-64": "win64
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
 
-@dataclass(frozen=True)
+@record
 class EnvSpec:
     """What a spec file says."""
 
@@ -224,7 +223,7 @@ def read_spec(path: Path) -> EnvSpec:
 
 
 def _with_selected(spec: EnvSpec, text: str) -> EnvSpec:
-    from dataclasses import replace
+    from envlock.models import replace
 
     return replace(spec, selected=dependencies_by_platform(text, spec.dependencies, spec.platforms))
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from envlock import __version__
@@ -19,13 +18,13 @@ from envlock.errors import LockfileError
 from envlock.formats import LOCK_NAME, LockFile, read_lock, render_explicit, render_requirements
 from envlock.formats.model import META_PREFIX, custom_value
 from envlock.formats.spec import EnvSpec, pip_requirements, render_platform_env
-from envlock.models import LockedPackage, PypiPackage
+from envlock.models import LockedPackage, PypiPackage, record
 from envlock.names import printable
 
 CUDNN_PACKAGES = ("cudnn", "libcudnn-dev")
 
 
-@dataclass(frozen=True)
+@record
 class Derived:
     """Everything the derived files of one lock depend on (all of it recorded in conda-lock.yml)."""
 

@@ -7,10 +7,10 @@ what the spec gives today (`Current`: the anchor, the plan, the hash inputs), of
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from envlock.models import field, record
 from envlock import UPGRADE_HINT
 from envlock.errors import LockfileError
 from envlock.formats import LockHead
@@ -25,7 +25,7 @@ RELOCK_HINT = "run `envlock lock` and commit environments/ and locks/"
 BLOCKING = frozenset({"missing-spec", "newer-envlock", "invalid-spec"})
 
 
-@dataclass(frozen=True)
+@record
 class Change:
     """One reason a lock is not fresh."""
 
@@ -40,7 +40,7 @@ class Change:
         return {"kind": self.kind, "platform": self.platform, "message": self.message}
 
 
-@dataclass(frozen=True)
+@record
 class EnvStatus:
     """Freshness of one environment (spec + lock)."""
 
@@ -74,7 +74,7 @@ class EnvStatus:
         }
 
 
-@dataclass(frozen=True)
+@record
 class CheckReport:
     project_dir: Path
     envs: tuple[EnvStatus, ...]
@@ -121,7 +121,7 @@ class CheckReport:
         }
 
 
-@dataclass(frozen=True)
+@record
 class Current:
     """What a spec gives today, worked out offline by the caller; or why it cannot be.
 

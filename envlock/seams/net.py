@@ -23,12 +23,12 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from envlock.errors import ChannelError, Interrupted, UsageError
+from envlock.models import record
 from envlock.names import strip_credentials
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ RETRY_STATUSES = frozenset({500, 502, 503, 504})
 CHUNK = 1 << 20
 
 
-@dataclass(frozen=True)
+@record
 class HttpSettings:
     """How envlock talks HTTP (see the module docstring)."""
 

@@ -20,14 +20,14 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from envlock.seams.dirs import envs_dir, package_cache_dir
 from envlock.errors import EnvCreateError, EnvlockError, HintPart, Interrupted, LockfileError, SpecError, again, either
 from envlock.formats import LockFile, read_lock
-from envlock.models import CUDNN_NAMES, LockedPackage
+from envlock.models import CUDNN_NAMES, LockedPackage, replace
 from envlock.progress import NoProgress, Progress
 
 Action = Literal["created", "updated", "unchanged"]

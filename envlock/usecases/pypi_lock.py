@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import concurrent.futures
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from envlock.seams.mirror_urls import PYPI
-from envlock.models import Anchor, LockedPackage, Plan, PlatformResult, PypiPackage
+from envlock.models import Anchor, LockedPackage, Plan, PlatformResult, PypiPackage, replace
 from envlock.formats.spec import EnvSpec, pip_requirements
 
 

@@ -15,7 +15,7 @@ import errno
 import hashlib
 import tarfile
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from envlock import UPGRADE_HINT
 
 from envlock.seams import beneath
 from envlock.errors import ArchiveError, EnvCreateError, UnsafeNameError
+from envlock.models import replace
 from envlock.seams.fs import remove_dead
 from envlock.seams.gate import relative, shown, under
 from envlock.formats.untrusted import DOC_CAP, load_json, over_cap

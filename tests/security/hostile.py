@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from envlock.models import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote

@@ -4,9 +4,9 @@ table (data/extras.yaml), validated into frozen values."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
+from envlock.models import record
 from envlock import REINSTALL_HINT
 from envlock.errors import EnvlockError, PlanError
 from envlock.names import match_spec_name
@@ -15,7 +15,7 @@ _MINOR = re.compile(r"^\d+\.\d+$")
 TOOLCHAINS = ("cf-split", "nvidia-label", "cudatoolkit-dev")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CudaMinor:
     """What conda packages provide one CUDA minor."""
 
@@ -33,7 +33,7 @@ class CudaMinor:
         return minor_key(self.cuda)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CudaTables:
     rules_version: str
     minors: dict[str, CudaMinor]
@@ -99,7 +99,7 @@ def parse_cuda(raw: dict[str, Any]) -> CudaTables:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Extra:
     """One `--with NAME` group: the packages that add its headers, per toolchain generation."""
 
@@ -110,7 +110,7 @@ class Extra:
     platforms: tuple[str, ...] | None = None  # None: every platform
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Bundle:
     name: str
     what: str
@@ -118,7 +118,7 @@ class Bundle:
     partial: bool = False  # leave out (with a note) what the CUDA/platform has no package for
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ExtrasTables:
     extras: dict[str, Extra]
     bundles: dict[str, Bundle]

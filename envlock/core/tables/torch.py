@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from envlock.models import record
 from envlock import REINSTALL_HINT
 from envlock.errors import AnchorError, Setting
 
@@ -34,7 +34,7 @@ _PLAIN_PIN = re.compile(  # name[extra, …]==version, no marker: what the table
 # --------------------------------------------------------------------------- Requires-Dist pins
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CudaPins:
     """What a wheel's Requires-Dist says about CUDA (cuda None: no CUDA dependency at all)."""
 
@@ -145,7 +145,7 @@ def parse_cuda_pins(requires_dist: Iterable[str], python: str = "3.11") -> CudaP
 # --------------------------------------------------------------------------- the table
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TorchVariant:
     """One cuXYZ build of a torch minor on the PyTorch wheel index."""
 
@@ -154,7 +154,7 @@ class TorchVariant:
     cudnn: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TorchRow:
     """One torch minor of the table."""
 
@@ -187,7 +187,7 @@ class TorchRow:
         return v.cudnn if v else None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TorchTable:
     """The validated torch table (package data envlock/data/torch.yaml)."""
 

@@ -26,10 +26,9 @@ prefix first undoes the active one.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
 
-from envlock.models import TorchSource
+from envlock.models import TorchSource, record
 
 Action = Literal["set", "prepend", "append"]
 
@@ -47,7 +46,7 @@ PREPENDED = "_ENVLOCK_PREPENDED_"  # prepend: the entries added at the front
 APPENDED = "_ENVLOCK_APPENDED_"  # append: the entries added at the end
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EnvOp:
     """One change to one variable; `rel` is a '/'-separated path below the prefix ('' = the prefix)."""
 
@@ -56,7 +55,7 @@ class EnvOp:
     rel: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ActivationSpec:
     """What the scripts depend on.
 
@@ -247,7 +246,7 @@ def activate_environ(
     return env
 
 
-@dataclass(frozen=True)
+@record
 class Shell:
     """One shell envlock renders for: what a renderer module (sh.py, fish.py, ...) declares as its SHELL and
     activation/__init__.py lists in SHELLS. Adding a shell is that new module and its line there."""

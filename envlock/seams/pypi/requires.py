@@ -105,7 +105,7 @@ def with_specifiers(packages: Sequence[PypiPackage], metadata: Mapping[str, str]
 
 
 def _fill(pkg: PypiPackage, reqs: list[Any], applies: Any) -> PypiPackage:
-    from dataclasses import replace
+    from envlock.models import replace
 
     from packaging.specifiers import SpecifierSet
 
@@ -243,7 +243,7 @@ def _fetch(pkg: PypiPackage, url: str, cache: Path, session: Any, logins: Sequen
         if text is None or not _is_of(text, pkg):
             text = _ranged(full, pkg, session)
         if text is None:  # the server does not serve ranges
-            from dataclasses import replace
+            from envlock.models import replace
 
             from envlock.seams.pypi.wheels import fetch_one
 

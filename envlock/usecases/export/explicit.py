@@ -10,12 +10,13 @@ Credentials of a mirror URL are never written: conda reads them from its own con
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from envlock.errors import SpecError, UsageError, again
 from envlock.formats import LockFile, read_lock
 from envlock.formats.explicit import render_explicit
+from envlock.models import replace
 from envlock.seams.fs import write_atomic
 from envlock.seams.mirror_urls import MirrorMap, channel_of, check_in_play, display, mirrored
 from envlock.names import strip_credentials

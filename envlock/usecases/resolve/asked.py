@@ -11,18 +11,17 @@ envlock.core.anchor.read_torch), the platforms are checked once.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import cast
 
 from envlock.core import anchor as anchors
 from envlock.errors import AnchorError, SpecError, UsageError
 from envlock.formats.spec import EnvSpec, check_torch_source
-from envlock.models import KNOWN_SUBDIRS, TorchSource, default_platform
+from envlock.models import KNOWN_SUBDIRS, TorchSource, default_platform, record
 
 MACOS = ("osx-64", "osx-arm64")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Asked:
     """What a request asks for, each input read once."""
 

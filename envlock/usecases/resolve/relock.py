@@ -8,7 +8,7 @@ stops the run before anything is written; `update` solves every environment befo
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from envlock.errors import EnvlockError, Interrupted, LockfileError, SpecError, 
 from envlock.formats import LockFile, custom_value, read_head, read_lock
 from envlock.formats.spec import EnvSpec, read_spec
 from envlock.usecases.diff import Entries, LockDiff, PkgRef, conda_ref, diff_entries
-from envlock.models import Anchor, LockedPackage
+from envlock.models import Anchor, LockedPackage, replace
 from envlock.project import BLOCKING, Change, EnvStatus, rel
 from envlock.usecases.resolve.asked import of_spec
 from envlock.usecases.resolve.status import check

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from envlock.core import anchor as anchors
 from envlock.formats import LockFile
 from envlock.formats.spec import EnvSpec, format_cutoff
-from envlock.models import Anchor, Plan, PlatformResult, PypiPackage
+from envlock.models import Anchor, Plan, PlatformResult, PypiPackage, field, record, replace
 from envlock.project import ignored_toolchain_lines, plan_options, render_files, writable_project
 from envlock.usecases.resolve.asked import Asked
 from envlock.core.rules import make_plan
@@ -23,7 +22,7 @@ from envlock.core.tables import CudaTables, ExtrasTables, TorchTable, cuda_table
 from envlock.core.torch_support import check_python
 
 
-@dataclass(frozen=True)
+@record
 class Tables:
     """The tables the pure core is handed (a test may hand it others)."""
 
@@ -37,7 +36,7 @@ def shipped_tables() -> Tables:
     return Tables(torch_table(), cuda_tables(), extras_tables())
 
 
-@dataclass(frozen=True)
+@record
 class SolveSettings:
     """How a solve reaches channels and indexes (`resolve`, `lock` and `update` take the same options)."""
 
@@ -46,7 +45,7 @@ class SolveSettings:
     allow_insecure: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class Solved:
     """What one solve produced, before anything is written (a dry run: the plan only)."""
 
