@@ -115,6 +115,7 @@ class NoProgress:
     """Progress that shows nothing (a pipe, --json, -q)."""
 
     wants_sizes = False
+    shows_items = False  # nothing to hear per package: linking runs without rattler's Python callbacks
 
     def start(self, phase: str, total: int) -> None:
         pass

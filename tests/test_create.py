@@ -199,6 +199,50 @@ def test_second_create_is_a_no_op_that_says_so(project: Path, tmp_path: Path, mi
     assert tree(prefix) == before
 
 
+class _Heard:
+    """A Progress that keeps what it hears (a terminal's bars hear the same calls)."""
+
+    wants_sizes = False
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str]] = []
+
+    def start(self, phase: str, total: int) -> None:
+        pass
+
+    def advance(self, phase: str, item: str) -> None:
+        self.items.append((phase, item))
+
+    def finish(self, phase: str) -> None:
+        pass
+
+    def expect(self, phase: str, nbytes: int) -> None:
+        pass
+
+    def transfer(self, phase: str, nbytes: int) -> None:
+        pass
+
+
+def test_packages_linked_are_heard_where_someone_listens(project: Path, tmp_path: Path, mirror: dict[str, str]) -> None:
+    """rattler calls a link reporter six times a package from its threads: a create whose progress shows nothing
+    (a pipe, --json, -q) links without one, into the same env; bars (and the on_linked seam) hear every package."""
+    from envlock.progress import NoProgress
+    from envlock.seams.conda import install
+
+    heard = _Heard()
+    create_env(req(lock_of(project), tmp_path / "a", tmp_path, mirror), heard)
+    names = sorted(p.name for p in read_lock(lock_of(project)).packages_for("linux-64"))
+    assert sorted(item for phase, item in heard.items if phase == "link") == names
+    create_env(req(lock_of(project), tmp_path / "b", tmp_path, mirror))  # NoProgress
+    assert sorted(tree(tmp_path / "a")) == sorted(tree(tmp_path / "b")) and len(names) > 20
+    assert install._reporter(NoProgress()) is None and install._reporter(heard) is not None
+    install.on_linked = print
+    try:
+        assert install._reporter(NoProgress()) is not None
+    finally:
+        install.on_linked = None
+
+
 def test_an_env_is_not_a_cache(project: Path, project_124: Path, tmp_path: Path, mirror: dict[str, str]) -> None:
     """rattler's installer leaves a CACHEDIR.TAG at the prefix's root: backup tools run with --exclude-caches
     would skip the env. Gone after a create and after an update; one that a package installed stays."""

@@ -9,7 +9,7 @@ import random
 from pathlib import Path
 
 from envlock.errors import LockfileError
-from envlock.formats import read_lock
+from envlock.formats import read_lock, read_to_install
 from envlock.formats.condalock import load_yaml, parse, render_package_section
 from envlock.formats.head import read_section
 from envlock.models import LockedPackage, PypiPackage
@@ -91,3 +91,24 @@ def test_any_edit_reads_as_yaml_reads_it_or_falls_back(shared_dir: Path) -> None
         assert ([*fast[0]], [*fast[1]]) == _yaml(text), repr(text[start:][:400])
         same += 1
     assert fell_back > 100 and same > 100  # both ways were taken
+
+
+def test_create_reads_a_lock_as_read_lock_reads_it(shared_dir: Path, tmp_path: Path) -> None:
+    """read_to_install (create's reader) reads envlock's own text by its layout: read_lock's lock less the dependency
+    lists (which an install does not read: each archive's own index.json is linked); a lock envlock did not lay out
+    (a comment in it) and an @EXPLICIT file exactly as read_lock reads them."""
+    section, platforms = _sections(shared_dir)[-1]  # conda packages, pins with inner spaces, wheels
+    path = tmp_path / "conda-lock.yml"
+    path.write_text(_doc(section, platforms), encoding="utf-8")
+    full, fast = read_lock(path), read_to_install(path)
+    assert list(fast.packages) == _no_deps(full.packages) and list(fast.pypi) == _no_deps(full.pypi)
+    assert len(fast.packages) > 20 and len(fast.pypi) == 2 and any(p.depends for p in full.packages)
+    assert (fast.platforms, fast.content_hash, fast.custom_metadata, fast.kind, fast.path) == \
+        (full.platforms, full.content_hash, full.custom_metadata, full.kind, full.path)
+    edited = _doc(section, platforms).replace("\n  category: main\n", "\n  category: main  # kept\n", 1)
+    path.write_text(edited, encoding="utf-8")
+    assert read_to_install(path) == read_lock(path) and any(p.depends for p in read_to_install(path).packages)
+    explicit = tmp_path / "conda-linux-64.lock"
+    explicit.write_text("# platform: linux-64\n@EXPLICIT\n" + "".join(f"{p.url}#{p.md5}\n" for p in full.packages_for("linux-64")),
+                        encoding="utf-8")
+    assert read_to_install(explicit) == read_lock(explicit) and len(read_lock(explicit).packages) > 20

@@ -45,7 +45,7 @@ def create_cmd(
     from envlock.commands.resolve import parse_mirrors
     from envlock.models import host_platform
     from envlock.usecases.create import CreateRequest, create_env, default_prefix
-    from envlock.formats import read_lock
+    from envlock.formats import read_to_install
 
     options.platforms(platform)
     if locked and frozen:
@@ -53,7 +53,7 @@ def create_cmd(
                          hint=("--locked checks the lock, --frozen skips it: ", again(drop=("--frozen",))))
     project = Path(project_dir)
     lock_path = options.chosen_lock(project_dir, name, lock)
-    lock_file = read_lock(lock_path)  # read once: create_env takes it as read
+    lock_file = read_to_install(lock_path)  # read once: create_env takes it as read
     target = default_prefix(lock_file, prefix, env_name)
     from envlock.commands.lifecycle import freshness_check  # lock lifecycle: check the lock against its spec
 

@@ -27,7 +27,7 @@ from envlock.formats.untrusted import LOCK_CAP, read_capped
 
 __all__ = [
     "LOCK_FORMAT", "META_PREFIX", "LockFile", "LockHead", "custom_value", "dependency_order", "header_value",
-    "parse_lock", "read_head", "read_lock", "read_text", "render_conda_lock", "render_explicit",
+    "parse_lock", "read_head", "read_lock", "read_text", "read_to_install", "render_conda_lock", "render_explicit",
     "render_package_section", "render_requirements",
 ]  # fmt: skip
 
@@ -72,6 +72,18 @@ def read_lock(path: str | os.PathLike[str], *, compare: bool = False) -> LockFil
     make = "pass two lock files (conda-lock.yml, .lock or pixi.lock)" if compare else MAKE_HINT
     text = read_text(p, missing="no lock", missing_hint=make)
     return parse_lock(text, p, compare=compare)
+
+
+def read_to_install(path: str | os.PathLike[str]) -> LockFile:
+    """read_lock for `create`: a conda-lock.yml whose package section is envlock's own text is read by its layout
+    (formats/head.py, as `check` reads it: no YAML, each value checked to be what envlock writes), its packages
+    without dependency lists (an install links each archive's own info/index.json); any other lock as read_lock
+    reads it. The same packages, URLs and hashes either way (tests/test_lock_head.py)."""
+    p = Path(path)
+    text = read_text(p, missing="no lock", missing_hint=MAKE_HINT)
+    if is_explicit(text):
+        return parse_explicit(text, p)
+    return parse_head(text, p).packages_read()
 
 
 def read_head(path: Path) -> LockHead:

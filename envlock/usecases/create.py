@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from envlock.seams.dirs import envs_dir, package_cache_dir
 from envlock.errors import EnvCreateError, EnvlockError, HintPart, Interrupted, LockfileError, SpecError, again, either
-from envlock.formats import LockFile, read_lock
+from envlock.formats import LockFile, read_to_install
 from envlock.models import CUDNN_NAMES, LockedPackage, replace
 from envlock.progress import NoProgress, Progress
 
@@ -180,7 +180,7 @@ def create_env(req: CreateRequest, progress: Progress | None = None) -> CreateRe
 
     started = time.perf_counter()
     progress = progress or NoProgress()
-    lock = req.lock if req.lock is not None else read_lock(req.lock_path)
+    lock = req.lock if req.lock is not None else read_to_install(req.lock_path)
     if req.platform not in lock.platforms:
         raise LockfileError(
             f"{req.lock_path} has no {req.platform} packages (it locks {', '.join(lock.platforms) or 'nothing'})",
