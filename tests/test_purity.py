@@ -59,3 +59,17 @@ def test_rules_receive_their_tables() -> None:
     specs = {t.rules_version: make_plan(anchor, options, t, extras_tables()).platforms[0].candidates[0].specs
              for t in (real, records.replace(lower, rules_version="test"))}
     assert "gcc_linux-64 <13" in specs[real.rules_version] and "gcc_linux-64 <12" in specs["test"]
+
+
+def test_locking_a_pypi_part_loads_no_index_client() -> None:
+    """A full environment's PyPI part (uv, the wheels' metadata, pip's configured index) loads neither the anchor's
+    index client nor its HTML parser: a torch the table anchors never asks the index (issue 25: ~8 ms of import)."""
+    names = ("envlock.seams.pypi.index", "envlock.seams.pypi.simple", "html.parser")
+    code = ("import sys, json; import envlock.usecases.pypi_lock, envlock.seams.pypi.compile, envlock.seams.pypi.requires, "
+            "envlock.seams.pypi.pipconf; from envlock.seams.pypi import configured_index_url\n"
+            f"print(json.dumps({{'outside': sorted(m for m in {names!r} if m in sys.modules), 'envlock': []}}))")
+    assert _fresh(code)["outside"] == []
+    # the anchor's lookup still finds it where it always was (a name of the package, loaded on first use)
+    asked = _fresh("import sys, json; from envlock.seams.pypi import torch_cuda_from_index\n"
+                   f"print(json.dumps({{'outside': sorted(m for m in {names!r} if m in sys.modules), 'envlock': []}}))")
+    assert asked["outside"] == sorted(names)

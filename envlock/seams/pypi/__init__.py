@@ -12,11 +12,36 @@
 HTTP goes through envlock.seams.net; nothing here imports requests before the network is used.
 """
 
-from envlock.seams.pypi.index import IndexSettings, TorchMetadata, cache_root, redact, torch_cuda_from_index
-from envlock.seams.pypi.pins import CudaPins, parse_cuda_pins, requires_dist_of
-from envlock.seams.pypi.pipconf import configured_extra_index_urls, configured_index_url, pip_config_files
+from __future__ import annotations
 
-__all__ = [
-    "CudaPins", "IndexSettings", "TorchMetadata", "cache_root", "configured_extra_index_urls", "configured_index_url",
-    "parse_cuda_pins", "pip_config_files", "redact", "requires_dist_of", "torch_cuda_from_index",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from envlock.seams.pypi.index import IndexSettings, TorchMetadata, cache_root, redact, torch_cuda_from_index
+    from envlock.seams.pypi.pins import CudaPins, parse_cuda_pins, requires_dist_of
+    from envlock.seams.pypi.pipconf import configured_extra_index_urls, configured_index_url, pip_config_files
+
+# Loaded from their module on first use (as envlock.usecases.resolve's names): a full environment's resolve that
+# the torch table anchors never asks the index, so it pays neither index.py nor simple.py's html.parser (~8 ms).
+# No submodule is named like a name exported here.
+_WHERE = {
+    "index": ("IndexSettings", "TorchMetadata", "cache_root", "redact", "torch_cuda_from_index"),
+    "pins": ("CudaPins", "parse_cuda_pins", "requires_dist_of"),
+    "pipconf": ("configured_extra_index_urls", "configured_index_url", "pip_config_files"),
+}
+_MODULE = {name: module for module, names in _WHERE.items() for name in names}
+__all__ = sorted(_MODULE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'envlock.seams.pypi' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"envlock.seams.pypi.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
