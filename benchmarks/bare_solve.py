@@ -25,6 +25,10 @@ from rattler import BuildString, Channel, GenericVirtualPackage, PackageName, So
 
 T_IMPORT = time.perf_counter() - T0
 
+#: The Gateway is held until os._exit, as envlock's CLI holds its own (envlock.seams.conda.one_command): neither
+#: side times rattler freeing its in-memory repodata on the way out of a process that is about to exit.
+KEPT: list[Any] = []
+
 
 def virtual(strings: list[str]) -> list[GenericVirtualPackage]:
     """`__cuda=12.6=0` -> GenericVirtualPackage."""
@@ -46,6 +50,7 @@ async def solve_all(req: dict[str, Any]) -> dict[str, int]:
     channel = req["channel"].rstrip("/") + "/"
     gateway = rattler.Gateway(cache_dir=req["cache_dir"], default_config=SourceConfig(),
                               per_channel_config={channel: source_config(channel)})
+    KEPT.append(gateway)
     chans = [Channel(channel)]
 
     async def one(platform: str, p: dict[str, Any]) -> tuple[str, int]:

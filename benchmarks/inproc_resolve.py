@@ -1,7 +1,8 @@
 """envlock's resolve() timed inside the process (no interpreter start-up, imports timed apart).
 
 The counterpart of bare_solve.py's `solve_s`: what envlock's own work (anchor, plan, solve, render,
-write) costs once the interpreter is up. Uses $ENVLOCK_CACHE_DIR like the CLI. Prints one JSON line.
+write) costs once the interpreter is up, run as the CLI runs it (inside envlock.seams.conda.one_command). Uses
+$ENVLOCK_CACHE_DIR like the CLI. Prints one JSON line.
 
     python benchmarks/inproc_resolve.py CHANNEL_URL PROJECT_DIR
 """
@@ -15,6 +16,7 @@ import time
 from pathlib import Path
 
 T0 = time.perf_counter()
+from envlock.seams.conda import one_command  # noqa: E402
 from envlock.usecases.resolve import ResolveRequest, resolve  # noqa: E402
 
 import asyncio  # noqa: E402,F401 - bare_solve.py's import time holds asyncio and rattler: so does this one's
@@ -28,7 +30,10 @@ def main(argv: list[str]) -> int:
     req = ResolveRequest(torch="2.7.1", platforms=("linux-64", "linux-aarch64", "win-64"),
                          mirrors={"conda-forge": channel}, project_dir=Path(project), toolchain_only=True)
     t, c = time.perf_counter(), time.process_time()
-    result = resolve(req)
+    # As `envlock resolve` runs it (envlock.cli.run): the command's Gateway is kept until os._exit, not freed on
+    # the way out (~5-8 ms of freeing repodata a process about to exit never pays). bare_solve.py keeps its own.
+    with one_command(process_exits=True):
+        result = resolve(req)
     print(json.dumps({"import_s": round(T_IMPORT, 4), "resolve_s": round(time.perf_counter() - t, 4),
                       "resolve_cpu": round(time.process_time() - c, 4),  # all threads: rattler's too
                       "packages": {r.platform: len(r.packages) for r in result.results}}))
