@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -24,6 +25,31 @@ def _failed(why: proc.Failure) -> EnvlockError:
 def test_run_captures_and_leaves_the_exit_status_to_the_caller() -> None:
     done = proc.run([SH, "-c", "echo out; echo err >&2; exit 3"], what="t", timeout=30, failed=_failed)
     assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "err\n")
+
+
+def test_run_says_when_the_child_runs_before_it_ends(tmp_path: Path) -> None:
+    """`started()` (the PyPI part's cue to start the conda solve beside uv) comes once, while the child runs: the
+    child is still waiting for its input then, and has answered it when run returns."""
+    seen: list[tuple[bool, bool]] = []
+    out = tmp_path / "out"
+
+    def started() -> None:
+        seen.append((out.exists(), threading.current_thread() is threading.main_thread()))
+
+    done = proc.run([SH, "-c", f"read line; echo \"$line\" > {out}; echo ran"], what="t", timeout=30,
+                    failed=_failed, input="hello\n", started=started)
+    assert seen == [(False, True)]
+    assert (done.returncode, done.stdout, out.read_text()) == (0, "ran\n", "hello\n")
+    # from a worker thread too (uv runs in one), and never for a program that cannot start
+    calls: list[str] = []
+    worker = threading.Thread(target=lambda: proc.run([SH, "-c", "true"], what="t", timeout=30, failed=_failed,
+                                                     started=lambda: calls.append("ran")))
+    worker.start()
+    worker.join()
+    with pytest.raises(SpecError):
+        proc.run([str(tmp_path / "no-such-program")], what="t", timeout=30, failed=_failed,
+                 started=lambda: calls.append("missing"))
+    assert calls == ["ran"]
 
 
 def test_run_words_each_failure_through_the_caller(tmp_path: Path) -> None:

@@ -86,9 +86,10 @@ def _sigint_held() -> Iterator[list[int]]:
 
 
 def _communicate(args: Sequence[str], *, input: bytes | str | None, env: Mapping[str, str] | None,
-                 cwd: str | os.PathLike[str] | None, timeout: float | None, text: bool) -> tuple[int, Any, Any]:
+                 cwd: str | os.PathLike[str] | None, timeout: float | None, text: bool,
+                 started: Callable[[], None] | None = None) -> tuple[int, Any, Any]:
     """(exit status, stdout, stderr) of `args` run to its end; the child is killed on a timeout (TimeoutExpired)
-    and on Ctrl-C (KeyboardInterrupt), and waited for either way."""
+    and on Ctrl-C (KeyboardInterrupt), and waited for either way. `started()` is called once the child runs."""
     with _sigint_held() as came:
         child = subprocess.Popen(list(args), stdin=subprocess.PIPE if input is not None else None,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=text,
@@ -97,6 +98,8 @@ def _communicate(args: Sequence[str], *, input: bytes | str | None, env: Mapping
         try:
             if came:
                 raise KeyboardInterrupt
+            if started is not None:
+                started()
             out, err = child.communicate(input, timeout=timeout)
         except BaseException:  # TimeoutExpired, KeyboardInterrupt, anything: the child does not outlive the call
             child.kill()
@@ -106,14 +109,16 @@ def _communicate(args: Sequence[str], *, input: bytes | str | None, env: Mapping
 
 def run(args: Sequence[str], *, what: str, timeout: float | None, failed: Callable[[Failure], EnvlockError],
         input: str | None = None, env: Mapping[str, str] | None = None,
-        cwd: str | os.PathLike[str] | None = None) -> subprocess.CompletedProcess[str]:
+        cwd: str | os.PathLike[str] | None = None, started: Callable[[], None] | None = None,
+        ) -> subprocess.CompletedProcess[str]:
     """Run `args` to its end (text output captured); its exit status is the caller's to judge.
 
     `failed(failure)` builds the error for a program that cannot start or exceeds `timeout` seconds;
-    Ctrl-C kills the child and raises Interrupted naming `what`.
+    Ctrl-C kills the child and raises Interrupted naming `what`. `started()` is called once the child runs
+    (from the thread that runs it), before its output is read.
     """
     try:
-        rc, out, err = _communicate(args, input=input, env=env, cwd=cwd, timeout=timeout, text=True)
+        rc, out, err = _communicate(args, input=input, env=env, cwd=cwd, timeout=timeout, text=True, started=started)
         return subprocess.CompletedProcess(list(args), rc, out, err)
     except (subprocess.TimeoutExpired, OSError) as exc:
         raise failed(_failure(exc, args[0], timeout)) from None

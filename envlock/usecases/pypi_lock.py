@@ -8,7 +8,8 @@ the anchor (envlock.seams.pypi.part.check_variant).
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,7 +77,7 @@ def _exempt(spec: EnvSpec, held: Mapping[str, Sequence[PypiPackage]], upgrade: S
 def lock_pypi_part(
     spec: EnvSpec,
     anchor: Anchor,
-    solver: Any,
+    solve_conda: Callable[..., list[PlatformResult]],
     plan: Plan,
     *,
     mirrors: Mapping[str, str],
@@ -85,7 +86,10 @@ def lock_pypi_part(
     pypi_locked: Mapping[str, Sequence[PypiPackage]] | None = None,
     upgrade: Sequence[str] = (),
 ) -> tuple[list[PlatformResult], PypiPart]:
-    """Solve the conda part (rattler) and compile the PyPI part (uv) at once; one error if either fails."""
+    """Solve the conda part (rattler) and compile the PyPI part (uv) at once; one error if either fails.
+
+    `solve_conda(plan, locked=, optional=)` solves the conda part; it is called once uv is started, so what it
+    loads first (the solver's module, rattler) overlaps uv's run instead of delaying it."""
     from envlock.seams.pypi import compile as pypi_compile
     from envlock.seams.pypi import part as pypi_part
 
@@ -95,11 +99,16 @@ def lock_pypi_part(
 
     progress.report("PyPI part", f"uv: {len(request.requirements)} requirement(s) for {', '.join(spec.platforms)}")
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="envlock-uv") as pool:
-        compiling = pool.submit(pypi_compile.compile_part, request)
+        running = _Running(len(request.platforms))
+        compiling = pool.submit(pypi_compile.compile_part, request, running.one)
+        compiling.add_done_callback(lambda _: running.all.set())  # it ended (or failed) before every uv ran
         try:
+            # The conda part starts once every uv runs: what it does first in Python (loading rattler, ~40-60 ms)
+            # would otherwise hold the interpreter while uv is being started, and start it that much later.
+            running.all.wait()
             # pip where the channel has it (conda-forge does): `pip install` in the env installs into it, as in a
             # conda env (conda adds pip to every python); without it, the user's next pip was the system's.
-            results = solver.solve(plan, locked=locked, optional=("pip",))  # a conda failure first (the pool waits)
+            results = solve_conda(plan, locked=locked, optional=("pip",))  # a conda failure first (the pool waits)
             compiled = compiling.result()
         finally:
             progress.done("PyPI part")
@@ -115,6 +124,21 @@ def lock_pypi_part(
         for line in ignored
     )
     return results, PypiPart(packages, warnings)
+
+
+class _Running:
+    """Counts the platforms whose uv runs; `all` is set once each does."""
+
+    def __init__(self, platforms: int) -> None:
+        self.all = threading.Event()
+        self._left = platforms
+        self._lock = threading.Lock()
+
+    def one(self) -> None:
+        with self._lock:
+            self._left -= 1
+            if self._left <= 0:
+                self.all.set()
 
 
 def _not_in_conda(wheels: Sequence[PypiPackage], conda: Sequence[LockedPackage]) -> tuple[PypiPackage, ...]:

@@ -14,7 +14,7 @@ import hashlib
 import re
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,12 +94,13 @@ def _wheel_rank(filename: str, ranks: Mapping[str, int]) -> int | None:
 # --------------------------------------------------------------------------- compile
 
 
-def compile_part(req: CompileRequest) -> CompileResult:
-    """Lock the requirements for every platform (platforms side by side); errors name the platform."""
+def compile_part(req: CompileRequest, started: Callable[[], None] | None = None) -> CompileResult:
+    """Lock the requirements for every platform (platforms side by side); errors name the platform.
+    `started()` is called as each platform's uv runs (envlock.usecases.pypi_lock waits for them)."""
     cache = uv.cache_dir(req.cache_dir)
     uv.uv_binary()  # not installed: one error before any thread starts
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(req.platforms))) as pool:
-        futures = {p: pool.submit(_compile_platform, cache, req, p) for p in req.platforms}
+        futures = {p: pool.submit(_compile_platform, cache, req, p, started) for p in req.platforms}
         results = {p: f.result() for p, f in futures.items()}
     packages = {p: r[0] for p, r in results.items()}
     warnings = tuple(dict.fromkeys(w for r in results.values() for w in r[1]))
@@ -137,7 +138,8 @@ def _base_args(req: CompileRequest, platform: str) -> list[str]:
     return args
 
 
-def _compile_platform(cache: Path, req: CompileRequest, platform: str) -> tuple[tuple[PypiPackage, ...], list[str]]:
+def _compile_platform(cache: Path, req: CompileRequest, platform: str,
+                      started: Callable[[], None] | None = None) -> tuple[tuple[PypiPackage, ...], list[str]]:
     stdin = "".join(f"{r}\n" for r in req.requirements)
     base = _base_args(req, platform)
     with tempfile.TemporaryDirectory(prefix="envlock-uv-") as tmp:
@@ -151,7 +153,7 @@ def _compile_platform(cache: Path, req: CompileRequest, platform: str) -> tuple[
             constraints = Path(tmp) / "held.txt"
             constraints.write_text("".join(f"{p.name}=={p.version}\n" for p in held))
             base = [*base, "-c", str(constraints)]
-        pylock = _run_uv([*base, "--format", "pylock.toml"], stdin, cache, platform, req)
+        pylock = _run_uv([*base, "--format", "pylock.toml"], stdin, cache, platform, req, started=started)
         entries = _parse_pylock(pylock.stdout, platform)
         # The dependency edges of a resolved set never change: kept in envlock's cache, keyed by the set, so
         # a re-lock of an unchanged spec runs uv once (benchmarks/bench_pypi.py).
@@ -176,7 +178,8 @@ def _canon(name: str) -> str:
     return str(canonicalize_name(name))
 
 
-def _run_uv(args: list[str], stdin: str, cache: Path, platform: str, req: CompileRequest) -> Any:
+def _run_uv(args: list[str], stdin: str, cache: Path, platform: str, req: CompileRequest,
+            started: Callable[[], None] | None = None) -> Any:
     def failed(why: proc.Failure) -> EnvlockError:
         return ChannelError(f"uv {why} to lock the PyPI part of {platform}" if why.kind == "timeout" else
                             f"uv cannot lock the PyPI part of {platform}: {why}",
@@ -185,7 +188,7 @@ def _run_uv(args: list[str], stdin: str, cache: Path, platform: str, req: Compil
     # a `pypi=` mirror serves the variant index too: one index, once
     urls = [req.index.url, *(e.url for e in req.extra_indexes if e.url != req.index.url)]
     done = uv.run(args, cache=uv.cache_for(cache, urls), what=f"locking the PyPI part of {platform}", failed=failed,
-                  stdin=stdin, environ=uv.index_environ(urls))
+                  stdin=stdin, environ=uv.index_environ(urls), started=started)
     if done.returncode != 0:
         raise _uv_error(done.stderr, platform, req)
     return done

@@ -93,9 +93,11 @@ def timeout() -> float:
 
 
 def run(args: Sequence[str], *, cache: Path, what: str, failed: Callable[[proc.Failure], EnvlockError],
-        stdin: str | None = None, environ: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        stdin: str | None = None, environ: Mapping[str, str] | None = None,
+        started: Callable[[], None] | None = None) -> subprocess.CompletedProcess[str]:
     """`uv ARGS…` in uv's environment (plus `environ`: what must not be on a command line, such as index URLs
-    with credentials), bounded by the uv timeout (envlock.seams.proc); its exit status is the caller's."""
+    with credentials), bounded by the uv timeout (envlock.seams.proc); its exit status is the caller's.
+    `started()`: called once uv runs (envlock.seams.proc.run)."""
     return proc.run([uv_binary(), *args], what=what, timeout=timeout(), failed=failed, input=stdin,
-                    env={**uv_environ(cache), **(environ or {})})
+                    env={**uv_environ(cache), **(environ or {})}, started=started)
 

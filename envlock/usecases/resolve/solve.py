@@ -265,19 +265,24 @@ def _remove_empty(path: Path, top: Path) -> None:
 def _solve(spec: EnvSpec, anchor: Anchor, plan: Plan, settings: SolveSettings, hold: LockFile | None,
            move: frozenset[str], warnings: tuple[str, ...]) -> tuple[Any, dict[str, Any], tuple[str, ...]]:
     """The solve itself: the conda part, and the PyPI part of a full env."""
-    from envlock.seams.conda.solve import RattlerSolver
+    options = solve_options(settings, spec.exclude_newer, spec.channels)
 
-    solver = RattlerSolver(solve_options(settings, spec.exclude_newer, spec.channels))
+    def conda_part(plan: Plan, *, locked: Any, optional: tuple[str, ...]) -> list[PlatformResult]:
+        # The solver's module brings rattler and asyncio (~40-60 ms of import): a full env's uv is already running.
+        from envlock.seams.conda.solve import RattlerSolver
+
+        return RattlerSolver(options).solve(plan, locked=locked, optional=optional)
+
     locked = {p: [q for q in hold.packages_for(p) if q.name not in move] for p in spec.platforms} if hold else None
     pypi: dict[str, tuple[PypiPackage, ...]] = {}
     if spec.toolchain_only:
-        results = solver.solve(plan, locked=locked, optional=("ninja",))
+        results = conda_part(plan, locked=locked, optional=("ninja",))
     else:
         from envlock.usecases.pypi_lock import lock_pypi_part
 
         held = {p: [w for w in hold.pypi_for(p) if w.name not in move] for p in spec.platforms} if hold else None
         upgrade = sorted(move & {w.name for w in hold.pypi}) if hold else []
-        results, part = lock_pypi_part(spec, anchor, solver, plan, mirrors=settings.mirrors, offline=settings.offline,
+        results, part = lock_pypi_part(spec, anchor, conda_part, plan, mirrors=settings.mirrors, offline=settings.offline,
                                        locked=locked, pypi_locked=held, upgrade=upgrade)
         pypi = part.packages
         warnings += part.warnings
