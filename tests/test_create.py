@@ -267,6 +267,36 @@ def test_an_env_is_not_a_cache(project: Path, project_124: Path, tmp_path: Path,
     assert drop_cache_tag(prefix) and not (prefix / "CACHEDIR.TAG").exists()
 
 
+def test_a_package_s_own_cache_tag_stays_and_rattler_s_goes_unread(tmp_path: Path) -> None:
+    """Whether rattler's CACHEDIR.TAG may go is decided from the linked packages' sealed summaries when none has a path
+    at the prefix's root (no conda-meta record read); a package that ships the tag at the root keeps it (its records
+    read as before)."""
+    from envlock.seams.conda import cache as pkgcache
+    from envlock.seams.conda.install import CACHE_TAG_SIGNATURE, drop_cache_tag
+    from tests.channelbuilder import PackageSpec, index_channel, write_package
+
+    own = CACHE_TAG_SIGNATURE + b"\n# the package's own\n"
+    archives = [write_package(PackageSpec("tagged", "1.0", files={"CACHEDIR.TAG": own, "share/tagged/x": "y"}),
+                              tmp_path / "ch" / "noarch"),
+                write_package(PackageSpec("plain", "1.0", files={"share/plain/x": "y"}), tmp_path / "ch" / "noarch")]
+    index_channel(tmp_path / "ch")
+    lines = [f"{a.as_uri()}#{hashlib.md5(a.read_bytes()).hexdigest()}\n" for a in archives]
+    for name, chosen, kept in (("both", lines, True), ("plain", lines[1:], False)):
+        lock = tmp_path / f"{name}.lock"
+        lock.write_text("# platform: linux-64\n@EXPLICIT\n" + "".join(chosen))
+        assert create_env(req(lock, tmp_path / name, tmp_path, {})).action == "created"
+        tag = tmp_path / name / "CACHEDIR.TAG"
+        assert tag.is_file() == kept and (not kept or tag.read_bytes() == own)
+        summaries = [pkgcache.cached(tmp_path / "pkgs", p).summary for p in read_lock(lock).packages]
+        assert any("" in s["dirs"] for s in summaries) == kept  # what create decided from
+    (tmp_path / "plain" / "CACHEDIR.TAG").write_bytes(CACHE_TAG_SIGNATURE + b"\n")
+    record = next((tmp_path / "plain" / "conda-meta").glob("plain-*.json"))
+    doc = json.loads(record.read_text())
+    record.write_text(json.dumps({**doc, "files": [*doc["files"], "CACHEDIR.TAG"]}))
+    assert not drop_cache_tag(tmp_path / "plain")  # read: a record lists it
+    assert drop_cache_tag(tmp_path / "plain", records=False)  # told that no package has a root path: none read
+
+
 def test_create_repairs_files_deleted_by_hand(project: Path, tmp_path: Path, mirror: dict[str, str]) -> None:
     prefix = tmp_path / "env"
     create_env(req(lock_of(project), prefix, tmp_path, mirror))

@@ -250,7 +250,8 @@ def _install(req: CreateRequest, lock: LockFile, packages: Sequence[LockedPackag
         env.write_env_meta(work, {**new_meta, "state": "incomplete"})
         if state == "env":
             _prepare_update(work, [pkgcache.dist(p) for p in packages], wheels)
-        install.link(records, work, req.platform, cache, progress, final=req.prefix)
+        install.link(records, work, req.platform, cache, progress, final=req.prefix,
+                     root_paths=any("" in summary.get("dirs", [""]) for summary, _ in summaries))
         if wheel_paths:  # after the conda part (its python)
             from envlock.seams.pypi.wheels import install_wheels, private_links
 

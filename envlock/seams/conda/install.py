@@ -66,10 +66,13 @@ def records(fetched: Sequence[Fetched], cache: Path) -> list[Any]:
 
 
 def link(recs: list[Any], prefix: Path, platform: str, cache: Path, progress: Progress,
-         final: Path | None = None) -> None:
+         final: Path | None = None, *, root_paths: bool = True) -> None:
     """rattler.install into `prefix` (`final`: the path the env will have, patched into its files: an update
     builds beside the env, envlock/usecases/update.py); a failure is an EnvCreateError ("linking into PREFIX failed: ..."),
-    never rattler's exception. The caller rolls back (and forgets damaged cache entries: `cache.damaged`)."""
+    never rattler's exception. The caller rolls back (and forgets damaged cache entries: `cache.damaged`).
+
+    `root_paths`: whether a package of `recs` has a path at the prefix's root (its sealed summary's dirs hold "");
+    False lets rattler's CACHEDIR.TAG go without reading the records once the link has succeeded."""
     import asyncio  # here, not at the top: an unchanged env (create's no-op) links nothing
 
     from rattler import Subdir, install
@@ -80,15 +83,17 @@ def link(recs: list[Any], prefix: Path, platform: str, cache: Path, progress: Pr
     # system's CA certificates and panics where there are none (envlock.seams.net.with_ca_fallback).
     client = http_client()
     progress.start("link", len(recs))
+    linked = False
     try:
         with mapped(what=f"into {final or prefix}", default="install"):
             asyncio.run(install(recs, target_prefix=prefix, cache_dir=cache, platform=Subdir(platform),
                                 client=client, show_progress=False, reporter=_reporter(progress),
                                 execute_link_scripts=False,
                                 alternative_target_prefix=final if final is not None and final != prefix else None))
+        linked = True
     finally:
         progress.finish("link")
-        drop_cache_tag(prefix)
+        drop_cache_tag(prefix, records=root_paths or not linked)
 
 
 def _reporter(progress: Progress) -> LinkReporter | None:
@@ -104,20 +109,22 @@ def _reporter(progress: Progress) -> LinkReporter | None:
 CACHE_TAG_SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
 
 
-def drop_cache_tag(prefix: Path) -> bool:
+def drop_cache_tag(prefix: Path, *, records: bool = True) -> bool:
     """Remove the CACHEDIR.TAG rattler's installer leaves at a prefix's root (no package owns it): backup tools
     run with --exclude-caches would skip the whole environment. A tag a package installed stays.
 
     A record whose bytes hold a `"files"` key and neither `CACHEDIR` nor a backslash (JSON's only way to spell
     the name otherwise) cannot list the tag, and is not parsed: the 28 records of a CUDA toolchain env are ~1 MB
-    of JSON (~4 ms of a ~120 ms warm create), of which this needs one name."""
+    of JSON (~4 ms of a ~120 ms warm create), of which this needs one name. `records=False` (the caller knows from
+    the linked packages' sealed summaries that none has a path at the root: then no record can list the tag) reads
+    none."""
     from envlock.formats.untrusted import DOC_CAP, json_value
 
     tag = prefix / "CACHEDIR.TAG"
     try:
         if tag.is_symlink() or not tag.is_file() or not tag.read_bytes().startswith(CACHE_TAG_SIGNATURE):
             return False
-        for record in (prefix / "conda-meta").glob("*.json"):  # a package's record: any shape at all
+        for record in (prefix / "conda-meta").glob("*.json") if records else ():  # a package's record: any shape
             with record.open("rb") as fh:
                 data = fh.read(DOC_CAP + 1)
             if len(data) <= DOC_CAP and b'"files"' in data and b"CACHEDIR" not in data and b"\\" not in data:
