@@ -15,7 +15,8 @@ import pytest
 
 PURE = ("envlock.core.anchor", "envlock.core.rules", "envlock.core.tables", "envlock.core.torch_support", "envlock.models", "envlock.names")
 #: The envlock modules importing the pure core may load: itself and what it stands on.
-ALLOWED = {"envlock", "envlock.core", "envlock.errors", *PURE, "envlock.core.tables.cuda", "envlock.core.tables.other", "envlock.core.tables.torch"}
+ALLOWED = {"envlock", "envlock.core", "envlock.errors", *PURE, "envlock.core.tables.cuda", "envlock.core.tables.other", "envlock.core.tables.torch",
+           "envlock.models.record"}
 FORBIDDEN = ("typer", "click", "rattler", "requests", "urllib3", "conda_lock", "rich", "subprocess", "yaml")
 
 
