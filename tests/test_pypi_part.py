@@ -237,11 +237,24 @@ def test_a_requirement_without_a_wheel_for_the_platform_is_named(tmp_path: Path,
 
 
 def test_an_unreachable_index_is_one_line_and_writes_nothing(tmp_path: Path, test_channel_url: str) -> None:
-    env = {**os.environ, "PIP_INDEX_URL": "http://127.0.0.1:9/simple/", "ENVLOCK_CACHE_DIR": str(tmp_path / "c")}
+    # One retry, not three: uv takes ENVLOCK_HTTP_RETRIES too (the next test), and its backoff is what this waited for.
+    env = {**os.environ, "PIP_INDEX_URL": "http://127.0.0.1:9/simple/", "ENVLOCK_CACHE_DIR": str(tmp_path / "c"),
+           "ENVLOCK_HTTP_RETRIES": "1"}
     done = _cli(tmp_path / "p", test_channel_url, "--torch", "2.7.1", "--platform", "linux-64", env=env)
     assert done.returncode == 4
     assert "cannot reach the package index" in _one_error(done)
     assert not any((tmp_path / "p").rglob("*.*"))
+
+
+def test_uv_takes_envlocks_retries_and_never_the_users_own(tmp_path: Path, monkeypatch) -> None:
+    """ENVLOCK_HTTP_RETRIES is every request's setting: uv's too (it used to retry 3 times whatever it said)."""
+    from envlock.seams.pypi.uv import uv_environ
+
+    monkeypatch.setenv("UV_HTTP_RETRIES", "9")  # the user's own UV_* settings never reach uv
+    monkeypatch.delenv("ENVLOCK_HTTP_RETRIES", raising=False)
+    assert uv_environ(tmp_path)["UV_HTTP_RETRIES"] == "3"
+    monkeypatch.setenv("ENVLOCK_HTTP_RETRIES", "0")
+    assert uv_environ(tmp_path)["UV_HTTP_RETRIES"] == "0"
 
 
 # --------------------------------------------------------------------------- lifecycle

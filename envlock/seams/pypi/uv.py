@@ -50,9 +50,13 @@ def cache_dir(override: Path | None = None) -> Path:
 
 
 def uv_environ(cache: Path) -> dict[str, str]:
-    """The environment uv runs in: uv's cache inside envlock's, no user UV_* settings, no colour."""
+    """The environment uv runs in: uv's cache inside envlock's, no user UV_* settings, no colour, and
+    ENVLOCK_HTTP_RETRIES as uv's retries per request (as for every other request envlock makes)."""
+    from envlock.seams.net import settings  # noqa: PLC0415 - read when uv runs, as the other requests read it
+
     env = {k: v for k, v in os.environ.items() if not k.startswith("UV_") or k in _UV_ENV_KEEP}
-    env.update({"UV_CACHE_DIR": str(cache / "uv"), "NO_COLOR": "1", "UV_NO_PROGRESS": "1"})
+    env.update({"UV_CACHE_DIR": str(cache / "uv"), "NO_COLOR": "1", "UV_NO_PROGRESS": "1",
+                "UV_HTTP_RETRIES": str(settings().retries)})
     return env
 
 
