@@ -30,6 +30,17 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto` starts two workers per core: most of a test's time is spent waiting (for the envlock processes,
+    shells, conda and uv it starts, and for its 127.0.0.1 servers), and a second worker runs while one waits. On
+    this 2-core machine, from one compiled tree, nothing else running: the default tier took 291 s with 2 workers,
+    243 s with 3 and 235 s with 4 (benchmarks/README.md, "The default tier, session 4"). PYTEST_XDIST_AUTO_NUM_WORKERS
+    still decides where it is set (xdist's own hook reads it)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return 2 * len(os.sched_getaffinity(0))
+
+
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     """../shared beside the checkout; tests that need it skip with the reason when it is absent."""
