@@ -45,6 +45,29 @@ try:
         raise AttributeError(f"module 'envlock' has no attribute {name!r}")
 
 
+    def lazy_names(package: str, where: dict[str, tuple[str, ...]]) -> tuple[list[str], object, object]:
+        """A package's `__all__`, `__getattr__` and `__dir__` (PEP 562) that load each name of `where` (submodule ->
+        its names) from its submodule on first use, so a command pays only for the modules it uses. No submodule may
+        be named like a name it exports (importing package.X sets the package's attribute X to the module)."""
+        module_of = {name: module for module, names in where.items() for name in names}
+        names = sorted(module_of)
+
+        def __getattr__(name: str) -> object:
+            module = module_of.get(name)
+            if module is None:
+                raise AttributeError(f"module {package!r} has no attribute {name!r}")
+            from importlib import import_module
+
+            value = getattr(import_module(f"{package}.{module}"), name)
+            setattr(_sys.modules[package], name, value)  # the next lookup is a plain attribute
+            return value
+
+        def __dir__() -> list[str]:
+            return names
+
+        return names, __getattr__, __dir__
+
+
     # --------------------------------------------------------------------------- Ctrl-C during start-up
     # The console script imports this package, then envlock.cli (typer, rich: ~70 ms). A Ctrl-C in that
     # window would print a traceback from the import machinery; envlock's own handler says `interrupted`

@@ -9,8 +9,9 @@ Names are loaded from their module on first use (`check` needs freshness, `resol
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from envlock import lazy_names
 
 if TYPE_CHECKING:
     from envlock.project.document import (
@@ -45,18 +46,4 @@ _WHERE = {
     "layout": ("LOCK_NAME", "discover", "locate", "lock_dir", "lock_path", "rel", "spec_path", "writable_project",
                "write_files"),
 }
-_MODULE = {name: module for module, names in _WHERE.items() for name in names}
-__all__ = sorted(_MODULE)
-
-
-def __getattr__(name: str) -> Any:
-    module = _MODULE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'envlock.project' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"envlock.project.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__all__, __getattr__, __dir__ = lazy_names(__name__, _WHERE)

@@ -14,8 +14,9 @@ HTTP goes through envlock.seams.net; nothing here imports requests before the ne
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from envlock import lazy_names
 
 if TYPE_CHECKING:
     from envlock.seams.pypi.index import IndexSettings, TorchMetadata, cache_root, redact, torch_cuda_from_index
@@ -30,18 +31,4 @@ _WHERE = {
     "pins": ("CudaPins", "parse_cuda_pins", "requires_dist_of"),
     "pipconf": ("configured_extra_index_urls", "configured_index_url", "pip_config_files"),
 }
-_MODULE = {name: module for module, names in _WHERE.items() for name in names}
-__all__ = sorted(_MODULE)
-
-
-def __getattr__(name: str) -> Any:
-    module = _MODULE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'envlock.seams.pypi' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"envlock.seams.pypi.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__all__, __getattr__, __dir__ = lazy_names(__name__, _WHERE)

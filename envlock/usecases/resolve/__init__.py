@@ -16,8 +16,9 @@ the module, which would hide a lazily loaded function X).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from envlock import lazy_names
 
 if TYPE_CHECKING:
     from envlock.usecases.resolve.status import assert_fresh, check, current, stale_warning, status_of
@@ -41,18 +42,4 @@ _WHERE = {
     "asked": ("Asked", "check_platforms", "of_request", "of_spec"),
     "solve": ("SolveSettings", "Tables", "default_python", "now_cutoff", "plan_for", "shipped_tables", "spec_anchor"),
 }
-_MODULE = {name: module for module, names in _WHERE.items() for name in names}
-__all__ = sorted(_MODULE)
-
-
-def __getattr__(name: str) -> Any:
-    module = _MODULE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'envlock.usecases.resolve' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"envlock.usecases.resolve.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__all__, __getattr__, __dir__ = lazy_names(__name__, _WHERE)
