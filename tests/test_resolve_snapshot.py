@@ -219,6 +219,8 @@ def test_torch_2_7_1_locks_libcurand_dev_by_default(tmp_path, capsys, mirror) ->
 
 
 @pytest.mark.parametrize(("torch", "name", "cuda", "curand", "profiler"), [
+    # the snapshot's linux-64 12.6 NVTX/profiler-API/NVML dev packages (added to ../shared in round 5): exact
+    ("2.7.1", "torch2.7.1-cu126", "12.6", "10.3.7.77", "12.6.77"),
     ("2.8.0", "torch2.8.0-cu128", "12.8", "10.3.9.90", "12.8.90"),  # the snapshot's linux-64 12.8 dev set: exact
     ("2.11.0", "torch2.11.0-cu130", "13.0", "10.4.0.35", "13.0.85"),
 ])  # fmt: skip
@@ -229,14 +231,6 @@ def test_with_deepspeed_locks_curand_and_the_profiler_api(tmp_path, capsys, mirr
     locked = _locked(tmp_path, name)
     assert locked["libcurand-dev"].startswith(f"libcurand-dev-{curand}-")
     assert locked["cuda-profiler-api"].startswith(f"cuda-profiler-api-{profiler}-")
-
-
-def test_with_deepspeed_on_12_6_fails_naming_the_profiler_api_the_snapshot_lacks(tmp_path, capsys, mirror) -> None:
-    # The snapshot has cuda-profiler-api only from 12.9 (a gap of the snapshot, not of conda-forge).
-    code, doc = resolve_json(tmp_path, capsys, "--torch", "2.7.1", "--platform", "linux-64", "--with", "deepspeed", "--mirror", mirror)
-    assert code == 3
-    assert "--with deepspeed (profiler-api): cuda-profiler-api has no build for CUDA 12.6" in doc["error"]
-    assert "12.9" in doc["error"] and "CUDA 12.5" in doc["error"]
 
 
 def test_conda_forge_pytorch_without_a_build_for_the_python_stops_after_one_attempt(tmp_path, capsys, mirror) -> None:
