@@ -133,6 +133,86 @@ def test_without_envlock_the_locks_own_scripts_are_conda_hooks(conda_venv: Path,
     assert after.get("CPATH", "") == ""  # conda "unsets" with export X=''
 
 
+def _finding(doc: dict, code: str) -> dict:
+    return next(f for f in doc["findings"] if f["code"] == code)
+
+
+def test_envlock_hook_records_the_anchor_of_the_lock_the_env_was_installed_from(
+    conda_made: Path, conda_env: dict[str, str], project: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    """Issue 34 item 8: after `envlock hook`, doctor compared nvcc with nothing on an env without torch
+    (nvcc.skew and nvcc.deepspeed skipped) though the lock it was installed from names its anchor."""
+    env = {**conda_env, "CUDA_HOME": OLD_CUDA}
+    target = _copy_env(conda_made, tmp_path / "anchored")
+    added = _envlock("hook", "-p", str(target), "--project-dir", str(project), env=env)
+    assert added.returncode == 0, added.stderr
+    assert "anchor recorded from " + str(lock_of(project)) in flat(added.stderr)
+    doc = json.loads(_envlock("doctor", "-p", str(target), "--json", env=env).stdout)
+    skew = _finding(doc, "nvcc.skew")
+    assert skew["severity"] == "ok", skew
+    assert "the lock's anchor (torch 2.3.0)" in skew["message"] and "CUDA 12.1" in skew["message"]
+    assert _finding(doc, "nvcc.deepspeed")["severity"] != "skipped"
+    # the same env hooked outside any project: the hook says why it recorded no anchor, doctor skips as before
+    bare = _copy_env(conda_made, tmp_path / "bare")
+    elsewhere = tmp_path / "no-project"
+    elsewhere.mkdir()
+    plain = _envlock("hook", "-p", str(bare), "--project-dir", str(elsewhere), env=env)
+    assert plain.returncode == 0, plain.stderr
+    assert "no anchor recorded: " in flat(plain.stderr) and "--lock NAME|FILE" in flat(plain.stderr)
+    doc = json.loads(_envlock("doctor", "-p", str(bare), "--json", env=env).stdout)
+    assert _finding(doc, "nvcc.skew")["severity"] == "skipped"
+    # what that message says to do works: --lock names the lock (from anywhere)
+    named = _envlock("hook", "-p", str(bare), "--lock", str(lock_of(project)), "--project-dir", str(elsewhere), env=env)
+    assert named.returncode == 0, named.stderr
+    doc = json.loads(_envlock("doctor", "-p", str(bare), "--json", env=env).stdout)
+    assert _finding(doc, "nvcc.skew")["severity"] == "ok"
+
+
+def test_envlock_hook_refuses_a_named_lock_whose_packages_are_not_the_env_s(
+    conda_made: Path, conda_env: dict[str, str], project: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    target = _copy_env(conda_made, tmp_path / "other")
+    record = next((target / "conda-meta").glob("cuda-nvcc-*.json"))
+    record.rename(record.with_name("cuda-nvcc-0.0.1-h0_0.json"))  # the env now holds a package the lock lacks
+    done = _envlock("hook", "-p", str(target), "--lock", str(lock_of(project)), env=conda_env)
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert lines[0].startswith("error: the env's packages are not") and "1 of the lock's are not installed" in flat(done.stderr)
+    assert any(ln.startswith("hint: ") for ln in lines) and "Traceback" not in done.stderr
+    assert not (target / "etc" / "conda" / "activate.d" / "envlock-cuda.sh").exists()  # nothing written
+
+
+def test_the_files_a_conda_user_starts_from_name_the_hook_step(project: Path) -> None:  # noqa: F811
+    """Issue 34 item 8: the hook step was only in environment-<platform>.yml's header."""
+    folder = lock_of(project).parent
+    name = folder.name
+    for path in (folder / "conda-lock.yml", folder / "conda-linux-64.lock", folder / "environment-linux-64.yml",
+                 project / "environments" / f"{name}.yml"):
+        head = "".join(ln for ln in path.read_text().splitlines(keepends=True)[:6] if ln.startswith("#"))
+        assert "envlock hook -p PREFIX" in head, path
+    assert "conda create -p PREFIX --file conda-linux-64.lock" in (folder / "conda-linux-64.lock").read_text()
+    # the copy loop is bash/zsh only, as the docs say: the lock ships no fish script for conda's fish activation
+    assert not list(folder.glob("*.fish"))
+
+
+def test_after_the_copy_loop_doctor_names_envlock_hook_not_chmod(conda_made: Path, conda_env: dict[str, str],
+                                                                 project: Path, tmp_path: Path) -> None:  # noqa: F811
+    """Issue 34 item 8: the loop writes no record; doctor's fix was `chmod a+r …/conda-meta/*` (no record to read)."""
+    target = _copy_env(conda_made, tmp_path / "looped")
+    for kind in ("activate", "deactivate"):
+        folder = target / "etc" / "conda" / f"{kind}.d"
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copy(lock_of(project).parent / f"{kind}.sh", folder / "envlock-cuda.sh")
+    doc = json.loads(_envlock("doctor", "-p", str(target), "--json", env=conda_env).stdout)
+    found = _finding(doc, "env.target")
+    assert found["severity"] == "warning" and "no record conda-meta/envlock" in found["message"]
+    assert found["hint"].startswith(f"record it: envlock hook -p {target}") and "chmod" not in found["hint"]
+    done = _envlock("hook", "-p", str(target), "--project-dir", str(project), env=conda_env)  # the fix, as written
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(_envlock("doctor", "-p", str(target), "--json", env=conda_env).stdout)
+    assert _finding(doc, "env.target")["severity"] == "ok" and _finding(doc, "nvcc.skew")["severity"] == "ok"
+
+
 def test_envlock_hook_refuses_a_hook_folder_that_leads_out_of_the_env(conda_made: Path, conda_env: dict[str, str],
                                                                       tmp_path: Path) -> None:
     """A hostile env: etc/conda/activate.d is a symlink to a folder outside it. Nothing is written there."""

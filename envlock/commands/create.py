@@ -198,26 +198,37 @@ def hook_cmd(
     env_name: Optional[str] = options.env_name(),
     torch_source: Optional[str] = opt(
         None, "--torch-source", metavar="[pip|conda-forge]", help="Where the env's torch comes from: pip (its CUDA "
-        "libraries before the env's) or conda-forge (default: conda-forge when the env has conda's pytorch, else pip)."
+        "libraries before the env's) or conda-forge (default: the lock's anchor, else conda-forge when the env has "
+        "conda's pytorch, else pip)."
     ),
+    lock: Optional[str] = opt(
+        None, "--lock", metavar="NAME|FILE", show_default=False,
+        help="The lock the env was installed from (its anchor is recorded for doctor). Default: the project's one "
+        "lock whose packages are exactly the env's; none matching records no anchor."),
+    project_dir: str = options.project_dir(),
 ) -> int:
     """Add envlock's activation to an env another tool made (conda create --file, conda env create, conda-lock
-    install, conda-pack): `conda activate` then sets what `envlock run` sets."""
+    install, conda-pack): `conda activate` then sets what `envlock run` sets, and doctor knows the lock's anchor."""
     import shlex
 
     from envlock.formats.spec import check_torch_source
-    from envlock.seams.prefix import add_hooks
+    from envlock.usecases.hook import hook
 
     source = check_torch_source(torch_source, "--torch-source", UsageError) if torch_source is not None else None
     path = _target_prefix(prefix, env_name)
-    written, platform, used, _ = add_hooks(path, source)
+    done = hook(path, source, Path(project_dir), lock)
     from envlock.wrapping import columns, fold
 
     width = columns(sys.stderr)
     quoted = shlex.quote(str(path))
-    lines = [f"wrote {path / rel}" for rel in written]
-    lines += [f"{platform} env, torch from {used}: `conda activate {quoted}` now sets what `envlock run -p {quoted}` "
-              "sets (CUDA_HOME, CUDA_PATH, CPATH, ...)"]
+    lines = [f"wrote {printable(str(path / rel))}" for rel in done.written]
+    lines += [f"{done.platform} env, torch from {done.torch_source}: `conda activate {printable(quoted)}` now sets "
+              f"what `envlock run -p {printable(quoted)}` sets (CUDA_HOME, CUDA_PATH, CPATH, ...)"]
+    if done.lock is not None:
+        lines.append(f"anchor recorded from {printable(str(done.lock))} (doctor compares nvcc with it)")
+    else:
+        lines.append(f"no anchor recorded: {printable(done.why_no_lock)}; doctor compares nvcc with the env's torch "
+                     "only (pass --lock NAME|FILE to name the lock it was installed from)")
     sys.stderr.write("".join(f"{ln}\n" for line in lines for ln in fold(line, width)))
     return 0
 

@@ -87,7 +87,8 @@ def explicit_cmd(
         return 0
     width = columns(sys.stderr)
     lines = [ln for path in result.written for ln in fold(f"wrote {printable(str(path))}", width)]
-    lines += fold_command("install one with: ", f"conda create -p PREFIX --file {printable(str(result.written[0]))}", width)
+    lines += fold_command("install one with: ", f"conda create -p PREFIX --file {printable(str(result.written[0]))} "
+                          "&& envlock hook -p PREFIX", width)
     sys.stderr.write("".join(f"{ln}\n" for ln in lines))
     return 0
 

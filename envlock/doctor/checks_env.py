@@ -10,7 +10,7 @@ from typing import Any
 
 from envlock.doctor.data import Tables
 from envlock.doctor.hints import Hints, q
-from envlock.doctor.observation import Observation, minor_of, vtuple
+from envlock.doctor.observation import NO_RECORD, Observation, minor_of, vtuple
 from envlock.models import Finding
 
 
@@ -72,13 +72,17 @@ def check_target(obs: Observation, t: Tables) -> list[Finding]:
             )
         ]
     if obs.meta_problem is not None:
+        # hook scripts without a record (the lock's activate.sh copied in): `envlock hook` writes the record
+        hint = (f"record it: envlock hook -p {q(obs.prefix)}   (run in the project; --lock NAME|FILE names the lock)"
+                if obs.meta_problem == NO_RECORD else
+                f"let every user read it: chmod a+r {q(str(obs.prefix) + '/conda-meta')}/* (or run `envlock create` again)")
         return [
             Finding(
                 "env.target",
                 "warning",
                 f"{obs.prefix}: envlock environment, but {obs.meta_problem}: its lock's anchor is unknown here, "
                 "so the skew check compares with torch only",
-                hint=f"let every user read it: chmod a+r {q(str(obs.prefix) + '/conda-meta')}/* (or run `envlock create` again)",
+                hint=hint,
                 details=details,
             )
         ]

@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 ACTIVE_VAR = "_ENVLOCK_PREFIX"  # set by envlock's activation (envlock.seams.activation.ACTIVE)
+#: Observation.meta_problem of an env with envlock's hook and no record: hook scripts copied in by hand (the lock's
+#: activate.sh), or a record removed; `envlock hook -p` writes one.
+NO_RECORD = "it has envlock's activation hook but no record conda-meta/envlock"
 
 
 class FrozenDict(dict):  # type: ignore[type-arg]  # a plain dict of JSON values (json.dumps must see a dict)

@@ -27,6 +27,7 @@ from envlock.doctor import programs
 from envlock.doctor.data import Tables, header_names
 from envlock.doctor.observation import (
     ACTIVE_VAR,
+    NO_RECORD,
     Cudart,
     LibCopy,
     Nvcc,
@@ -67,7 +68,7 @@ def read_meta(prefix: Path) -> tuple[dict[str, Any] | None, str | None]:
     if doc is not None:
         return doc, None
     if reason is None and any((prefix / "etc" / "conda" / "activate.d").glob(f"{HOOK_NAME}.*")):
-        reason = "it has envlock's activation hook but no record conda-meta/envlock"
+        reason = NO_RECORD
     return None, reason
 
 

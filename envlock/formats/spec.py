@@ -119,6 +119,8 @@ def render_spec(
             where[s].append(platform)
     lines = [
         "# envlock spec. Edit the `envlock:` block (or add dependencies), then run `envlock lock`.",
+        "# Install its lock with `envlock create`; installed by conda or conda-lock, add the CUDA activation with",
+        "# `envlock hook -p PREFIX`.",
         f"name: {_q(spec.name)}",
         "channels:",
         # A spec is committed: credentials of a channel URL are used for this run, never written

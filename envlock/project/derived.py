@@ -49,7 +49,8 @@ def render(d: Derived) -> dict[str, str]:
     """file name -> text of every derived file (the writer's and the checks' one rendering)."""
     files = {
         f"conda-{p}.lock": render_explicit(packages=d.packages, platform=p, content_hash_value=d.content_hash[p],
-                                           env_name=d.env_name, version=d.version)
+                                           env_name=d.env_name, version=d.version, header=(
+            f"# install: conda create -p PREFIX --file conda-{p}.lock   (then the activation: envlock hook -p PREFIX)",))
         for p in d.platforms
     }
     if d.pypi:

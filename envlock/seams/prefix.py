@@ -128,12 +128,15 @@ def install_hooks(root: Path, platform: str, torch_source: str, has_cudnn: bool,
     return tuple(sorted(written))
 
 
-def add_hooks(prefix: Path, torch_source: str | None = None) -> tuple[tuple[str, ...], str, str, bool]:
+def add_hooks(prefix: Path, torch_source: str | None = None,
+              extra: Mapping[str, Any] | None = None) -> tuple[tuple[str, ...], str, str, bool]:
     """`envlock hook`: envlock's activation hooks (what `create` installs) in an env another tool made
     (conda, conda-lock, conda-pack, micromamba): (paths written, platform, torch source, has cuDNN).
 
     Platform, torch source and cuDNN come from the env's package records unless `torch_source` is given. The
-    hook folders must lie inside the prefix: a symlink out of it is refused before anything is written.
+    hook folders must lie inside the prefix: a symlink out of it is refused before anything is written. `extra`
+    (the anchor of the lock the env was installed from, envlock.usecases.hook) goes into the record of an env
+    that `envlock create` did not make.
     """
     from envlock.seams.activation.conda import prefix_activation
 
@@ -148,8 +151,10 @@ def add_hooks(prefix: Path, torch_source: str | None = None) -> tuple[tuple[str,
     written = install_hooks(prefix, platform, source, has_cudnn)
     # The record says how the env is activated (`envlock run`, shell-hook and doctor read it); one that
     # `envlock create` wrote keeps its lock and anchor.
-    meta = envrecord.read(prefix) or {"platform": platform, "made_by": "another tool (activation: envlock hook)",
-                                      "state": "complete"}
+    meta = envrecord.read(prefix)
+    if not meta.get("lock_path"):
+        meta = {"platform": platform, "made_by": "another tool (activation: envlock hook)", "state": "complete",
+                **(extra or {})}
     write_env_meta(prefix, {**meta, "activation": {"torch_source": source, "has_cudnn": has_cudnn}})
     return written, platform, source, has_cudnn
 

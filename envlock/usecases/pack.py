@@ -164,7 +164,11 @@ def _conda_specs(packages: Any, channels: Mapping[str, str], platform: str, name
         f"#   conda create --offline -p PREFIX --override-channels {chans} --file conda-{platform}.txt",
         "# (no GPU on this machine: CONDA_OVERRIDE_CUDA=X.Y before it; a PyPI part: PREFIX/bin/python -m pip install",
         f"#  --no-index --find-links pypi/files --no-deps --require-hashes -r locks/{name}/requirements-{platform}.txt)",
-        "# then the lock's CUDA activation, so that `conda activate PREFIX` sets CUDA_HOME, CPATH, ... (its hooks):",
+        "# then the lock's CUDA activation, so that `conda activate PREFIX` sets CUDA_HOME, CPATH, ... (its hooks;",
+        "# any shell, and doctor learns the lock's anchor):",
+        f"#   envlock hook -p PREFIX --lock locks/{name}/conda-lock.yml",
+        "# or, where envlock is not installed, in bash or zsh only (conda's fish activation runs *.fish scripts,",
+        "# which the lock does not ship):",
         f"#   for k in activate deactivate; do mkdir -p PREFIX/etc/conda/$k.d && cp locks/{name}/$k.sh "
         "PREFIX/etc/conda/$k.d/envlock-cuda.sh; done",
         "# envlock's own way, which also checks every package against the lock: envlock unpack ARCHIVE -p PREFIX",
