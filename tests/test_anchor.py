@@ -211,10 +211,16 @@ def test_installed_beats_conda_forge_and_the_table(installed: Callable[..., str]
     assert (a.cuda, a.cudnn, a.source, a.torch_source) == ("12.9", "9.10.2", "installed", "conda-forge")
 
 
-def test_installed_defaults_to_this_interpreter(installed: Callable[..., str]) -> None:
+def test_installed_defaults_to_the_active_venv(installed: Callable[..., str], tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --python-exe: the active venv's python (envlock.seams.installed_torch.user_python), not envlock's."""
     installed(version="2.14.1+cu130", cuda="13.0", cudnn=92400)
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "bin" / "python").symlink_to(sys.executable)
+    monkeypatch.setenv("VIRTUAL_ENV", str(tmp_path / "venv"))
     a = anchor_of(torch="installed")
-    assert (a.torch, a.cuda, a.cudnn) == ("2.14.1", "13.0", "9.24.0") and sys.executable in a.detail
+    assert (a.torch, a.cuda, a.cudnn) == ("2.14.1", "13.0", "9.24.0")
+    assert f"{tmp_path / 'venv' / 'bin' / 'python'} (the active venv $VIRTUAL_ENV)" in a.detail
 
 
 def test_installed_cpu_build_is_refused(installed: Callable[..., str]) -> None:

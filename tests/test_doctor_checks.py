@@ -233,7 +233,8 @@ def test_a_missing_header_on_the_system_names_conda_forge_and_the_nvidia_apt_pac
     f = run(obs)["header.cusparse.h"]
     assert f.hint == (
         "install libcusparse-dev cuda-version=12.6 (conda-forge) (NVIDIA apt repo: libcusparse-dev-12-6), "
-        "or let envlock build a matched env: envlock resolve --torch installed && envlock create"
+        "or let envlock build a matched env: envlock resolve --torch installed --python-exe /usr/bin/python3 "
+        "--toolchain-only && envlock create"  # the python doctor asked, named (issue 34 item 1): no venv to re-pick
     )
 
 

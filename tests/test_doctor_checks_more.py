@@ -265,7 +265,8 @@ def test_the_gpu_comes_from_torch_else_from_nvidia_smi_else_it_is_skipped() -> N
         and "sm_70 (Volta) builds with CUDA 9.0 to 12.9 only" in volta["gpu.arch.nvcc"].hint
     )
     assert volta["gpu.arch.torch"].severity == "error" and volta["gpu.arch.torch"].hint.endswith(
-        "use a torch built for CUDA ≤ 12.9, then re-plan this env: envlock resolve --torch installed && envlock create"
+        "use a torch built for CUDA ≤ 12.9, then re-plan this env: envlock resolve --torch installed "
+        "--python-exe /usr/bin/python3 --toolchain-only && envlock create"
     )
     assert run(GREEN)["gpu.arch.nvcc"].severity == "skipped"  # nvidia-smi did not run: no GPU to check for
 

@@ -93,7 +93,8 @@ def doctor(
     python_exe: Optional[str] = opt(
         None,
         "--python-exe",
-        help="The python whose torch to check (default: PREFIX/bin/python, else python3 on PATH).",
+        help="The python whose torch to check (default: the env's own python, else the active venv's or conda env's, "
+        "else python3 on PATH: resolve's rule).",
     ),
     for_: list[str] = opt(
         [], "--for", help="Also check what sources need: a source folder, an sdist or wheel, an installed package "
@@ -125,7 +126,11 @@ def doctor(
     if any(f not in FOR_CHOICES for f in for_):
         from envlock.sources.load import load_scan
 
-        python = python_exe or (str(target / "bin" / "python") if target and (target / "bin" / "python").exists() else None)
+        from envlock.seams.installed_torch import user_python
+
+        # the rule doctor asks torch by, for the env under test: its own python once activated, else the user's
+        own = str(target / "bin" / "python") if target and (target / "bin" / "python").exists() else None
+        python = (own if not python_exe else None) or user_python(python_exe).exe
         scans = tuple(load_scan(f, python) for f in for_ if f not in FOR_CHOICES)
     options = DoctorOptions(prefix=target, compile=compile_, python_exe=python_exe, for_=tuple(for_), scans=scans)
     findings = run_doctor(options)

@@ -44,7 +44,7 @@ def resolve_cmd(
     as_json: bool = options.as_json(),
     verbose: bool = options.verbose(),
     timestamp: bool = opt(False, "--timestamp", help="Record the creation time in the lock."),
-    python_exe: Optional[str] = opt(None, "--python-exe", metavar="PYTHON", help="The python whose torch `--torch installed` means (default: python3 on PATH)."),
+    python_exe: Optional[str] = opt(None, "--python-exe", metavar="PYTHON", help="The python whose torch `--torch installed` means (default: the active venv's or conda env's python, else python3 on PATH)."),
     allow_insecure: bool = options.allow_insecure(),
     toolchain_only: bool = opt(
         False, "--toolchain-only", help="Only the conda toolchain: no python, no torch (beside a torch you have)."

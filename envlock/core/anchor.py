@@ -331,10 +331,10 @@ def _from_installed(found: InstalledTorch | None, override: str | None, source: 
                     table: TorchTable) -> Anchor:
     if found is None:
         raise AnchorError("the installed torch cannot be asked here", hint="give --torch VERSION")
-    exe = found.exe
+    exe = f"{found.exe} ({found.chosen})" if found.chosen != "--python-exe" else found.exe
     if found.error is not None:
         raise AnchorError(
-            f"torch cannot be imported by {exe} ({found.error})",
+            f"torch cannot be imported by {exe}: {found.error}",
             hint="install torch there, point --python-exe at the python that has it, or give --torch VERSION",
         )
     try:

@@ -118,6 +118,7 @@ def check_torch(obs: Observation, t: Tables) -> list[Finding]:
     py = obs.py
     details = {
         "python": obs.python,
+        "python_why": obs.python_why,
         **{k: py.get(k) for k in ("python_version", "torch", "torch_error") if k in py},
     }
     if obs.python is None:
@@ -125,7 +126,7 @@ def check_torch(obs: Observation, t: Tables) -> list[Finding]:
             Finding(
                 "torch.found",
                 "skipped",
-                "no python found to ask for torch (pass --python-exe)",
+                "no python found to ask for torch: no --python-exe, no active venv or conda env, no python3 on PATH",
                 details=details,
             )
         ]
@@ -146,7 +147,7 @@ def check_torch(obs: Observation, t: Tables) -> list[Finding]:
             Finding(
                 "torch.found",
                 "ok",
-                f"torch {torch['version']} (CUDA {cuda}) in {obs.python}",
+                f"torch {torch['version']} (CUDA {cuda}) in {obs.python}" + (f" ({obs.python_why})" if obs.python_why else ""),
                 details=details,
             )
         ]

@@ -43,10 +43,23 @@ class Hints:
         p = q(self.obs.prefix)
         return f'envlock run -p {p} -- <your build command>  (or: eval "$(envlock shell-hook -p {p})")'
 
+    def installed(self, *more: str) -> str:
+        """`envlock resolve --torch installed --python-exe PY …`: the python doctor asked, named, so the command asks
+        the same torch wherever it runs (resolve's rule would pick another python outside the diagnosed env); with
+        --toolchain-only where that python is not an envlock env's own (torch stays where it is installed)."""
+        obs = self.obs
+        words = ["envlock resolve --torch installed"]
+        if obs.python:
+            words.append(f"--python-exe {q(obs.python)}")
+            own = obs.meta is not None and obs.prefix is not None and PurePath(obs.python).parent == obs.prefix / "bin"
+            if not own:
+                words.append("--toolchain-only")
+        return " ".join([*words, *more])
+
     def resolve(self) -> str:
         """`envlock resolve … && envlock create`: from the installed torch when there is one to ask."""
         if self.obs.torch.get("cuda"):
-            return "envlock resolve --torch installed && envlock create"
+            return f"{self.installed()} && envlock create"
         return "envlock resolve --torch VERSION (the torch you will use) && envlock create"
 
     def package(self, package: str, what: str) -> str:
@@ -87,11 +100,8 @@ class Hints:
             return f"add the conda-forge package {package} to {q(obs.prefix)}" + (
                 f", or activate it: {self.activation()}" if not obs.active else ""
             )
-        installed = "installed" if obs.torch.get("cuda") else "VERSION"  # no torch here to ask
-        return (
-            f"install {package} (conda-forge, or the CUDA toolkit's component), "
-            f"or: envlock resolve --torch {installed} --with {group}"
-        )
+        again = self.installed("--with", group) if obs.torch.get("cuda") else f"envlock resolve --torch VERSION --with {group}"
+        return f"install {package} (conda-forge, or the CUDA toolkit's component), or: {again}"
 
     def gpu(self, cc: tuple[int, int], arches: Mapping[str, Mapping[str, Any]]) -> str:
         """A torch (and toolkit) that can build for and run on this GPU."""
@@ -99,14 +109,8 @@ class Hints:
         first, last = row.get("first"), row.get("last")
         target = f"CUDA ≤ {last}" if last else f"CUDA ≥ {first}" if first else "a newer CUDA"
         if self.obs.meta is not None or self.obs.mode == "prefix":
-            return (
-                f"use a torch built for {target}, then re-plan this env: "
-                "envlock resolve --torch installed && envlock create"
-            )
-        return (
-            f"install a torch built for {target} and a matching toolkit "
-            "(envlock resolve --torch installed && envlock create)"
-        )
+            return f"use a torch built for {target}, then re-plan this env: {self.installed()} && envlock create"
+        return f"install a torch built for {target} and a matching toolkit ({self.installed()} && envlock create)"
 
     def compile(self, log: str) -> str:
         """The fix for a failed probe build: the header's package (or CPATH when only nvcc's dirs have it),

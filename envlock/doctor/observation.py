@@ -168,6 +168,7 @@ class Observation:
     path_nvcc_top: Path | None = None  # the toolkit root that nvcc uses
     # torch (the probe's answer in the env's python)
     python: str | None = None
+    python_why: str = ""  # why that python (envlock.seams.installed_torch.user_python): "the active venv $VIRTUAL_ENV"
     py: Mapping[str, Any] = field(default_factory=dict)
     # headers: where a .cpp finds them (labelled), where only nvcc does, and which files exist there
     host_dirs: tuple[tuple[str, Path], ...] = ()

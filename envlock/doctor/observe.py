@@ -109,19 +109,18 @@ def _target(options: DoctorOptions, base: Mapping[str, str]) -> Path | None:
     return prefix
 
 
-def _python_for(options: DoctorOptions, prefix: Path | None, env: Mapping[str, str]) -> str | None:
-    if options.python_exe:
-        exe = shutil.which(options.python_exe, path=env.get("PATH", "")) or options.python_exe
-        if not os.path.exists(exe):
-            raise SpecError(
-                f"--python-exe {options.python_exe} does not exist",
-                hint="give the python that has torch, e.g. --python-exe ~/venvs/train/bin/python",
-            )
-        return exe
-    if prefix is not None and (prefix / "bin" / "python").exists():
-        return str(prefix / "bin" / "python")
-    found = programs.which("python3", env) or programs.which("python", env)
-    return str(found) if found else None
+def _python_for(options: DoctorOptions, env: Mapping[str, str]) -> tuple[str | None, str]:
+    """The python whose torch is checked, by resolve's rule (envlock.seams.installed_torch.user_python) applied to
+    the environment under test: a diagnosed env is activated first, so its own python is the active conda env's."""
+    from envlock.seams.installed_torch import user_python
+
+    chosen = user_python(options.python_exe, env)
+    if options.python_exe and (chosen.exe is None or not os.path.exists(chosen.exe)):
+        raise SpecError(
+            f"--python-exe {options.python_exe} does not exist",
+            hint="give the python that has torch, e.g. --python-exe ~/venvs/train/bin/python",
+        )
+    return chosen.exe, chosen.why
 
 
 def _host_dirs(root: Path | None, env: Mapping[str, str]) -> tuple[tuple[str, Path], ...]:
@@ -231,7 +230,7 @@ def observe(options: DoctorOptions, tables: Tables) -> Observation:
     nvcc_path = root / "bin" / "nvcc" if root is not None and (root / "bin" / "nvcc").exists() else None
     if nvcc_path is None and prefix is None:
         nvcc_path = path_nvcc
-    python = _python_for(options, prefix, env)
+    python, python_why = _python_for(options, env)
     py = programs.run_probe(python, ["torch"], env, timeout=300) if python else {}
     nvcc = programs.nvcc_info(nvcc_path, env) if nvcc_path else None
     # the toolkit `nvcc` on PATH belongs to (the same answer when it is the nvcc under test)
@@ -294,6 +293,7 @@ def observe(options: DoctorOptions, tables: Tables) -> Observation:
         path_nvcc=path_nvcc,
         path_nvcc_top=path_top,
         python=python,
+        python_why=python_why,
         py=py,
         host_dirs=host_dirs,
         nvcc_dirs=nvcc_dirs,

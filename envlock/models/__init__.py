@@ -75,6 +75,7 @@ class InstalledTorch:
     cudnn: int | None = None  # torch.backends.cudnn.version()
     file: str | None = None  # torch.__file__
     error: str | None = None  # why `import torch` failed there (the other fields are then None)
+    chosen: str = "--python-exe"  # why this python (envlock.seams.installed_torch.user_python)
 
 
 @record

@@ -4,7 +4,6 @@ it (asked of a python with `importlib.util.find_spec`, in a subprocess: nothing 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 from envlock.errors import SpecError, UsageError
@@ -23,7 +22,9 @@ def package_dir(name: str, python: str | None) -> Path | None:
     """Where `python` imports package `name` from (None when it has no such package)."""
     from envlock.seams import proc
 
-    exe = python or shutil.which("python3") or shutil.which("python")
+    from envlock.seams.installed_torch import user_python
+
+    exe = python or user_python(None).exe  # the python --torch installed asks (one rule)
     if exe is None or not name.replace("_", "").replace("-", "").replace(".", "").isalnum():
         return None
     got = proc.run([exe, "-c", _FIND, name.replace("-", "_")], what=f"looking for {name} in {exe}", timeout=120,
