@@ -219,7 +219,7 @@ def usage_error(exc: Any, args: list[str], app: typer.Typer | None = None) -> En
 
 #: The commands whose lock is their NAME argument and that name no environment (so no -n/--name).
 _LOCK_BY_ARGUMENT = ("envlock lock", "envlock check", "envlock pack", "envlock export dockerfile",
-                     "envlock export explicit")
+                     "envlock export explicit", "envlock export pixi")
 
 
 def _lock_given_as_name(text: str, args: list[str], command: str) -> EnvlockError | None:

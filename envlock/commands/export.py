@@ -1,4 +1,4 @@
-"""`envlock export dockerfile|explicit` (adapters: options → one call in envlock.usecases.export → render)."""
+"""`envlock export dockerfile|explicit|pixi` (adapters: options → one call in envlock.usecases.export → render)."""
 
 from __future__ import annotations
 
@@ -93,9 +93,48 @@ def explicit_cmd(
     return 0
 
 
+def pixi_cmd(
+    name: Optional[str] = options.lock_arg(),
+    lock: Optional[str] = options.lock(),
+    output: Optional[Path] = opt(
+        None, "-o", "--output", metavar="DIR",
+        help="Folder of the pixi workspace: pixi.toml, pixi.lock, envlock's activation script (default: the current one).",
+    ),
+    feature: Optional[str] = opt(
+        None, "--feature", metavar="NAME",
+        help="Add the lock to an existing manifest as feature NAME and environment NAME (nothing else in it changes).",
+    ),
+    manifest: Optional[Path] = opt(
+        None, "--manifest", metavar="FILE",
+        help="The pixi.toml or pyproject.toml --feature goes into (default: the one in -o's folder).",
+    ),
+    force: bool = opt(False, "--force", help="Replace existing files (and a pixi.lock holding other environments)."),
+    project_dir: str = options.project_dir(),
+) -> int:
+    """A pixi workspace of the lock: pixi.lock holding exactly its packages, pixi.toml with envlock's activation.
+
+    From conda-lock.yml alone (no solve, no network). Then `pixi install --frozen` installs the lock as written,
+    and `pixi run python setup.py build_ext` builds with the toolchain active.
+    """
+    from envlock.usecases.export.pixi import PixiRequest, export_pixi
+    from envlock.wrapping import columns, fold, fold_command
+
+    result = export_pixi(PixiRequest(lock=options.chosen_lock(project_dir, name, lock), output=output,
+                                     feature=feature, manifest=manifest, force=force))
+    width = columns(sys.stderr)
+    lines = [ln for path in result.written for ln in fold(f"wrote {printable(str(path))}", width)]
+    lines += [ln for path in result.unchanged for ln in fold(f"unchanged {printable(str(path))}", width)]
+    env = "" if result.environment == "default" else f" -e {result.environment}"
+    manifest_opt = "" if result.manifest.parent == Path.cwd() else f" --manifest-path {printable(str(result.manifest))}"
+    lines += fold_command("install it with: ", f"pixi install --frozen{env}{manifest_opt}", width)
+    sys.stderr.write("".join(f"{ln}\n" for ln in lines))
+    return 0
+
+
 def register(app: typer.Typer) -> None:
     """Add `envlock export …` to the app."""
     export_app = typer.Typer(help="Export a lock to other tools' formats.", no_args_is_help=True)
     export_app.command("dockerfile")(typer_command(dockerfile_cmd))
     export_app.command("explicit")(typer_command(explicit_cmd))
+    export_app.command("pixi")(typer_command(pixi_cmd))
     app.add_typer(export_app, name="export")

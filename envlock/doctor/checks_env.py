@@ -88,6 +88,11 @@ def check_target(obs: Observation, t: Tables) -> list[Finding]:
         ]
     kind = ("conda environment (not made by envlock)" if obs.meta is None else "envlock environment"
             if obs.meta.get("lock_path") else "conda environment with envlock's activation (envlock hook)")
+    if obs.meta is None and obs.pixi is not None:
+        details["pixi"] = dict(obs.pixi)
+        kind = (f"pixi environment {obs.pixi['environment']} of {obs.pixi['manifest']}"
+                + (", envlock's activation in its manifest (as `pixi run` applies it)"
+                   if obs.pixi.get("envlock_activation") else ""))
     return [Finding("env.target", "ok", f"{obs.prefix}: {kind}, {how}", details=details)]
 
 
@@ -100,6 +105,15 @@ def check_activation(obs: Observation, t: Tables) -> list[Finding]:
     home = obs.env.get("CUDA_HOME")
     if home and obs.real(home) == obs.real(prefix):
         return []  # the env's own activation (not envlock's) already points torch at it
+    if obs.pixi is not None:  # pixi activates from its manifest: a hook in the env would not be run by it
+        manifest = shlex.quote(str(obs.pixi["manifest"]))
+        return [Finding(
+            "env.activation", "error",
+            f"{prefix} is pixi environment {obs.pixi['environment']}, and {obs.pixi['manifest']} does not apply "
+            f"envlock's activation to it: `pixi run` leaves CUDA_HOME={home or '(unset)'} and the env's CUDA "
+            "headers off CPATH, so torch would build with another toolkit",
+            hint=f"add it from the lock: envlock export pixi --feature cuda --manifest {manifest}",
+            details={"pixi": dict(obs.pixi), "cuda_home": home})]
     quoted = shlex.quote(str(prefix))
     return [
         Finding(

@@ -158,6 +158,9 @@ class Observation:
     conda_meta: bool = False  # PREFIX/conda-meta/ is a folder
     meta: Mapping[str, Any] | None = None  # conda-meta/envlock, as `envlock create` wrote it
     meta_problem: str | None = None  # an envlock env whose record cannot be read: why
+    # a pixi env (envlock.seams.pixienv): manifest, environment, envlock_activation (its manifest applies envlock's
+    # activation, as `envlock export pixi` writes it), cuda (its system-requirements.cuda)
+    pixi: Mapping[str, Any] | None = None
     hook: bool = False  # envlock's activation hook is in PREFIX/etc/conda/activate.d
     # the toolkit
     torch_home: Path | None = None  # what torch's _find_cuda_home() picks
@@ -188,7 +191,7 @@ class Observation:
 
     def __post_init__(self) -> None:
         # read-only all the way down: no check can change what another one sees
-        for name in ("env", "meta", "py", "torch_extension", "realpaths"):
+        for name in ("env", "meta", "pixi", "py", "torch_extension", "realpaths"):
             object.__setattr__(self, name, freeze(getattr(self, name)))
 
     def real(self, path: Path | str | None) -> str | None:
@@ -208,8 +211,10 @@ class Observation:
 
     @property
     def anchor(self) -> Mapping[str, Any]:
-        """The lock's anchor from the env's record ({} when there is none)."""
+        """The lock's anchor from the env's record, else a pixi env's CUDA ({} when there is none)."""
         anchor = (self.meta or {}).get("anchor")
+        if not isinstance(anchor, dict) and self.pixi is not None and self.pixi.get("cuda"):
+            return {"cuda": self.pixi["cuda"]}
         return anchor if isinstance(anchor, dict) else {}
 
 

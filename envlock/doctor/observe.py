@@ -222,8 +222,15 @@ def observe(options: DoctorOptions, tables: Tables) -> Observation:
     active = prefix is not None and real(prefix) in tuple(
         real(v) if v else None for v in (base.get(ACTIVE_VAR), base.get("CONDA_PREFIX"))
     )
-    env, scripts, act_err = (base, (), None) if prefix is None or active else programs.activate(prefix, base)
     meta, meta_problem = read_meta(prefix) if prefix is not None else (None, None)
+    pixi = None
+    if prefix is not None and meta is None and meta_problem is None:
+        from envlock.seams.pixienv import pixi_env
+
+        pixi = pixi_env(prefix)
+    own_hook = pixi is not None and pixi.envlock_activation  # `pixi run` applies envlock's, from the manifest
+    env, scripts, act_err = ((base, (), None) if prefix is None or active
+                             else programs.activate(prefix, base, own_hook=own_hook))
     torch_home, source = find_cuda_home(env)
     root = prefix if prefix is not None else torch_home
     path_nvcc = programs.which("nvcc", env)
@@ -285,6 +292,8 @@ def observe(options: DoctorOptions, tables: Tables) -> Observation:
         conda_meta=prefix is not None and (prefix / "conda-meta").is_dir(),
         meta=meta,
         meta_problem=meta_problem,
+        pixi=None if pixi is None else {"manifest": str(pixi.manifest), "environment": pixi.name,
+                                        "envlock_activation": pixi.envlock_activation, "cuda": pixi.cuda},
         hook=prefix is not None and any((prefix / "etc" / "conda" / "activate.d").glob(f"{HOOK_NAME}.*")),
         torch_home=torch_home,
         torch_home_source=source,

@@ -66,12 +66,14 @@ def which(name: str, env: Mapping[str, str]) -> Path | None:
     return Path(found) if found else None
 
 
-def activate(prefix: Path, base: Mapping[str, str]) -> tuple[dict[str, str], tuple[str, ...], str | None]:
+def activate(prefix: Path, base: Mapping[str, str], *, own_hook: bool = False,
+             ) -> tuple[dict[str, str], tuple[str, ...], str | None]:
     """The environment `conda activate PREFIX` gives (for an envlock env also `envlock run`'s): conda's
-    variables, then the env's activate.d scripts in conda's order, run in bash (envlock.seams.activation.conda)."""
+    variables, then the env's activate.d scripts in conda's order, run in bash (envlock.seams.activation.conda).
+    `own_hook`: envlock's activation where the env has no hook (a pixi env whose manifest applies it)."""
     from envlock.seams.activation.conda import activated_environ
 
-    return activated_environ(base, prefix, own_hook=False)
+    return activated_environ(base, prefix, own_hook=own_hook)
 
 
 def run_probe(python: str, args: Sequence[str], env: Mapping[str, str], timeout: float) -> dict[str, Any]:

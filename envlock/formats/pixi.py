@@ -54,3 +54,33 @@ def parse_pixi(doc: Mapping[str, Any], p: Path | None) -> LockFile:
         kind="pixi",
         version=version,
     )
+
+
+def pixi_content(path: Path, env: str = "default") -> dict[str, Any]:
+    """What a pixi.lock holds for environment `env`, per platform: each conda package's (url, sha256, md5,
+    depends) and each wheel's (url, sha256), sorted (envlock.project.pixiexport compares it with the lock's);
+    LockfileError where it does not read as a pixi.lock."""
+    from envlock.formats import read_text
+    from envlock.formats.condalock import load_yaml
+
+    doc = load_yaml(read_text(path, missing="no pixi.lock", missing_hint="export it: envlock export pixi"), path,
+                    compare=True)
+    if not is_pixi(doc) or not isinstance((doc.get("environments") or {}).get(env), dict):
+        raise LockfileError("is not a pixi.lock with a default environment", hint="export it again")
+    entries = {}
+    for x in doc["packages"]:
+        if isinstance(x, dict) and isinstance(x.get("conda") or x.get("pypi"), str):
+            entries[str(x.get("conda") or x.get("pypi"))] = x
+    out: dict[str, Any] = {}
+    for platform, items in (doc["environments"][env].get("packages") or {}).items():
+        conda, pypi = [], []
+        for item in items or ():
+            url = str((item or {}).get("conda") or (item or {}).get("pypi") or "")
+            x = entries.get(url, {})
+            if "conda" in (item or {}):
+                conda.append((url, str(x.get("sha256") or ""), str(x.get("md5") or ""),
+                              tuple(str(d) for d in x.get("depends") or ())))
+            else:
+                pypi.append((url, str(x.get("sha256") or "")))
+        out[str(platform)] = (sorted(conda), sorted(pypi))
+    return out

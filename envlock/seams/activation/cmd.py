@@ -110,6 +110,13 @@ def render_activate(spec: ActivationSpec) -> str:
     ops = env_ops("win-64", spec.torch_source, spec.has_cudnn)
     if spec.prefix is not None:
         prefix_lines = [f'@set "_ENVLOCK_P={bat_literal(norm_prefix(spec.prefix, True))}"']
+    elif spec.conda_prefix_only:  # pixi calls a manifest's scripts with CONDA_PREFIX set to its env
+        prefix_lines = [
+            '@set "_ENVLOCK_P=%CONDA_PREFIX%"',
+            "@if not defined _ENVLOCK_P goto :envlock_noprefix",
+            '@if "%_ENVLOCK_P:~-1%"=="\\" set "_ENVLOCK_P=%_ENVLOCK_P:~0,-1%"',
+            '@if not exist "%_ENVLOCK_P%\\conda-meta\\" goto :envlock_noprefix',
+        ]
     else:
         prefix_lines = [
             '@set "_ENVLOCK_P=%~1"',
@@ -154,6 +161,8 @@ def render_activate(spec: ActivationSpec) -> str:
     if spec.prefix is None:
         lines += [
             ":envlock_noprefix",
+            "@echo envlock: activate.bat: no conda environment at CONDA_PREFIX (pixi sets it before it calls this"
+            " file) 1>&2" if spec.conda_prefix_only else
             "@echo envlock: activate.bat: no conda environment; pass the prefix: call activate.bat PREFIX"
             " (or set ENVLOCK_PREFIX) 1>&2",
             '@set "_ENVLOCK_P="',

@@ -65,6 +65,9 @@ class ActivationSpec:
     bridge_sh: the fish hook also runs the prefix's other activate.d/*.sh scripts in bash and takes
     over their changes (conda's fish activation runs only *.fish: conda-forge's compiler and
     cuda-nvcc packages ship *.sh only, so fish would get no CC, CXX or NVCC_PREPEND_FLAGS).
+    conda_prefix_only: with prefix None, the prefix is $CONDA_PREFIX and nothing else (no argument, no
+    $ENVLOCK_PREFIX): pixi sources a manifest's activation scripts with CONDA_PREFIX set to its env
+    (envlock export pixi), and a stray ENVLOCK_PREFIX must not point them at another env.
     """
 
     platforms: tuple[str, ...]
@@ -72,6 +75,7 @@ class ActivationSpec:
     has_cudnn: bool = False
     prefix: str | None = None
     bridge_sh: bool = False
+    conda_prefix_only: bool = False
 
 
 def is_windows(platform: str) -> bool:

@@ -113,6 +113,17 @@ def restore_lines() -> list[str]:
 def _prefix_lines(spec: ActivationSpec, script: str) -> list[str]:
     if spec.prefix is not None:
         return [f"_envlock_p={sh_quote(norm_prefix(spec.prefix, False))}"]
+    if spec.conda_prefix_only:
+        return [
+            '_envlock_p="${CONDA_PREFIX:-}"',
+            'case "$_envlock_p" in */) _envlock_p="${_envlock_p%/}" ;; esac',
+            'if [ -z "$_envlock_p" ] || [ ! -d "$_envlock_p/conda-meta" ]; then',
+            f'    echo "envlock: {script}: no conda environment at \'$_envlock_p\' (CONDA_PREFIX): pixi sets it'
+            ' before it runs this script" >&2',
+            "    unset _envlock_p",
+            "    return 1 2>/dev/null || exit 1",
+            "fi",
+        ]
     return [
         # conda and micromamba source etc/conda/activate.d/ scripts inside their shell function, whose first
         # argument is their own command word: there the environment is $CONDA_PREFIX, set before.
@@ -150,6 +161,8 @@ def sources_note(spec: ActivationSpec) -> str:
 def prefix_note(spec: ActivationSpec, how: str, hook: str = "") -> str:
     if spec.prefix is not None:
         return "# Prefix: fixed (the environment this file was made for)."
+    if spec.conda_prefix_only:
+        return "# Prefix: $CONDA_PREFIX (pixi sets it to the environment before it runs a manifest's activation scripts)."
     return f"# Prefix: {how}, else $ENVLOCK_PREFIX, else $CONDA_PREFIX.{hook}"
 
 
