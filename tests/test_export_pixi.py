@@ -325,3 +325,137 @@ def test_doctor_on_the_env_pixi_installed_is_as_green_as_on_createds(envs: dict[
     have, want = doctor(envs["prefix"]), envs["created"]["doctor"]
     assert have == want
     assert "error" not in have.values() and have["env.target"] == "ok"
+
+
+# --------------------------------------------------------------------------- check covers an export in locks/<name>/
+
+
+def test_check_covers_an_export_written_beside_the_lock(full: Path, tmp_path: Path) -> None:
+    project = shutil.copytree(full, tmp_path / "p")
+    folder = project / "locks" / NAME
+    assert envlock("check", "--project-dir", str(project)).returncode == 0  # no export there: nothing to check
+    assert envlock("export", "pixi", NAME, "--project-dir", str(project), "-o", str(folder)).returncode == 0
+    assert envlock("check", "--project-dir", str(project)).returncode == 0
+    pristine = {n: (folder / n).read_bytes() for n in ("pixi.toml", "pixi.lock", "envlock-activate.sh")}
+    edits = {
+        "pixi.toml": lambda t: t.replace('cuda = "12.6"', 'cuda = "12.8"'),
+        "pixi.lock": lambda t: t.replace(t.split("sha256: ")[1][:64], "0" * 64, 1),
+        "envlock-activate.sh": lambda t: t.replace("CUDA_HOME", "CUDA_HOMX", 1),
+    }
+    for name, edit in edits.items():
+        text = pristine[name].decode()
+        (folder / name).write_text(edit(text))
+        assert (folder / name).read_text() != text
+        done = envlock("check", "--project-dir", str(project))
+        assert done.returncode == 1 and f"{name} (envlock export pixi)" in done.stdout, done.stdout
+        assert "envlock export pixi" in done.stdout
+        (folder / name).write_bytes(pristine[name])
+    assert envlock("check", "--project-dir", str(project)).returncode == 0
+
+
+# --------------------------------------------------------------------------- a feature of an existing manifest
+
+
+PIXI_TOML = """\
+# my project (comments, spacing and key order are mine)
+[workspace]
+name    = "mine"
+channels = ["conda-forge"]
+platforms = [ "linux-64", "win-64", "osx-arm64" ]
+
+[dependencies]
+python = ">=3.11"   # keep
+
+[tasks]
+hello = "echo hi"
+"""
+
+PYPROJECT = """\
+[project]
+name = "mine"
+version = "0.1"
+
+[tool.pixi.workspace]
+channels = ["conda-forge"]
+platforms = ["linux-64", "win-64"]
+
+[tool.pixi.dependencies]
+python = "3.11.*"
+
+[tool.ruff]
+line-length = 99
+"""
+
+
+@pytest.mark.parametrize("name, text", [("pixi.toml", PIXI_TOML), ("pyproject.toml", PYPROJECT)])
+def test_a_feature_goes_into_an_existing_manifest_and_nothing_else_changes(full: Path, tmp_path: Path,
+                                                                            name: str, text: str) -> None:
+    manifest = tmp_path / "ws" / name
+    manifest.parent.mkdir()
+    manifest.write_text(text)
+    args = ("export", "pixi", NAME, "--project-dir", str(full), "--feature", "cuda", "--manifest", str(manifest))
+    done = envlock(*args)
+    assert done.returncode == 0, done.stderr
+    assert "pixi install --frozen -e cuda" in done.stderr
+    new = manifest.read_text()
+    assert new.startswith(text) and "# >>> envlock export pixi: feature cuda" in new  # every byte of theirs kept
+    doc = tomllib.loads(new)
+    pixi = doc["tool"]["pixi"] if name == "pyproject.toml" else doc
+    assert pixi["environments"]["cuda"] == {"features": ["cuda"], "no-default-feature": True}
+    feature = pixi["feature"]["cuda"]
+    assert feature["system-requirements"] == {"cuda": "12.6"}
+    assert feature["target"]["linux-64"]["activation"]["scripts"] == ["envlock-activate-cuda.sh"]
+    if name == "pyproject.toml":  # the real validator users run, with the schema store's [tool.pixi] schema
+        check = subprocess.run([sys.executable, "-m", "validate_pyproject", str(manifest)], capture_output=True,
+                               text=True)
+        assert check.returncode == 0, check.stdout + check.stderr
+        assert schema_errors(pixi, pyproject=True) == []
+    else:
+        assert schema_errors(doc) == []
+    from rattler import LockFile
+
+    lf = LockFile.from_path(manifest.parent / "pixi.lock")
+    assert [e for e, _ in lf.environments()] == ["cuda"]
+    assert (manifest.parent / "envlock-activate-cuda.sh").is_file()
+    before = {p.name: p.read_bytes() for p in manifest.parent.iterdir()}
+    assert envlock(*args).returncode == 0  # again: the block is replaced by the same bytes
+    assert {p.name: p.read_bytes() for p in manifest.parent.iterdir()} == before
+
+
+def test_a_feature_is_refused_where_it_would_change_what_the_manifest_says(full: Path, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    base = ("export", "pixi", NAME, "--project-dir", str(full), "--feature", "cuda", "--manifest")
+    cases = {
+        "theirs": PIXI_TOML + '\n[feature.cuda.dependencies]\nnumpy = "*"\n',
+        "platform": PIXI_TOML.replace('"win-64", ', ""),
+        "not pixi": '[project]\nname = "x"\n',
+    }
+    for why, text in cases.items():
+        manifest = ws / ("pyproject.toml" if why == "not pixi" else "pixi.toml")
+        manifest.write_text(text)
+        done = envlock(*base, str(manifest))
+        assert done.returncode != 0 and done.stderr.startswith("error:") and "hint:" in done.stderr, (why, done.stderr)
+        assert manifest.read_text() == text and not (ws / "pixi.lock").exists(), why
+        manifest.unlink()
+    manifest = ws / "pixi.toml"
+    manifest.write_text(PIXI_TOML)
+    (ws / "pixi.lock").write_text("version: 7\nplatforms: []\nenvironments:\n  default: {}\npackages: []\n")
+    done = envlock(*base, str(manifest))  # pixi's lock of the other environments is not dropped silently
+    assert done.returncode == 1 and "holds other environments (default)" in done.stderr.replace("\n", " ")
+    assert manifest.read_text() == PIXI_TOML
+    assert envlock(*base, str(manifest), "--force").returncode == 0
+
+
+def test_toml_strings_read_back_as_given() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from envlock.formats.pixitoml import toml_key, toml_string
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(), st.text(min_size=1))
+    def read_back(value: str, key: str) -> None:
+        assert tomllib.loads(f"{toml_key(key)} = {toml_string(value)}\n") == {key: value}
+
+    read_back()

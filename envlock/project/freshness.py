@@ -269,8 +269,14 @@ def derived_changes(lock: LockHead, spec: EnvSpec) -> list[Change]:
         expected = {**render(of_lock(full)), **platform_envs(full, spec)}
     except LockfileError as exc:
         return [Change("hand-edited", f"the package list was edited by hand and no longer reads ({exc.message})")]
-    return [Change("derived", f"{name} {what}", platform_of(name), hint=rerender_hint(lock.path.parent.name))
-            for name, what in disagreements(lock.path.parent, expected, present_only=False)]
+    from envlock.project import pixiexport
+
+    name = lock.path.parent.name
+    pixi_hint = f"`envlock export pixi {printable(name)} -o locks/{printable(name)} --force` writes it again"
+    return [Change("derived", f"{file} {what}", platform_of(file), hint=rerender_hint(name))
+            for file, what in disagreements(lock.path.parent, expected, present_only=False)] + [
+        Change("derived", f"{file} (envlock export pixi) {what}", None, hint=pixi_hint)
+        for file, what in pixiexport.disagreements(lock.path.parent)]
 
 
 def rerender_hint(name: str) -> str:

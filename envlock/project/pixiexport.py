@@ -172,12 +172,15 @@ def read_lock_content(path: Path) -> dict[str, Any] | str:
         return exc.message
 
 
-def disagreements(lock_dir: Path, lock: LockFile) -> list[tuple[str, str]]:
-    """(file, what differs) for a pixi export written into `lock_dir` (none when there is no pixi.toml there)."""
+def disagreements(lock_dir: Path) -> list[tuple[str, str]]:
+    """(file, what differs) for a pixi export written into `lock_dir` (none when there is no pixi.toml there).
+    The lock is read whole here (check's own reading skips the dependency lists, which pixi.lock holds)."""
+    from envlock.formats import read_lock
     from envlock.project.derived import disagreements as differ
 
     if not (lock_dir / MANIFEST).is_file():
         return []
+    lock = read_lock(lock_dir / "conda-lock.yml")
     found = differ(lock_dir, whole(lock, lock_dir / "conda-lock.yml"), present_only=False)
     have = read_lock_content(lock_dir / LOCK) if (lock_dir / LOCK).is_file() else "is missing"
     if isinstance(have, str):
