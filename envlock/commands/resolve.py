@@ -135,14 +135,12 @@ def _as_usage(err: EnvlockError) -> UsageError:
 
 
 def _checked_python(value: str | None) -> str | None:
-    import re
+    from envlock.formats.spec_values import parse_python
 
-    if value is None or re.fullmatch(r"3\.\d+", value.strip()):
-        return None if value is None else value.strip()
-    if re.fullmatch(r"\d+\.\d+", value.strip()):
-        raise UsageError(f"--python {value}: torch has wheels for CPython 3 only", hint=("e.g. ", again("--python", "3.11")))
-    raise UsageError(f"--python {value!r} is not a Python version of the form 3.Y",
-                     hint=("e.g. ", again("--python", "3.11")))
+    try:
+        return None if value is None else parse_python(value) and value.strip()
+    except EnvlockError as err:
+        raise _as_usage(err) from None
 
 
 def _checked_channels(values: list[str]) -> tuple[str, ...]:

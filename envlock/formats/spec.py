@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envlock import UPGRADE_HINT
 from envlock.errors import NewerFormatError, SpecError, again
@@ -18,6 +18,9 @@ from envlock.formats.yamlsubset import NeedsPyYAML, scalar
 from envlock.models import TORCH_SOURCES, TorchSource, field, record
 from envlock.names import strip_credentials
 from envlock.formats.untrusted import SPEC_CAP, load_yaml
+
+if TYPE_CHECKING:
+    from envlock.formats.spec_values import Groups
 
 SPEC_VERSION = 1
 SELECTORS = {"linux-64": "linux64", "linux-aarch64": "aarch64", "win-64": "win64"}
@@ -43,6 +46,12 @@ class EnvSpec:
     pip: tuple[str, ...] = ()  # the `- pip:` list as written (torch and ninja lines + the user's)
     toolchain_only: bool = False  # no python, no PyPI part: beside a torch installed elsewhere
     exclude_newer: str | None = None  # resolution cutoff (ISO UTC): nothing newer is locked
+
+    @property
+    def optional(self) -> str:
+        """The optional package its solve takes where the channel has it, written as a bare line: ninja beside a
+        toolchain, pip beside a full env's python (any other bare line, a full env's `- ninja`, is the user's)."""
+        return "ninja" if self.toolchain_only else "pip"
 
     @property
     def torch_label(self) -> str | None:
@@ -214,13 +223,14 @@ def dependencies_by_platform(text: str, dependencies: Sequence[str], platforms: 
     return {p: tuple(d for d in dependencies if p in selected.get(d, platforms)) for p in platforms}
 
 
-def read_spec(path: Path) -> EnvSpec:
-    """Parse and validate a spec file; SpecError/LockfileError with hints otherwise."""
+def read_spec(path: Path, groups: Groups | None = None) -> EnvSpec:
+    """Parse and validate a spec file; SpecError/LockfileError with hints otherwise (`groups`: the extras table
+    its `with:` names are checked against)."""
     hint = "run `envlock resolve --torch VERSION` to make one"
     from envlock.formats import read_text
 
     text = read_text(path, missing="no spec", missing_hint=hint, error=SpecError, cap=SPEC_CAP)
-    spec = parse_spec(text, path)
+    spec = parse_spec(text, path, groups)
     return _with_selected(spec, text)
 
 
@@ -230,7 +240,11 @@ def _with_selected(spec: EnvSpec, text: str) -> EnvSpec:
     return replace(spec, selected=dependencies_by_platform(text, spec.dependencies, spec.platforms))
 
 
-def parse_spec(text: str, path: Path | None = None) -> EnvSpec:
+def parse_spec(text: str, path: Path | None = None, groups: Groups | None = None) -> EnvSpec:
+    """A spec's text read, every value validated (envlock.formats.spec_values): one SpecError naming the first
+    value envlock cannot use."""
+    from envlock.formats import spec_values as values
+
     where = str(path) if path else "spec"
     doc = load_yaml(text, where, SpecError, hint="fix the YAML syntax (indentation, colons)", cap=SPEC_CAP)
     if not isinstance(doc, dict):
@@ -239,11 +253,17 @@ def parse_spec(text: str, path: Path | None = None) -> EnvSpec:
     if not isinstance(block, dict):
         raise SpecError(f"{where} has no `envlock:` block", hint="re-create it with `envlock resolve --torch VERSION`")
     version = block.get("spec_version", 1)
-    if not isinstance(version, int) or version > SPEC_VERSION:
+    if isinstance(version, int) and not isinstance(version, bool) and 1 <= version <= SPEC_VERSION:
+        pass
+    elif isinstance(version, int) and not isinstance(version, bool) and version > SPEC_VERSION:
         raise NewerFormatError(
             f"{where} has spec_version {version!r}, newer than this envlock reads ({SPEC_VERSION})",
             hint=UPGRADE_HINT,
         )
+    else:
+        raise SpecError(f"{where}: envlock.spec_version {version!r} is not a spec version (this envlock writes "
+                        f"{SPEC_VERSION})", hint=f"write spec_version: {SPEC_VERSION}")
+    values.check_keys(block, where)
 
     def strs(key: str, default: Sequence[str]) -> tuple[str, ...]:
         value = doc.get(key, list(default))
@@ -252,15 +272,6 @@ def parse_spec(text: str, path: Path | None = None) -> EnvSpec:
         if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) for v in value):
             raise SpecError(f"{where}: `{key}` must be a list of strings", hint=f"write `{key}:` as a YAML list")
         return tuple(str(v) for v in value)
-
-    def opt(key: str) -> str | None:
-        value = block.get(key)
-        if value is None:
-            return None
-        if isinstance(value, (bool, float)) or not isinstance(value, (str, int)):
-            # An unquoted 3.10 is the float 3.1: refuse rather than guess.
-            raise SpecError(f"{where}: envlock.{key} must be a quoted string", hint=f"quote it, e.g. {key}: '3.10'")
-        return str(value)
 
     deps_raw = doc.get("dependencies")
     pip: tuple[str, ...] = ()
@@ -271,29 +282,31 @@ def parse_spec(text: str, path: Path | None = None) -> EnvSpec:
                             hint="list PyPI requirements under `- pip:` (as conda reads them)")
         pip = tuple(str(r) for d in pip_blocks for r in d["pip"])
         doc["dependencies"] = [d for d in deps_raw if not isinstance(d, dict)]
-    torch = opt("torch")
-    if not torch:
-        raise SpecError(f"{where}: envlock.torch is missing", hint="set envlock.torch to a version, e.g. '2.3.0'")
-    source = check_torch_source(opt("torch_source") or "pip", f"{where}: envlock.torch_source")
-    with_extras = block.get("with") or []
-    if not isinstance(with_extras, list) or not all(isinstance(w, str) and w.strip() for w in with_extras):
-        raise SpecError(f"{where}: envlock.with must be a list of names", hint="e.g. `with: [deepspeed]`")
+    torch = values.torch_value(values.text(block, "torch", where), where)
+    source_text = values.text(block, "torch_source", where)
+    source = check_torch_source("pip" if source_text is None else source_text, f"{where}: envlock.torch_source")
+    toolchain_only = values.flag(block, "toolchain_only", False, where)
+    python = values.checked(values.text(block, "python", where), "python", where, values.parse_python)
+    if toolchain_only:
+        values.toolchain_only_unused(python, pip, where)
+    else:
+        pip_requirements(pip, torch, source)  # each line a PEP 508 requirement, no pip option
     name = doc.get("name") or (path.stem if path else "")
     return EnvSpec(
         name=validate_name(str(name)),
         torch=torch,
         torch_source=source,
-        cuda=opt("cuda"),
-        python=opt("python"),
-        platforms=strs("platforms", ("linux-64",)),
-        channels=strs("channels", ("conda-forge",)),
-        glibc=opt("glibc") or "2.28",
-        cudnn=bool(block.get("cudnn", True)),
+        cuda=values.text(block, "cuda", where),  # its form: of_spec's (envlock.usecases.resolve.asked), once
+        python=python,
+        platforms=values.platforms(strs("platforms", ("linux-64",)), where),
+        channels=values.channels(strs("channels", ("conda-forge",)), where),
+        glibc=values.checked(values.text(block, "glibc", where), "glibc", where, values.parse_glibc) or "2.28",
+        cudnn=values.flag(block, "cudnn", True, where),
         dependencies=strs("dependencies", ()),
         pip=pip,
-        toolchain_only=bool(block.get("toolchain_only", False)),
+        toolchain_only=toolchain_only,
         exclude_newer=read_cutoff(block.get("exclude_newer"), where),
-        with_extras=normalise_with(with_extras),
+        with_extras=normalise_with(values.groups(block.get("with"), where, groups)),
     )
 
 
@@ -303,19 +316,22 @@ def read_cutoff(value: Any, where: str) -> str | None:
 
     if value is None:
         return None
-    if isinstance(value, datetime.datetime):
-        stamp = value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc)
-    else:
-        try:
+    stamp: Any = None
+    try:
+        if isinstance(value, datetime.datetime):
+            stamp = value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc)
+        elif isinstance(value, (str, int)) and not isinstance(value, bool):
             stamp = datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-        except ValueError:
-            stamp = None
-        if stamp is None or stamp.tzinfo is None:
-            if where.startswith("--"):  # the command line's option
-                raise SpecError(f"{where} {value!r} is not an ISO timestamp in UTC",
-                                hint=("write it like ", again(where, "2026-11-30T12:00:00Z")))
-            raise SpecError(f"{where}: envlock.exclude_newer {value!r} is not an ISO timestamp in UTC",
-                            hint="write it like '2026-11-30T12:00:00Z', or delete it to re-lock as of now")
+        if stamp is not None:
+            stamp.astimezone(datetime.timezone.utc)  # a stamp UTC cannot hold (year 1 at +01:00): OverflowError
+    except (ValueError, OverflowError):
+        stamp = None
+    if stamp is None or stamp.tzinfo is None:
+        if where.startswith("--"):  # the command line's option
+            raise SpecError(f"{where} {value!r} is not an ISO timestamp in UTC",
+                            hint=("write it like ", again(where, "2026-11-30T12:00:00Z")))
+        raise SpecError(f"{where}: envlock.exclude_newer {value!r} is not an ISO timestamp in UTC",
+                        hint="write it like '2026-11-30T12:00:00Z', or delete it to re-lock as of now")
     return format_cutoff(stamp)
 
 

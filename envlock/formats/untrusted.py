@@ -100,6 +100,11 @@ def load_yaml(text: str, where: object, error: ErrorClass, *, hint: str, cap: in
         raise _error(error, where, invalid.format(line=_line(exc, bare=True)), hint) from None
     except RecursionError:  # the pure-Python loader (no libyaml) on deep nesting
         raise _error(error, where, "is nested too deeply", SIZE_HINT) from None
+    except (ValueError, TypeError, AttributeError, OverflowError):
+        # PyYAML's constructors on a tagged value they cannot build (`!!timestamp '0610-07-03 18:37:17-09:17:40'`
+        # ended in AttributeError, `!!int x` in ValueError): not YAML envlock can read.
+        raise _error(error, where, invalid.format(line="?").replace(" at line ?", "") + " (a value of a YAML tag such as "
+                     "!!timestamp or !!int that cannot be read as one)", hint) from None
     finally:
         loader.dispose()
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         content_hashes,
         hash_inputs,
         ignored_toolchain_lines,
+        lines_written,
         plan_names,
         plan_options,
         render_files,
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 
 _WHERE = {
     "document": ("OPTIONAL_NAMES", "PLAN_NAMES", "anchor_json", "content_hash", "content_hashes", "hash_inputs",
-                 "ignored_toolchain_lines", "plan_names", "plan_options", "render_files"),
+                 "ignored_toolchain_lines", "lines_written", "plan_names", "plan_options", "render_files"),
     "freshness": ("BLOCKING", "RELOCK_HINT", "Change", "CheckReport", "Current", "EnvStatus", "compare"),
     "layout": ("LOCK_NAME", "discover", "locate", "lock_dir", "lock_path", "rel", "spec_path", "writable_project",
                "write_files"),

@@ -81,7 +81,7 @@ def platform_envs(lock: LockFile, spec: EnvSpec) -> dict[str, str]:
     a full env's python). The `- pip:` list is the spec's: the lock records it only sorted (a spec whose list
     changed is stale by its content hash anyway)."""
     pip = () if spec.toolchain_only else pip_requirements(spec.pip, spec.torch, spec.torch_source)[0]
-    optional = "ninja" if spec.toolchain_only else "pip"
+    optional = spec.optional
     out = {}
     taken = {q.platform for q in lock.packages if q.name == optional}
     for p in lock.platforms:

@@ -14,7 +14,7 @@ from typing import Any
 
 from envlock import __version__
 from envlock.errors import EnvlockError
-from envlock.formats import LOCK_FORMAT, META_PREFIX, render_conda_lock, render_package_section
+from envlock.formats import LOCK_FORMAT, META_PREFIX, custom_value, render_conda_lock, render_package_section
 from envlock.formats.head import package_section_digest
 from envlock.formats.spec import EnvSpec, pip_requirements, render_platform_env, render_spec
 from envlock.models import Anchor, Candidate, LockedPackage, Plan, PlanOptions, PlatformResult, PypiPackage
@@ -34,8 +34,9 @@ PLAN_NAMES = frozenset(
     }
 )  # fmt: skip
 #: Taken by the solve where the channel has them (ninja for a toolchain, pip beside a full env's python) and
-#: then written into the spec as bare names, so plain conda installs them too. A bare `ninja`/`pip` line is
-#: that, never a user's extra dependency (`ninja >=1.11` is one).
+#: then written into the spec as bare names, so plain conda installs them too (`EnvSpec.optional`: which one a
+#: spec takes). A bare line of that one is that; any other line is the user's (a full env's `- ninja`, a
+#: toolchain's `- pip`, `ninja >=1.11` anywhere).
 OPTIONAL_NAMES = frozenset({"ninja", "pip"})
 
 
@@ -55,7 +56,7 @@ def plan_names(spec: EnvSpec, extras: ExtrasTables) -> frozenset[str]:
 def plan_options(spec: EnvSpec, extras: ExtrasTables) -> tuple[PlanOptions, tuple[str, ...]]:
     """What the rules plan for a spec, and the user's extra dependencies (those the plan does not make)."""
     names = plan_names(spec, extras)
-    user = tuple(d for d in spec.dependencies if match_spec_name(d) not in names and d.strip() not in OPTIONAL_NAMES)
+    user = tuple(d for d in spec.dependencies if match_spec_name(d) not in names and d.strip() != spec.optional)
     options = PlanOptions(
         platforms=spec.platforms,
         python=None if spec.toolchain_only else spec.python,
@@ -68,11 +69,27 @@ def plan_options(spec: EnvSpec, extras: ExtrasTables) -> tuple[PlanOptions, tupl
     return options, user
 
 
-def ignored_toolchain_lines(spec: EnvSpec, plan: Plan, extras: ExtrasTables) -> tuple[str, ...]:
-    """Spec dependencies on toolchain names that the plan replaces (hand edits envlock overrides)."""
-    generated = {s.strip() for pp in plan.platforms for c in pp.candidates for s in c.specs}
+def ignored_toolchain_lines(spec: EnvSpec, plan: Plan, extras: ExtrasTables,
+                            written: frozenset[str] = frozenset()) -> tuple[str, ...]:
+    """The user's spec dependencies on toolchain names that the plan replaces (hand edits envlock overrides);
+    `written`: the lines envlock itself wrote for the earlier lock (envlock.project.lines_written), never warned
+    about: after an edit of `torch:` they are simply replaced."""
+    generated = {s.strip() for pp in plan.platforms for c in pp.candidates for s in c.specs} | written
     names = plan_names(spec, extras)
     return tuple(d for d in spec.dependencies if match_spec_name(d) in names and d.strip() not in generated)
+
+
+def lines_written(custom: Mapping[str, str], platforms: Iterable[str]) -> frozenset[str]:
+    """The spec lines envlock wrote for a lock (from its custom metadata): each platform's chosen specs and the
+    `- pip:` list it locked. A toolchain line among them is envlock's own, not the user's."""
+    out: set[str] = set()
+    for p in platforms:
+        plan = custom_value(dict(custom), f"plan.{p}", {})
+        inputs = custom_value(dict(custom), f"inputs.{p}", {})
+        for key, doc in (("specs", plan), ("pip", inputs)):
+            values = doc.get(key) if isinstance(doc, dict) else None
+            out.update(str(s).strip() for s in values or () if isinstance(s, (str, int, float)))
+    return frozenset(out)
 
 
 def pip_lines(spec: EnvSpec) -> tuple[str, ...]:
@@ -255,8 +272,7 @@ def render_files(
 
 def optional_taken(spec: EnvSpec, result: PlatformResult) -> list[str]:
     """The optional packages the solve took on one platform (ninja with a toolchain, pip with a full env)."""
-    wanted = ("ninja",) if spec.toolchain_only else ("pip",)
-    return [name for name in wanted if result.version_of(name)]
+    return [spec.optional] if result.version_of(spec.optional) else []
 
 
 def solved_notes(plan: Plan, results: Sequence[PlatformResult]) -> list[str]:

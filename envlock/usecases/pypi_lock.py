@@ -34,12 +34,12 @@ def compile_request(
     offline: bool,
     pypi_locked: Mapping[str, Sequence[PypiPackage]] | None = None,
     upgrade: Sequence[str] = (),
-) -> tuple[Any, tuple[str, ...]]:
-    """The uv compile request of a spec, and the lines of its `- pip:` list that envlock replaces."""
+) -> Any:
+    """The uv compile request of a spec."""
     from envlock.seams.pypi import compile as pypi_compile
     from envlock.seams.pypi import part as pypi_part
 
-    requirements, _, ignored = pip_requirements(spec.pip, spec.torch, spec.torch_source)
+    requirements = pip_requirements(spec.pip, spec.torch, spec.torch_source)[0]
     index, extras = pypi_part.spec_indexes(spec.torch_label, spec.torch_source, mirrors)
     mirror_root, mirror_files = "", {}
     if PYPI in mirrors:  # fetched from a mirror: the lock records each wheel's canonical URL from its wheels.json
@@ -59,7 +59,7 @@ def compile_request(
         mirror_files=mirror_files,
         mirror_root=mirror_root,
     )
-    return request, ignored
+    return request
 
 
 def _exempt(spec: EnvSpec, held: Mapping[str, Sequence[PypiPackage]], upgrade: Sequence[str]) -> tuple[str, ...]:
@@ -93,7 +93,7 @@ def lock_pypi_part(
     from envlock.seams.pypi import compile as pypi_compile
     from envlock.seams.pypi import part as pypi_part
 
-    request, ignored = compile_request(spec, anchor, mirrors=mirrors, offline=offline, pypi_locked=pypi_locked,
+    request = compile_request(spec, anchor, mirrors=mirrors, offline=offline, pypi_locked=pypi_locked,
                                        upgrade=upgrade)
     from envlock import progress
 
@@ -119,11 +119,7 @@ def lock_pypi_part(
         if spec.torch_source == "pip":
             pypi_part.check_variant(wheels, anchor.cuda, anchor.torch, res.platform, index)
         packages[res.platform] = wheels
-    warnings = compiled.warnings + tuple(
-        f"`- pip:` line {line!r} is replaced by torch=={spec.torch}: the torch release follows the `envlock:` block"
-        for line in ignored
-    )
-    return results, PypiPart(packages, warnings)
+    return results, PypiPart(packages, compiled.warnings)  # a replaced `- pip:` line: said by the solve
 
 
 class _Running:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from envlock.models import record
+from envlock.models import field, record
 from envlock import REINSTALL_HINT
 from envlock.errors import EnvlockError, PlanError
 from envlock.names import match_spec_name
@@ -122,6 +122,7 @@ class Bundle:
 class ExtrasTables:
     extras: dict[str, Extra]
     bundles: dict[str, Bundle]
+    default_set: dict[str, str] = field(default_factory=dict)  # name -> what every lock has (not a `--with` group)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -183,4 +184,7 @@ def parse_extras(raw: dict[str, Any]) -> ExtrasTables:
         if unknown or not members:
             raise table_error(f"extras.yaml: bundle {name} names unknown extras {unknown}")
         bundles[name] = Bundle(name, str(row["what"]), members, bool(row.get("partial", False)))
-    return ExtrasTables(extras, bundles)
+    default_set = {str(k): str(v) for k, v in (raw.get("default_set") or {}).items()}
+    if set(default_set) & (set(extras) | set(bundles)):
+        raise table_error(f"extras.yaml: default_set names a group: {sorted(set(default_set) & (set(extras) | set(bundles)))}")
+    return ExtrasTables(extras, bundles, default_set)

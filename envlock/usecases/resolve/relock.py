@@ -18,7 +18,7 @@ from envlock.formats import LockFile, custom_value, read_head, read_lock
 from envlock.formats.spec import EnvSpec, read_spec
 from envlock.usecases.diff import Entries, LockDiff, PkgRef, conda_ref, diff_entries
 from envlock.models import Anchor, LockedPackage, replace
-from envlock.project import BLOCKING, Change, EnvStatus, rel
+from envlock.project import BLOCKING, Change, EnvStatus, lines_written, rel
 from envlock.usecases.resolve.asked import of_spec
 from envlock.usecases.resolve.status import check
 from envlock.usecases.resolve.solve import (
@@ -146,19 +146,20 @@ def lock(
             out.append(_render_again(project_dir, status))
             continue
         assert status.spec_path is not None
-        spec = read_spec(status.spec_path)
+        spec = read_spec(status.spec_path, tables.extras)
         cutoff = None
         if refresh:
             cutoff = (spec.exclude_newer, now_cutoff())
             spec = replace(spec, exclude_newer=cutoff[1])
-        recorded = None
+        recorded, written = None, frozenset[str]()
         if status.lock_path and status.lock_path.is_file():
             try:
-                recorded = read_head(status.lock_path).meta_json("anchor")
+                head = read_head(status.lock_path)
+                recorded, written = head.meta_json("anchor"), lines_written(head.custom_metadata, head.platforms)
             except LockfileError:  # unreadable (a newer envlock's is refused above): re-created from the spec
                 recorded = None
         solved = solve(spec, _anchor(spec, recorded, tables, settings), project_dir=project_dir,
-                       settings=settings, tables=tables)
+                       settings=settings, tables=tables, written=written)
         written, removed = write(project_dir, solved)
         platforms = {
             r.platform: {"cuda": r.chosen.cuda, "nvcc": r.nvcc, "packages": len(r.packages),
@@ -263,13 +264,13 @@ def _update_one(project_dir: Path, status: EnvStatus, old: LockFile, wanted: fro
                 tables: Tables) -> tuple[Any, LockDiff, tuple[str | None, str | None] | None]:
     """Solve one environment with every package but `wanted` held at its locked version (nothing written)."""
     assert status.spec_path is not None
-    spec = read_spec(status.spec_path)
+    spec = read_spec(status.spec_path, tables.extras)
     now = now_cutoff()
     cutoff: tuple[str | None, str | None] | None = (spec.exclude_newer, now)
     spec = replace(spec, exclude_newer=now)
     anchor = _anchor(spec, custom_value(old.custom_metadata, "anchor"), tables, settings)
     result = solve(spec, anchor, project_dir=project_dir, settings=settings, tables=tables, hold=old,
-                   move=wanted, make_project=False)
+                   move=wanted, make_project=False, written=lines_written(old.custom_metadata, old.platforms))
     diff = diff_entries(
         _entries_of(old.packages, old.pypi),
         _entries_of((p for r in result.results for p in r.packages), (w for ws in result.pypi.values() for w in ws)),

@@ -188,6 +188,24 @@ def anchor_warnings(spec: EnvSpec, anchor: Anchor) -> tuple[str, ...]:
     return ()
 
 
+def replaced_lines(spec: EnvSpec, plan: Plan, tables: Tables, written: frozenset[str]) -> tuple[str, ...]:
+    """A warning per line of the user's that the plan replaces (a toolchain line, a `- pip:` torch line); the
+    lines envlock wrote itself (`written`) are replaced in silence."""
+    out = tuple(
+        f"spec line {line!r} is replaced by the plan: toolchain packages follow the `envlock:` block "
+        "(torch, cuda, python, cudnn), so edit that instead"
+        for line in ignored_toolchain_lines(spec, plan, tables.extras, written)
+    )
+    if spec.toolchain_only:
+        return out
+    from envlock.formats.spec import pip_requirements
+
+    return out + tuple(
+        f"`- pip:` line {line!r} is replaced by torch=={spec.torch}: the torch release follows the `envlock:` block"
+        for line in pip_requirements(spec.pip, spec.torch, spec.torch_source)[2] if line.strip() not in written
+    )
+
+
 def solve(
     spec: EnvSpec,
     anchor: Anchor,
@@ -200,10 +218,12 @@ def solve(
     hold: LockFile | None = None,
     move: frozenset[str] = frozenset(),
     make_project: bool = True,
+    written: frozenset[str] = frozenset(),
 ) -> Solved:
     """Plan, solve and render one spec. `hold`: a lock whose packages stay at their versions except those
     named in `move` (`envlock update`). `make_project`: create the project dir (and check it can be
-    written) once the plan stands, before the solve."""
+    written) once the plan stands, before the solve. `written`: the spec lines envlock wrote for the earlier
+    lock (envlock.project.lines_written): the plan replaces them without a warning, which is for the user's."""
     if spec.exclude_newer is None and not dry_run:
         spec = replace(spec, exclude_newer=now_cutoff())  # the first resolve of a spec fixes its cutoff
     if not spec.toolchain_only and not spec.python:
@@ -214,11 +234,7 @@ def solve(
     plan = plan_for(spec, anchor, tables)
     check_mirrors(settings.mirrors, sorted({c for pp in plan.platforms for cand in pp.candidates for c in cand.channels}),
                   label=spec.torch_label, torch_source=spec.torch_source, toolchain_only=spec.toolchain_only)
-    warnings = anchor_warnings(spec, anchor) + tuple(
-        f"spec line {line!r} is replaced by the plan: toolchain packages follow the `envlock:` block "
-        "(torch, cuda, python, cudnn), so edit that instead"
-        for line in ignored_toolchain_lines(spec, plan, tables.extras)
-    )
+    warnings = anchor_warnings(spec, anchor) + replaced_lines(spec, plan, tables, written)
     if dry_run:
         return Solved(spec, anchor, plan, warnings=warnings)
     made = _missing_top(project_dir) if make_project else None

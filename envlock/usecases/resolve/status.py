@@ -63,8 +63,9 @@ def env_status(project_dir: Path, name: str, spec_file: Path | None, lock_file: 
     if spec_file is None:
         msg = f"locks/{name}/{LOCK_NAME} has no spec environments/{name}.yml"
         return EnvStatus(name, None, lock_file, (), (Change("missing-spec", msg),))
+    tables = tables or shipped_tables()
     try:
-        spec = read_spec(spec_file)
+        spec = read_spec(spec_file, tables.extras)
     except EnvlockError as exc:
         return EnvStatus(name, spec_file, lock_file, (), (Change(_kind(exc, "invalid-spec"), exc.message, hint=exc.hint),))
     if spec.name != name:
@@ -78,7 +79,6 @@ def env_status(project_dir: Path, name: str, spec_file: Path | None, lock_file: 
     except LockfileError as exc:
         change = Change(_kind(exc, "invalid-lock"), exc.message, hint=exc.hint)
         return EnvStatus(name, spec_file, lock_file, spec.platforms, (change,))
-    tables = tables or shipped_tables()
     return EnvStatus(name, spec_file, lock_file, spec.platforms, tuple(compare(spec, lock, current(spec, lock, tables))))
 
 
