@@ -56,11 +56,11 @@ def _install() -> None:
         seconds, _, only = before_replace.partition(":")
         real = fs.replace
 
-        def paused_replace(tmp: str | Path, path: Path) -> None:
+        def paused_replace(tmp: str | Path, path: Path, dir_fd: int | None = None) -> None:
             _say(f"pausing before replace of {path.name}")
             if not only or only == path.name:
                 _hold(seconds)
-            real(tmp, path)
+            real(tmp, path, dir_fd)
 
         fs.replace = paused_replace
     in_link = os.environ.get("ENVLOCK_TEST_PAUSE_IN_LINK")

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from envlock.errors import SpecError, again
-from envlock.seams.fs import FileLock, remove_stale_temps, write_all_atomic
+from envlock.seams.filelocks import FileLock
+from envlock.seams.fs import remove_stale_temps, write_all_atomic
 
 LOCK_NAME = "conda-lock.yml"
 CANNOT_WRITE_HINT = "check that environments/ and locks/ are writable directories, or pass --project-dir DIR"
@@ -103,14 +104,14 @@ def writable_project(project_dir: Path) -> Path:
 class ProjectLock:
     """An advisory file lock per environment: two writers of the same lock are serialised.
 
-    The second waits, and after a second names the holder (envlock.seams.fs). The lock file lives in
+    The second waits, and after a second names the holder (envlock.seams.filelocks). The lock file lives in
     `locks_dir` (envlock's cache), not in locks/: nothing envlock does should dirty the user's repo.
     """
 
     def __init__(self, project_dir: Path, name: str, locks_dir: Path) -> None:
         key = hashlib.sha256(str(lock_dir(project_dir, name).resolve()).encode()).hexdigest()[:24]
         self.path = locks_dir / f"{name}-{key}.lock"
-        self._lock = FileLock(self.path, f"the lock of {name} ({lock_dir(project_dir, name)})")
+        self._lock = FileLock(self.path, f"the lock of {name} ({lock_dir(project_dir, name)})", root=locks_dir.parent)
         # write_all_atomic's temp names: .<file>.<random>.tmp
         self._dirs = [(lock_dir(project_dir, name), ".*.tmp"), (project_dir / "environments", f".{name}.yml.*.tmp")]
 
@@ -131,7 +132,7 @@ def write_files(project_dir: Path, name: str, files: Sequence[tuple[Path, str]],
     removed (a platform dropped, a full env re-locked toolchain-only). SpecError when they cannot be written."""
     try:
         with ProjectLock(project_dir, name, locks_dir):
-            written = write_all_atomic(files)
+            written = write_all_atomic(files, root=project_dir)
             return written, _remove_stale(lock_dir(project_dir, name), {p for p, _ in files})
     except OSError as exc:
         raise SpecError(f"cannot write {exc.filename or project_dir}: {exc.strerror or exc}",

@@ -197,7 +197,9 @@ def download(s: requests.Session, url: str, dest: Path, *, what: str, hint: str,
                 if on_length is not None and length > 0:
                     on_length(length)
                     on_length = None
-                with dest.open("wb") as fh:  # "wb": a new attempt starts the file from its first byte
+                # a new attempt starts the file from its first byte; never through a link in its place
+                flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+                with os.fdopen(os.open(dest, flags, 0o666), "wb") as fh:
                     for chunk in resp.iter_content(CHUNK):
                         if cancel is not None and cancel.is_set():
                             raise Cancelled

@@ -16,7 +16,8 @@ from typing import Any, Literal
 from envlock.seams import beneath, envrecord
 from envlock.seams.activation import hook_files
 from envlock.errors import EnvCreateError
-from envlock.seams.fs import FileLock, new_file_mode
+from envlock.seams.filelocks import FileLock
+from envlock.seams.fs import new_file_mode
 from envlock.formats.untrusted import read_json
 
 
@@ -54,7 +55,8 @@ def prefix_lock(prefix: Path, cache_root: Path) -> FileLock:
     the same directory (through a symlinked parent, `..`, a bind of the same path) takes the same lock."""
     real = os.path.realpath(prefix)
     key = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:24]
-    return FileLock(cache_root / "file-locks" / f"prefix-{Path(real).name[:40]}-{key}.lock", f"the environment {prefix}")
+    return FileLock(cache_root / "file-locks" / f"prefix-{Path(real).name[:40]}-{key}.lock", f"the environment {prefix}",
+                    root=cache_root)
 
 
 def write_env_meta(prefix: Path, meta: Mapping[str, Any]) -> None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import html
 import json
-import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from urllib.parse import quote, urlsplit
 
 from envlock.errors import ChannelError, EnvlockError
 from envlock.formats import LockFile
-from envlock.seams.fs import copy_atomic, remove_dead, work_dir, write_atomic
+from envlock.seams.fs import copy_atomic, move_in, remove_dead, work_dir, write_atomic
 from envlock.seams.mirror_urls import CANONICAL_BASE, channel_of
 from envlock.models import LockedPackage, PypiPackage
 from envlock.seams.gate import component, conda_archive, relative, under, wheel_file
@@ -144,9 +143,9 @@ def store_packages(root: Path, packages: Sequence[LockedPackage], *, mirrors: Ma
         if progress is not None:
             progress.advance("fetch", result[0].name)
 
-    remove_dead(_mkdir(root), ".envlock-fetch-*")  # what a killed run left
+    remove_dead(root, ".envlock-fetch-*")  # what a killed run left
     try:
-        with work_dir(root, ".envlock-fetch-") as work:
+        with work_dir(root, ".envlock-fetch-", root=root) as work:
             outcomes = {p.url: err for p, err in parallel(todo, one, jobs=jobs, on_done=done)}
     finally:
         if progress is not None:
@@ -168,11 +167,10 @@ def _store_one(root: Path, pkg: LockedPackage, mirrors: Mapping[str, str], work:
         archive, *_ = fetch_archive(pkg, mirrors, work, cancel, session)
     except EnvlockError as exc:
         return exc
-    dest.parent.mkdir(parents=True, exist_ok=True)
     if archive.parent == work:
-        os.replace(archive, dest)
+        move_in(archive, dest, root=root)
     else:  # a file:// source: copy, never move the user's file
-        copy_atomic(archive, dest, mode=_FILE_MODE)
+        copy_atomic(archive, dest, mode=_FILE_MODE, root=root)
     return None
 
 
@@ -213,25 +211,25 @@ def store_wheels(root: Path, wheels: Sequence[PypiPackage], upload_bound: Mappin
     if not wheels and not record:
         return 0
     paths, _ = fetch_wheels(wheels, cache, offline=False, mirrors=mirrors, jobs=jobs)
-    files = _mkdir(root / PYPI_DIR / "files")
+    files = root / PYPI_DIR / "files"
     added = 0
     for w, src in zip(wheels, paths):
         fn = wheel_file(w)
         dest = under(files, fn, "the wheel's place in the mirror")
         if not (dest.is_file() and not dest.is_symlink() and record.get(fn, {}).get("sha256") == w.sha256
                 and _sha256_of(dest) == w.sha256.lower()):  # the bytes, not the record: a damaged copy is repaired
-            copy_atomic(src, dest, mode=_FILE_MODE)  # a copy: editing the mirror never edits the cache
+            copy_atomic(src, dest, mode=_FILE_MODE, root=root)  # a copy: editing the mirror never edits the cache
             added += 1
         meta = dest.with_name(dest.name + ".metadata")
-        if not meta.is_file():
-            write_atomic(meta, _core_metadata(dest), mode=_FILE_MODE, skip_unchanged=False)
+        if not meta.is_file() or meta.is_symlink():  # a link in its place is replaced, never read or followed
+            write_atomic(meta, _core_metadata(dest), mode=_FILE_MODE, skip_unchanged=False, root=root)
         old = record.get(fn, {})
         times = [t for t in (old.get("upload_time"), upload_bound.get(w.sha256)) if t]
         record[fn] = {"name": w.name, "sha256": w.sha256, "url": strip_credentials(w.url),
                               "metadata_sha256": hashlib.sha256(meta.read_bytes()).hexdigest(),
                               **({"upload_time": min(times)} if times else {})}
     _write_simple_index(root, record)
-    write_text_atomic(root / WHEELS_JSON, json.dumps(record, indent=1, sort_keys=True) + "\n")
+    write_text_atomic(root / WHEELS_JSON, json.dumps(record, indent=1, sort_keys=True) + "\n", root=root)
     return added
 
 
@@ -265,7 +263,7 @@ def _write_simple_index(root: Path, record: Mapping[str, Mapping[str, str]]) -> 
     by_name: dict[str, list[str]] = {}
     for fn, rec in record.items():
         by_name.setdefault(rec["name"], []).append(fn)
-    simple = _mkdir(root / PYPI_DIR / "simple")
+    simple = root / PYPI_DIR / "simple"
     head = "<!DOCTYPE html>\n<html><head><meta name=\"pypi:repository-version\" content=\"1.1\"></head><body>\n"
     for name, fns in sorted(by_name.items()):
         rows = []
@@ -277,19 +275,15 @@ def _write_simple_index(root: Path, record: Mapping[str, Mapping[str, str]]) -> 
                 attrs += f' data-upload-time="{html.escape(rec["upload_time"])}"'
             rows.append(f'<a href="../../files/{quote(fn)}#sha256={rec["sha256"]}"{attrs}>{html.escape(fn)}</a><br>\n')
         page = under(simple, component(str(name), "the project name", decode=False), "the project's index page")
-        write_text_atomic(_mkdir(page) / "index.html", head + "".join(rows) + "</body></html>\n")
+        write_text_atomic(page / "index.html", head + "".join(rows) + "</body></html>\n", root=root)
     links = "".join(f'<a href="{quote(n)}/">{html.escape(n)}</a><br>\n' for n in sorted(by_name))
-    write_text_atomic(simple / "index.html", head + links + "</body></html>\n")
+    write_text_atomic(simple / "index.html", head + links + "</body></html>\n", root=root)
 
 
 # --------------------------------------------------------------------------- files
 
 
-def _mkdir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write a world-readable file atomically (a mirror is served while it grows, by another user's server)."""
-    write_atomic(path, text, mode=_FILE_MODE, skip_unchanged=False)
+def write_text_atomic(path: Path, text: str, *, root: Path) -> None:
+    """Write a world-readable file atomically under `root`, never through a link out of it (a mirror is served while
+    it grows, by another user's server)."""
+    write_atomic(path, text, mode=_FILE_MODE, skip_unchanged=False, root=root)

@@ -154,6 +154,7 @@ def _env_meta(lock: LockFile, req: CreateRequest, digest: str, state: str, has_c
     plan = meta.get("plan") or {}
     return {
         "lock_path": str((req.lock_record or req.lock_path).absolute()),
+        "prefix": os.path.realpath(req.prefix),  # the place it was made for (an update's recovery adopts only that)
         "content_hash": lock.content_hash.get(req.platform, ""),
         "platform": req.platform,
         "anchor": {k: anchor.get(k) for k in ("torch", "cuda", "cudnn", "torch_source")},

@@ -92,7 +92,7 @@ def mirror(req: MirrorRequest, progress: Any = None) -> MirrorResult:
     """Fill (or bring up to date) `req.dest` with every package of the locks' platforms, then index it."""
     from envlock.usecases.channeldir import content_of, index_channels, store_packages, store_wheels
     from envlock.seams.dirs import cache_location
-    from envlock.seams.fs import FileLock
+    from envlock.seams.filelocks import FileLock
     from envlock.seams.conda.channels import check_fetch_urls
     from envlock.seams.gate import check_entries
     from envlock.seams.mirror_urls import channel_of, check_in_play
@@ -112,7 +112,7 @@ def mirror(req: MirrorRequest, progress: Any = None) -> MirrorResult:
         req.dest.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise SpecError(f"cannot create {req.dest}: {exc.strerror or exc}", hint="choose a directory you can write to") from None
-    with FileLock(req.dest / ".envlock-mirror.lock", f"the mirror {req.dest}"):
+    with FileLock(req.dest / ".envlock-mirror.lock", f"the mirror {req.dest}", root=req.dest):
         fetched = store_packages(req.dest, content.packages, mirrors=req.mirrors, jobs=req.jobs, progress=progress)
         index_channels(req.dest, content.packages, zst_and_shards=True)
         added = store_wheels(req.dest, content.wheels, content.upload_bound, mirrors=req.mirrors,
@@ -145,7 +145,7 @@ def _update_manifest(dest: Path, chosen: Sequence[tuple[Any, tuple[str, ...]]], 
     channels = {**{k: v for k, v in _mapping(doc.get("channels")).items() if isinstance(v, str)}, **dict(keys)}
     doc = {"envlock_mirror_version": MANIFEST_VERSION, "envlock_version": __version__, "locks": locks,
            "channels": channels, "pypi": bool(doc.get("pypi")) or has_wheels}
-    write_text_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    write_text_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n", root=dest)
     return doc
 
 

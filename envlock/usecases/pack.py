@@ -97,7 +97,7 @@ def pack(req: PackRequest, progress: Any = None) -> PackResult:
         raise SpecError(f"{out.parent} is not a directory", hint="create it, or choose another -o")
     name = component(str(lock.envlock_meta().get("env_name") or req.lock_path.parent.name), "the lock's env name")
     _remove_leftovers(out)
-    with work_dir_in(out.parent, f".{out.name}.") as staging:
+    with work_dir_in(out.parent, f".{out.name}.", root=out.parent) as staging:
         manifest = _stage(staging, lock, req, content, name, progress)
         tmp = staging.parent / f"{staging.name}.tar"
         try:
@@ -182,7 +182,10 @@ def _write_tar(staging: Path, manifest: dict[str, Any], dest: Path) -> None:
     manifest = {**manifest, "members": {m: _sha256(staging / m) for m in members},
                 "sizes": {m: (staging / m).stat().st_size for m in members}}
     data = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
-    with tarfile.open(dest, "w", format=tarfile.PAX_FORMAT) as tf:
+    # A new file, never through a link: the name beside the staging folder is guessable by whoever can write there.
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0),
+                 0o666)
+    with os.fdopen(fd, "wb") as out, tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tf:
         tf.addfile(_info(MANIFEST, len(data)), io.BytesIO(data))
         for m in members:
             with (staging / m).open("rb") as fh:
@@ -207,11 +210,10 @@ def _remove_leftovers(out: Path) -> None:
 
 
 @contextlib.contextmanager
-def work_dir_in(parent: Path, prefix: str) -> Iterator[Path]:
+def work_dir_in(parent: Path, prefix: str, *, root: Path) -> Iterator[Path]:
     """envlock.seams.fs.work_dir, with one error line where the folder cannot be made."""
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        ctx = work_dir(parent, prefix)
+        ctx = work_dir(parent, prefix, root=root)
         path = ctx.__enter__()
     except OSError as exc:
         raise SpecError(f"cannot write to {parent}: {exc.strerror or exc}",

@@ -61,7 +61,7 @@ def unpack(req: UnpackRequest, progress: Any = None) -> Any:
         prefix_state(req.prefix)  # a file, or a non-empty dir that is not an env: refused before extracting
         check_writable(req.prefix)
         remove_dead(cache_location().path / "unpack", "unpack-*")  # what a killed unpack left (extracted archives)
-        with work_dir_in(cache_location().path / "unpack", "unpack-") as work:
+        with work_dir_in(cache_location().path / "unpack", "unpack-", root=cache_location().path) as work:
             _extract_checked(tf, manifest, work, req.archive)
             mirrors = _local_mirrors(work, manifest, req.archive)
             kept = req.prefix / "share" / "envlock"

@@ -15,7 +15,8 @@ when anything stops it: ENOSPC, SIGKILL, a refused wheel. Instead, create (envlo
 A failure (or a kill) before the exchange leaves the old env exactly as it was; what the clone left is removed
 by the next create of that prefix (`remove_leftovers`, under the prefix's lock). Where the exchange is not
 available (another OS, a filesystem without it) two renames stand in: a kill between them leaves the old env
-at `.<name>.envlock-old-…`, which the next create renames back before anything else.
+at `.<name>.envlock-old-…`, which the next create renames back before anything else: only a folder of this
+user's whose record names that very prefix (`recover`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import os
 import secrets
 import shutil
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 NEW, OLD = "envlock-new", "envlock-old"
@@ -102,23 +104,71 @@ def exchange(new: Path, prefix: Path) -> None:
     os.rename(old, new)
 
 
-def recover(prefix: Path) -> None:
-    """Where two renames stood in for the exchange and a kill fell between them: the old env back at the prefix."""
-    if os.path.lexists(prefix):
+def recover(prefix: Path, say: Callable[[str], None] | None = None) -> None:
+    """Where two renames stood in for the exchange and a kill fell between them: the old env back at the prefix.
+
+    Only a folder this user owns whose record (conda-meta/envlock, also this user's) names this very prefix is
+    adopted: in a folder others can write (/tmp, a shared envs dir) another user's `.<name>.envlock-old-*`, with
+    activation hooks of their own, would otherwise become this user's env. Any other is left alone and named."""
+    if os.path.lexists(prefix) or not prefix.parent.is_dir():
         return
-    olds = sorted(prefix.parent.glob(f".{prefix.name}.{OLD}-*")) if prefix.parent.is_dir() else []
-    if olds:
-        os.rename(olds[0], prefix)
+    for old in sorted(prefix.parent.glob(f".{prefix.name}.{OLD}-*")):
+        why = _not_ours(old, prefix)
+        if why is None:
+            os.rename(old, prefix)
+            return
+        _said(say, f"envlock: left {old} alone: {why}; if it is your environment, move it to {prefix} yourself")
 
 
-def remove_leftovers(prefix: Path) -> None:
-    """Clones a killed update left beside the prefix (call while holding the prefix's lock, after recover)."""
+def _not_ours(folder: Path, prefix: Path) -> str | None:
+    """Why `folder` is not an env this user made at `prefix` (None when it is)."""
+    from envlock.seams import envrecord  # noqa: PLC0415
+    from envlock.seams.fs import owned  # noqa: PLC0415
+
+    try:
+        st, meta = os.lstat(folder), os.lstat(envrecord.path(folder))
+    except OSError:
+        return "it holds no envlock record (conda-meta/envlock)"
+    if not stat.S_ISDIR(st.st_mode) or not owned(st):
+        return "it is not a folder of yours" if stat.S_ISDIR(st.st_mode) else "it is not a folder"
+    if not stat.S_ISREG(meta.st_mode) or not owned(meta) or os.path.islink(folder / "conda-meta"):
+        return "its record (conda-meta/envlock) is not a file of yours"
+    from envlock.errors import NewerFormatError  # noqa: PLC0415
+
+    try:
+        record = envrecord.read(folder)
+    except NewerFormatError:  # a newer envlock's: not one this envlock adopts
+        record = {}
+    if record.get("prefix") != str(prefix):
+        return f"its record does not name {prefix} as its place"
+    return None
+
+
+def remove_leftovers(prefix: Path, say: Callable[[str], None] | None = None) -> None:
+    """Clones a killed update left beside the prefix (call while holding the prefix's lock, after recover): this
+    user's own only; another user's is left alone and named. An old env is removed only once the prefix exists
+    again (recover did not adopt it: it stays for its owner to look at)."""
+    from envlock.seams.fs import owned  # noqa: PLC0415
+
     if not prefix.parent.is_dir():
         return
-    for kind in (NEW, OLD):
-        for path in prefix.parent.glob(f".{prefix.name}.{kind}-*"):
-            if path.is_dir() and not path.is_symlink():
+    kinds = (NEW, OLD) if os.path.lexists(prefix) else (NEW,)
+    for kind in kinds:
+        for path in sorted(prefix.parent.glob(f".{prefix.name}.{kind}-*")):
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode) and owned(st):
                 shutil.rmtree(path, ignore_errors=True)
+            else:
+                _said(say, f"envlock: left {path} alone: it is not a folder of yours")
+
+
+def _said(say: Callable[[str], None] | None, message: str) -> None:
+    if say is None:
+        from envlock.seams.filelocks import say  # noqa: PLC0415
+    say(message)
 
 
 def drop_pypi_part(root: Path, keep: set[tuple[str, str]]) -> None:

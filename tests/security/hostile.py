@@ -96,6 +96,7 @@ def craft_archive(tmp_path: Path, lock_text: str, extra: dict[str, bytes], manif
     out = tmp_path / "hostile.tar"
     from envlock.usecases.pack import _write_tar  # the real writer: the attacker's archive is well-formed
 
+    out.unlink(missing_ok=True)  # the writer makes a new file (O_EXCL)
     _write_tar(staging, doc, out)
     return out
 

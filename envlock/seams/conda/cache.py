@@ -4,7 +4,7 @@ between the users of a group cache.
 An entry is `<cache>/<dist>/` (the extracted package), rattler's `<dist>.lock` (u64 revision + the archive's
 sha256: rattler trusts the entry when that sha256 equals the record's, so its installer never downloads
 again), envlock's `<dist>.envlock.json` sidecar, and the verified archive itself (`<dist>.conda|.tar.bz2`).
-Each entry is fetched under its own file lock (envlock.seams.fs.entry_lock), so creates sharing a cache on a
+Each entry is fetched under its own file lock (envlock.seams.filelocks.entry_lock), so creates sharing a cache on a
 cluster's shared filesystem fetch every package once.
 
 An entry is used as it is only while it is the sealed one this user verified (envlock/seams/trust.py: one lstat per
@@ -26,8 +26,9 @@ from typing import Any
 from envlock.seams import net
 from envlock.seams.conda.fetch import expected, fetch_archive, hash_file, mirrored
 from envlock.errors import EnvCreateError
-from envlock.seams.fs import (copy_atomic, entry_lock, new_dir_mode, new_file_mode, remove_dead, work_dir, write_atomic,
-                        write_json_atomic)
+from envlock.seams.filelocks import entry_lock
+from envlock.seams.fs import (copy_atomic, move_in, new_dir_mode, new_file_mode, remove_dead, work_dir, write_atomic,
+                              write_json_atomic)
 from envlock.seams.gate import conda_archive, conda_dist, under
 from envlock.models import LockedPackage
 from envlock.seams.pkgcheck import check_extracted, summarize
@@ -183,10 +184,10 @@ def _verify_and_extract(pkg: LockedPackage, cache: Path, work: Path, mirrors: Ma
     seal(staging)  # nobody else may write into it once it is in the cache (envlock/seams/trust.py)
     swap_in(staging, target)
     write_atomic(entry(cache, pkg, ".lock"), struct.pack(">Q", 1) + bytes.fromhex(sha256), mode=_sealed_file_mode(),
-                 skip_unchanged=False)
+                 skip_unchanged=False, root=cache.parent)
     # 0666 minus the umask: the cache may be shared by the users of a cluster
     write_json_atomic(sidecar(cache, pkg), {"sha256": sha256, "md5": md5, "size": size, "url": pkg.url},
-                      mode=new_file_mode())
+                      mode=new_file_mode(), root=cache.parent)
     summary = summarize(target)
     fetched = {"sha256": sha256, "md5": md5, "size": size}
     store(cache).remember(dist(pkg), target, _digest(pkg), {"summary": summary, "fetched": fetched})
@@ -219,9 +220,9 @@ def _verified_archive(pkg: LockedPackage, cache: Path, work: Path, mirrors: Mapp
     archive, sha256, md5, size = fetch_archive(pkg, mirrors, work, cancel, session, progress, bool(sized))
     if archive.parent == work:  # downloaded: kept as it is
         os.chmod(archive, _sealed_file_mode())
-        os.replace(archive, kept)
+        move_in(archive, kept, root=cache.parent)  # never through a link out of the cache
     else:  # a file:// source: copied, never moved (the user's file)
-        copy_atomic(archive, kept, mode=_sealed_file_mode())
+        copy_atomic(archive, kept, mode=_sealed_file_mode(), root=cache.parent)
     return kept, sha256, md5, size, True
 
 
@@ -247,7 +248,7 @@ def fill(packages: Sequence[LockedPackage], cache: Path, *, mirrors: Mapping[str
     remove_dead(cache, ".envlock-fetch-*")  # what killed runs left: downloads half done, extractions
     remove_dead(cache, ".envlock-old-*")  # entries replaced by another (envlock/seams/trust.py swap_in)
     if missing:
-        with work_dir(cache, ".envlock-fetch-") as work:
+        with work_dir(cache, ".envlock-fetch-", root=cache.parent) as work:
             sizes: Mapping[str, int] = {}
             if getattr(progress, "wants_sizes", False) and not offline:  # a person watches: a total for the byte bar (and an ETA)
                 with net.session() as s:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from envlock.errors import ChannelError
+from envlock.seams import beneath
 from envlock.seams.fs import write_atomic
 
 
@@ -23,12 +24,14 @@ def index_dirs(root: Path, dirs: Sequence[str], *, zst_and_shards: bool) -> None
 
     for rel in dirs:
         chan = root / rel
-        (chan / "noarch").mkdir(parents=True, exist_ok=True)  # rattler's indexer requires noarch
+        with beneath.directory(root, f"{rel}/noarch", inside_links=True):  # rattler's indexer requires noarch
+            pass
+        _no_link_out(root, chan)  # rattler reads and writes by path: nothing in the channel may lead out of root
         try:
             asyncio.run(index_fs(chan, write_zst=False, write_shards=False))
             for sub in chan.iterdir():
                 if (sub / "repodata.json").is_file():
-                    _pin_timestamps(sub / "repodata.json")
+                    _pin_timestamps(sub / "repodata.json", root)
             if zst_and_shards:
                 asyncio.run(index_fs(chan, write_zst=True, write_shards=True))
         except Exception as exc:  # noqa: BLE001 - rattler's own exception types, and the OSErrors of the directory
@@ -36,7 +39,22 @@ def index_dirs(root: Path, dirs: Sequence[str], *, zst_and_shards: bool) -> None
                                hint="check the directory is writable and its archives are whole") from None
 
 
-def _pin_timestamps(repodata: Path) -> None:
+def _no_link_out(root: Path, chan: Path) -> None:
+    """UnsafeNameError for a symlink anywhere in the channel dir `chan` that leads out of `root` (a planted
+    `linux-64/repodata.json -> /etc/…` would have the indexer write there, an archive link read a file elsewhere)."""
+    import os
+
+    top = os.path.realpath(root)
+    for here, dirs, files in os.walk(chan):
+        for name in (*dirs, *files):
+            path = os.path.join(here, name)
+            if os.path.islink(path):
+                real = os.path.realpath(path)
+                if real != top and not real.startswith(top.rstrip(os.sep) + os.sep):
+                    raise beneath.outside(root, os.path.relpath(path, root))
+
+
+def _pin_timestamps(repodata: Path, root: Path) -> None:
     doc = json.loads(repodata.read_text(encoding="utf-8"))
     changed = False
     for key in ("packages", "packages.conda"):
@@ -45,4 +63,5 @@ def _pin_timestamps(repodata: Path) -> None:
                 rec["indexed_timestamp"] = rec["timestamp"]
                 changed = True
     if changed:  # a mirror is served by another user's web server: world-readable
-        write_atomic(repodata, json.dumps(doc, indent=1, sort_keys=True) + "\n", mode=0o644, skip_unchanged=False)
+        write_atomic(repodata, json.dumps(doc, indent=1, sort_keys=True) + "\n", mode=0o644, skip_unchanged=False,
+                     root=root)

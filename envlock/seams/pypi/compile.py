@@ -207,13 +207,14 @@ def _read_vias(cache: Path, key: str) -> dict[str, set[str]] | None:
 def _write_vias(cache: Path, key: str, vias: Mapping[str, set[str]]) -> None:
     import json  # noqa: PLC0415
 
+    from envlock.errors import UnsafeNameError  # noqa: PLC0415
     from envlock.seams.fs import write_atomic  # noqa: PLC0415
 
     path = cache / "pypi-graphs" / f"{key}.json"
     try:
         # The same set gives the same bytes: a re-lock that read them rewrites (and syncs) nothing.
-        write_atomic(path, json.dumps({k: sorted(v) for k, v in sorted(vias.items())}))
-    except OSError:
+        write_atomic(path, json.dumps({k: sorted(v) for k, v in sorted(vias.items())}), root=cache)
+    except (OSError, UnsafeNameError):
         pass  # a cache that cannot be written only costs a second uv run next time
 
 

@@ -90,12 +90,13 @@ def _read_cache(version: str, settings: IndexSettings) -> dict[str, Any] | None:
 
 def _write_cache(version: str, settings: IndexSettings, data: dict[str, Any]) -> None:
     """Write one answer atomically; a cache that cannot be written only costs a later refetch."""
+    from envlock.errors import UnsafeNameError  # noqa: PLC0415
     from envlock.seams.fs import write_json_atomic  # noqa: PLC0415
 
     path = _cache_file(version, settings)
     try:
-        write_json_atomic(path, {"format": CACHE_FORMAT, **data}, indent=1)
-    except OSError as exc:
+        write_json_atomic(path, {"format": CACHE_FORMAT, **data}, indent=1, root=cache_root(settings).parent)
+    except (OSError, UnsafeNameError) as exc:
         log.warning("cannot write the index cache %s: %s", path, exc)
 
 

@@ -199,12 +199,13 @@ def _headers(text: str) -> str:
 
 
 def _remember(cache: Path, pkg: PypiPackage, text: str) -> None:
+    from envlock.errors import UnsafeNameError
     from envlock.seams.fs import write_atomic
 
     try:
-        write_atomic(_cache_file(cache, pkg.sha256), text, skip_unchanged=False)
-    except OSError:
-        pass  # a cache that cannot be written only costs a fetch next time
+        write_atomic(_cache_file(cache, pkg.sha256), text, skip_unchanged=False, root=cache)
+    except (OSError, UnsafeNameError):
+        pass  # a cache that cannot be written (or holds a link out of it) only costs a fetch next time
 
 
 def _member(zf: zipfile.ZipFile, pkg: PypiPackage) -> str:

@@ -19,7 +19,8 @@ from urllib.parse import unquote
 
 from envlock.seams import beneath, net, proc
 from envlock.errors import ChannelError, EnvCreateError, EnvlockError
-from envlock.seams.fs import entry_lock, new_dir_mode, new_file_mode, remove_dead, work_dir
+from envlock.seams.filelocks import entry_lock
+from envlock.seams.fs import new_dir_mode, new_file_mode, remove_dead, work_dir
 from envlock.seams.mirror_urls import PYPI
 from envlock.seams.gate import component, sha256_hex, under, wheel_file
 from envlock.names import file_url_path
@@ -108,8 +109,7 @@ def private_links(paths: Sequence[Path], cache: Path) -> Iterator[list[Path]]:
     """The verified wheels as links in a folder only this user can enter: what uv reads can no longer be swapped
     by another user of the cache after the check (a link shares the sealed inode; a copy where no link can be)."""
     root = wheel_cache(cache)
-    root.mkdir(parents=True, exist_ok=True)
-    with work_dir(root, ".envlock-install-") as folder:
+    with work_dir(root, ".envlock-install-", root=cache) as folder:
         out = []
         for path in paths:
             dest = folder / path.name
@@ -218,8 +218,9 @@ def _fetch_one(pkg: PypiPackage, cache: Path, mirrors: Mapping[str, str], sessio
 def _fetch_locked(pkg: PypiPackage, final: Path, mirrors: Mapping[str, str], session: Any, progress: Any,
                   sized: int, offline: bool, cache: Path, cancel: threading.Event | None = None) -> None:
     """The wheel into a new folder of this user's, checked against the lock, sealed and swapped in as `final`'s."""
-    final.parent.parent.mkdir(parents=True, exist_ok=True)
-    with work_dir(wheel_cache(cache), ".envlock-fetch-") as work:
+    with beneath.directory(cache, beneath.relative_to(cache, final.parent.parent), inside_links=True):
+        pass  # wheels/<sha[:2]>/, where the entry is renamed to (never through a link out of the cache)
+    with work_dir(wheel_cache(cache), ".envlock-fetch-", root=cache) as work:
         _IN_FLIGHT.add(work)
         try:
             _fetch_checked(pkg, final, work, mirrors, session, progress, sized, offline, cache, cancel)

@@ -84,7 +84,7 @@ def export_explicit(req: ExplicitRequest) -> ExplicitResult:
     written = []
     try:
         for platform, target in targets.items():
-            write_atomic(target, texts[platform], skip_unchanged=False)
+            write_atomic(target, texts[platform], skip_unchanged=False, root=folder)
             written.append(target)
     except OSError as exc:
         raise SpecError(f"cannot write {exc.filename or folder}: {exc.strerror or exc}",

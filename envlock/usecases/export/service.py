@@ -91,7 +91,7 @@ def export_dockerfile(req: ExportRequest) -> ExportResult:
     to_stdout = output == STDOUT
     if to_stdout and req.devcontainer:
         raise UsageError("--devcontainer needs the Dockerfile in a file", hint="pass -o FILE (not -o -)")
-    output = output if to_stdout else output.resolve()
+    output = output if to_stdout else output.parent.resolve() / output.name  # a link in its place: replaced, never followed
     dc_path = None if to_stdout else output.parent / ".devcontainer" / "devcontainer.json"
     # envlock's wheel and its pinned dependencies, beside the Dockerfile (envlock/usecases/export/context.py)
     folder = (output.parent if not to_stdout else project) / context.FOLDER
@@ -140,7 +140,7 @@ def export_dockerfile(req: ExportRequest) -> ExportResult:
                                                   rel(project, dc_path.parent), platform)))
         try:
             for path, content in outputs:
-                write_atomic(path, content)
+                write_atomic(path, content, root=output.parent)  # never through a link out of the folder
                 written.append(path)
         except OSError as exc:
             for path in written:
