@@ -264,6 +264,8 @@ ALLOWED = {
     ("usecases/create.py", "link"): "rattler links the prefix (envlock/seams/conda/install.py; pkgcheck checks every link first)",
     ("seams/conda/index.py", "index_fs"): "rattler's indexer, after every link in the channel dir is checked",
     ("core/tables/compiled.py", "write_text"): "a maintainer's tool regenerating envlock's own data file",
+    ("seams/conda/pixilock.py", "TemporaryDirectory"): "a private temp folder (0700) rattler writes the pixi.lock in",
+    ("seams/conda/pixilock.py", "write_text"): "the pixi.lock in its own TemporaryDirectory (0700)",
 }
 _WRITE_ATTRS = {"write_text", "write_bytes", "touch", "mkdir", "makedirs", "rename", "symlink", "symlink_to",
                 "hardlink_to", "link", "copyfile", "copy", "copy2", "copytree", "move", "mkstemp", "mkdtemp",

@@ -74,7 +74,7 @@ def export_pixi(req: PixiRequest) -> PixiResult:
 
     unchanged = tuple(p for p, t in outputs.items() if _same(p, t))
     try:
-        written = write_all_atomic(outputs.items())
+        written = write_all_atomic(outputs.items(), root=manifest_path.parent)  # never through a link out of it
     except OSError as exc:
         raise SpecError(f"cannot write {exc.filename or manifest_path}: {exc.strerror or exc}",
                         hint="check the folder and its permissions") from None
