@@ -537,8 +537,9 @@ def test_only_a_failed_resolution_is_blamed_on_the_pip_requirements() -> None:
     from envlock.seams.pypi.compile import CompileRequest, _uv_error
     from envlock.seams.pypi.part import Index
 
-    req = CompileRequest(requirements=("torch==2.7.1",), python="3.11", platforms=("linux-64",), glibc="2.28",
-                         index=Index("http://127.0.0.1:1/simple", "http://127.0.0.1:1/simple"))  # fmt: skip
+    req = CompileRequest(requirements=("torch==2.7.1", "ninja", "sympy==1.12"), python="3.11", platforms=("linux-64",),
+                         glibc="2.28", index=Index("http://127.0.0.1:1/simple", "http://127.0.0.1:1/simple"),
+                         users=("sympy==1.12",))  # fmt: skip
     ci = ("error: Failed to inspect Python interpreter from active virtual environment at `/tmp/t/venv/bin/python`\n"
           "  cause: Failed to query Python interpreter\n"
           "  cause: failed to canonicalize path `/tmp/t/venv/bin/python`: Permission denied (os error 13)\n")  # fmt: skip
@@ -550,6 +551,7 @@ def test_only_a_failed_resolution_is_blamed_on_the_pip_requirements() -> None:
                 "that your requirements are unsatisfiable.\n")  # fmt: skip
     err = _uv_error(conflict, "linux-64", req)
     assert isinstance(err, SolveError) and "sympy==1.12" in str(err) and "- pip:" in err.hint
+    assert "'sympy==1.12'" in err.hint  # the user's own line, named
 
 
 def test_index_credentials_are_used_never_written_and_extra_indexes_are_followed(

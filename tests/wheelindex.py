@@ -407,3 +407,36 @@ def write_pip_conf(path: Path, index_url: str) -> Path:
     """A pip.conf naming only that index."""
     path.write_text(f"[global]\nindex-url = {index_url}\n")
     return path
+
+
+def write_static(root: Path, wheels: Iterable[Wheel], *, files_apart: bool = False) -> str:
+    """A static PEP 503 index in a folder (what `pip download` + an index generator, or an air-gapped site's mirror
+    makes): `index.html` pages, no upload times (those are PEP 691 JSON only). `files_apart`: the pages live in
+    `<root>/index/<project>/` and link `../../files/<wheel>` beside them, outside the index folder. Returns the
+    file:// URL that PIP_INDEX_URL names."""
+    pages = root / ("index" if files_apart else "simple")
+    projects: dict[str, list[Wheel]] = {}
+    for w in wheels:
+        if w.data is not None and w.data.startswith(b"PK\x03\x04") and len(w.data) > 64:
+            projects.setdefault(_norm(w.project), []).append(w)
+    for project, ws in projects.items():
+        page = pages / project
+        page.mkdir(parents=True, exist_ok=True)
+        links = []
+        for w in ws:
+            where = (root / "files") if files_apart else page
+            where.mkdir(parents=True, exist_ok=True)
+            (where / w.filename).write_bytes(w.data)
+            href = f"../../files/{quote(w.filename)}" if files_apart else quote(w.filename)
+            links.append(f'<a href="{href}#sha256={w.sha256}">{w.filename}</a><br/>')
+        (page / "index.html").write_text("<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n")
+    (pages / "index.html").write_text("<!DOCTYPE html><html><body>\n"
+                                      + "".join(f'<a href="{p}/">{p}</a>\n' for p in sorted(projects)) + "</body></html>\n")
+    return pages.as_uri()
+
+
+def undated(wheels: Iterable[Wheel]) -> list[Wheel]:
+    """The same wheels without upload times (an index that serves none: devpi, a plain mirror, a static folder)."""
+    import dataclasses
+
+    return [dataclasses.replace(w, upload_time=None) for w in wheels]

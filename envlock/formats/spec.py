@@ -46,6 +46,9 @@ class EnvSpec:
     pip: tuple[str, ...] = ()  # the `- pip:` list as written (torch and ninja lines + the user's)
     toolchain_only: bool = False  # no python, no PyPI part: beside a torch installed elsewhere
     exclude_newer: str | None = None  # resolution cutoff (ISO UTC): nothing newer is locked
+    # Package indexes that give no upload times: the cutoff did not apply to the PyPI part (seams/pypi/undated.py).
+    # What a lock found, not an input: not hashed (a re-lock finds it again).
+    undated_indexes: tuple[str, ...] = ()
 
     @property
     def optional(self) -> str:
@@ -161,6 +164,8 @@ def render_spec(
         lines.append("  toolchain_only: true")
     if spec.exclude_newer:
         lines.append(f"  exclude_newer: {_q(spec.exclude_newer)}")
+    if spec.undated_indexes:  # written by envlock: the cutoff could not apply to these indexes
+        lines.append("  undated_indexes: [" + ", ".join(_q(strip_credentials(u)) for u in spec.undated_indexes) + "]")
     if spec.with_extras:
         lines.append("  with: [" + ", ".join(_q(w) for w in spec.with_extras) + "]")
     return "\n".join(lines) + "\n"
@@ -291,6 +296,10 @@ def parse_spec(text: str, path: Path | None = None, groups: Groups | None = None
         values.toolchain_only_unused(python, pip, where)
     else:
         pip_requirements(pip, torch, source)  # each line a PEP 508 requirement, no pip option
+    undated = block.get("undated_indexes") or []
+    if not isinstance(undated, list) or not all(isinstance(u, str) and "://" in u for u in undated):
+        raise SpecError(f"{where}: envlock.undated_indexes must be a list of index URLs",
+                        hint="delete it: a re-lock finds the indexes without upload times again")
     name = doc.get("name") or (path.stem if path else "")
     return EnvSpec(
         name=validate_name(str(name)),
@@ -307,6 +316,7 @@ def parse_spec(text: str, path: Path | None = None, groups: Groups | None = None
         toolchain_only=toolchain_only,
         exclude_newer=read_cutoff(block.get("exclude_newer"), where),
         with_extras=normalise_with(values.groups(block.get("with"), where, groups)),
+        undated_indexes=tuple(dict.fromkeys(strip_credentials(u) for u in undated)),
     )
 
 

@@ -24,6 +24,7 @@ class PypiPart:
 
     packages: dict[str, tuple[PypiPackage, ...]]
     warnings: tuple[str, ...] = ()
+    undated: tuple[str, ...] = ()  # the indexes that gave no upload times (the spec records them)
 
 
 def compile_request(
@@ -34,12 +35,13 @@ def compile_request(
     offline: bool,
     pypi_locked: Mapping[str, Sequence[PypiPackage]] | None = None,
     upgrade: Sequence[str] = (),
+    prefer: Mapping[str, Sequence[PypiPackage]] | None = None,
 ) -> Any:
     """The uv compile request of a spec."""
     from envlock.seams.pypi import compile as pypi_compile
     from envlock.seams.pypi import part as pypi_part
 
-    requirements = pip_requirements(spec.pip, spec.torch, spec.torch_source)[0]
+    requirements, users, _ = pip_requirements(spec.pip, spec.torch, spec.torch_source)
     index, extras = pypi_part.spec_indexes(spec.torch_label, spec.torch_source, mirrors)
     mirror_root, mirror_files = "", {}
     if PYPI in mirrors:  # fetched from a mirror: the lock records each wheel's canonical URL from its wheels.json
@@ -58,6 +60,9 @@ def compile_request(
         exempt=_exempt(spec, pypi_locked or {}, upgrade),
         mirror_files=mirror_files,
         mirror_root=mirror_root,
+        users=users,
+        undated=spec.undated_indexes,
+        prefer=dict(prefer or {}),
     )
     return request
 
@@ -85,6 +90,7 @@ def lock_pypi_part(
     locked: Mapping[str, Sequence[LockedPackage]] | None = None,
     pypi_locked: Mapping[str, Sequence[PypiPackage]] | None = None,
     upgrade: Sequence[str] = (),
+    prefer: Mapping[str, Sequence[PypiPackage]] | None = None,
 ) -> tuple[list[PlatformResult], PypiPart]:
     """Solve the conda part (rattler) and compile the PyPI part (uv) at once; one error if either fails.
 
@@ -94,7 +100,7 @@ def lock_pypi_part(
     from envlock.seams.pypi import part as pypi_part
 
     request = compile_request(spec, anchor, mirrors=mirrors, offline=offline, pypi_locked=pypi_locked,
-                                       upgrade=upgrade)
+                              upgrade=upgrade, prefer=prefer)
     from envlock import progress
 
     progress.report("PyPI part", f"uv: {len(request.requirements)} requirement(s) for {', '.join(spec.platforms)}")
@@ -119,7 +125,7 @@ def lock_pypi_part(
         if spec.torch_source == "pip":
             pypi_part.check_variant(wheels, anchor.cuda, anchor.torch, res.platform, index)
         packages[res.platform] = wheels
-    return results, PypiPart(packages, compiled.warnings)  # a replaced `- pip:` line: said by the solve
+    return results, PypiPart(packages, compiled.warnings, compiled.undated)  # a replaced `- pip:` line: said by the solve
 
 
 class _Running:

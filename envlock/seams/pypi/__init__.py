@@ -7,6 +7,9 @@
     uv.py       uv itself: its binary, its environment, running it (envlock.seams.proc: timeout, Ctrl-C)
     part.py     the PyPI part's inputs and checks: `- pip:` lines, indexes, the variant check, requirements files
     compile.py  locking the PyPI part per platform with `uv pip compile`
+    choose.py   which wheel of each locked package the lock records, at which URL
+    undated.py  indexes without upload times (PEP 700), where the resolution cutoff cannot select
+    uvreport.py uv's report in envlock's words: its error, the files it dropped for want of a date
     wheels.py   create's side: each locked wheel fetched once (envlock.seams.net), sha256-checked, installed by uv
 
 HTTP goes through envlock.seams.net; nothing here imports requests before the network is used.

@@ -15,18 +15,21 @@ import re
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 from envlock.seams import proc
-from envlock.errors import ChannelError, EnvlockError, SolveError, SpecError
+from envlock.errors import ChannelError, EnvlockError, SolveError
 from envlock.models import PypiPackage
 from envlock.names import strip_credentials
 from envlock.seams.net import scrub
 from envlock.seams.pypi import uv
 from envlock.seams.pypi.part import Index, index_root, python_platform
+from envlock.seams.pypi.choose import choose_wheels
+from envlock.seams.pypi.uvreport import project_of, undated_files, uv_error
+
+_ROUNDS = 8  # rounds of lifting the cutoff off dateless packages (each brings the next level of dependencies)
 
 
 @dataclass(frozen=True)
@@ -51,44 +54,28 @@ class CompileRequest:
     # file name -> canonical URL, for wheels fetched through a `pypi=` mirror (envlock/usecases/channeldir.py's wheels.json)
     mirror_files: Mapping[str, str] = field(default_factory=dict)
     mirror_root: str = ""  # the `pypi=` mirror's file prefix (index_root of its URL), "" without one
+    users: tuple[str, ...] = ()  # the `- pip:` lines the user wrote (the others are envlock's: torch, ninja)
+    # Indexes known to give no upload times (the spec's envlock.undated_indexes): no cutoff is tried first
+    undated: tuple[str, ...] = ()
+    # Soft preferences, the earlier lock's pins: a re-lock without a cutoff keeps what it locked (uv's -o file)
+    prefer: Mapping[str, Sequence[PypiPackage]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class CompileResult:
     packages: dict[str, tuple[PypiPackage, ...]]
     warnings: tuple[str, ...] = ()
+    undated: tuple[str, ...] = ()  # the indexes (canonical, no credentials) whose files carry no upload time
 
 
-def _tag_ranks(platform: str, glibc: str, python: str) -> dict[str, int]:
-    """wheel tag -> preference (0 best) on the target, as an installer would rank them."""
-    from packaging import tags
+@dataclass(frozen=True)
+class _Outcome:
+    """One platform's uv run: its packages and notes, or its error; and the files uv found without a date."""
 
-    major, minor = (int(x) for x in python.split(".")[:2])
-    if platform == "win-64":
-        plats = ["win_amd64"]
-    else:
-        arch = "x86_64" if platform == "linux-64" else "aarch64"
-        top = int(glibc.split(".")[1])
-        legacy = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
-        plats = [f"manylinux_2_{m}_{arch}" for m in range(top, 4, -1)]
-        plats += [f"{legacy[m]}_{arch}" for m in legacy if m <= top]
-        plats.append(f"linux_{arch}")
-    ordered = [*tags.cpython_tags((major, minor), platforms=plats), *tags.compatible_tags((major, minor), f"cp{major}{minor}", plats)]
-    ranks: dict[str, int] = {}
-    for i, tag in enumerate(ordered):
-        ranks.setdefault(str(tag), i)
-    return ranks
-
-
-def _wheel_rank(filename: str, ranks: Mapping[str, int]) -> int | None:
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
-    try:
-        tagset = parse_wheel_filename(filename)[3]
-    except (InvalidWheelFilename, ValueError):
-        return None
-    found = [ranks[str(t)] for t in tagset if str(t) in ranks]
-    return min(found) if found else None
+    packages: tuple[PypiPackage, ...] = ()
+    warnings: tuple[str, ...] = ()
+    error: Exception | None = None
+    undated: frozenset[str] = frozenset()
 
 
 # --------------------------------------------------------------------------- compile
@@ -96,25 +83,89 @@ def _wheel_rank(filename: str, ranks: Mapping[str, int]) -> int | None:
 
 def compile_part(req: CompileRequest, started: Callable[[], None] | None = None) -> CompileResult:
     """Lock the requirements for every platform (platforms side by side); errors name the platform.
-    `started()` is called as each platform's uv runs (envlock.usecases.pypi_lock waits for them)."""
+    `started()` is called as each platform's uv runs (envlock.usecases.pypi_lock waits for them).
+
+    The resolution cutoff selects by upload time (PEP 700). An index that gives none (a static PEP 503 folder, a
+    devpi-style mirror) cannot be cut off: uv drops every file of it. Where uv says it dropped such files and the
+    index they come from gives no dates (envlock.seams.pypi.undated asks each index), the PyPI part is locked
+    without the cutoff, said once per index and returned in `undated` (the spec records it), with the earlier
+    lock's pins as preferences (`prefer`): an unchanged spec locks the same wheels again."""
+    from envlock.seams.pypi import undated as dates
+
     cache = uv.cache_dir(req.cache_dir)
     uv.uv_binary()  # not installed: one error before any thread starts
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(req.platforms))) as pool:
-        futures = {p: pool.submit(_compile_platform, cache, req, p, started) for p in req.platforms}
-        results = {p: f.result() for p, f in futures.items()}
-    packages = {p: r[0] for p, r in results.items()}
-    warnings = tuple(dict.fromkeys(w for r in results.values() for w in r[1]))
-    local = sorted({_where(pkg.url) for pkgs in packages.values() for pkg in pkgs if pkg.url.startswith("file:")})
+    recorded = dates.in_play(req)  # the spec's envlock.undated_indexes still in use
+    found: dict[str, set[str]] = {url: set() for url in recorded}  # dateless index -> the packages lifted
+    if not req.exclude_newer or (recorded and dates.covers_all(req, recorded)):
+        outcomes = _all_platforms(cache, replace(req, exclude_newer=None, exempt=()), started)
+    else:
+        outcomes, found = _cut_where_dated(cache, req, bool(recorded), started)
+    failed = next((o.error for o in outcomes.values() if o.error is not None), None)
+    if failed is not None:
+        raise failed
+    packages = {p: o.packages for p, o in outcomes.items()}
+    every = bool(found) and (not req.exclude_newer or dates.covers_all(req, found))
+    warnings = tuple(dates.note(url, req.exclude_newer, () if every else names) for url, names in found.items())
+    local = sorted({_where(pkg.url, req) for pkgs in packages.values() for pkg in pkgs if pkg.url.startswith("file:")})
+    _readable_by_create(packages)
     if local:
         warnings += (
             f"the lock records machine-local file:// URLs for PyPI packages ({', '.join(local)}): other machines "
             "cannot install them; point pip at a network index (PIP_INDEX_URL / PIP_CONFIG_FILE) and re-lock",
         )
-    return CompileResult(packages, warnings)
+    return CompileResult(packages, warnings, tuple(found))
 
 
-def _where(url: str) -> str:
-    return url.rsplit("/", 1)[0] + "/"
+def _cut_where_dated(cache: Path, req: CompileRequest, known: bool,
+                     started: Callable[[], None] | None) -> tuple[dict[str, _Outcome], dict[str, set[str]]]:
+    """Lock with the cutoff, lifted (`--exclude-newer-package NAME=false`) for the packages uv dropped for want of an
+    upload time where an index of the user's serves them so (envlock.seams.pypi.undated asks), round by round as the
+    lifted ones bring their dependencies in; with no index left that gives dates, without the cutoff at all. The
+    earlier lock's pins are preferred once an index is known to give no dates (`known`: the spec says so)."""
+    from envlock.seams.pypi import undated as dates
+
+    uncut = replace(req, exclude_newer=None, exempt=())
+    exempt, asked = set(req.exempt), set[str]()
+    found: dict[str, set[str]] = {}
+    outcomes = _all_platforms(cache, req if known else replace(req, prefer={}), started)
+    for _ in range(_ROUNDS):
+        projects = {project_of(f) for o in outcomes.values() for f in o.undated} - exempt - asked
+        asked |= projects
+        new = dates.dateless(cache, req, projects) if projects else {}
+        if not new:
+            return outcomes, found
+        for url, names in new.items():
+            found.setdefault(url, set()).update(names)
+        if dates.covers_all(req, found):
+            return _all_platforms(cache, uncut, None), found
+        exempt |= {n for names in new.values() for n in names}
+        outcomes = _all_platforms(cache, replace(req, exempt=tuple(sorted(exempt))), None)
+    return _all_platforms(cache, uncut, None), {url: set() for url in found}  # deeper than any real tree: no cutoff
+
+
+def _readable_by_create(packages: Mapping[str, Sequence[PypiPackage]]) -> None:
+    """Every file:// URL of the lock passes create's rule (envlock.seams.pypi.wheels.local_wheel): never a lock
+    that create refuses to read."""
+    from envlock.seams.pypi.wheels import local_wheel
+
+    for pkg in (p for pkgs in packages.values() for p in pkgs if p.url.startswith("file:")):
+        try:
+            local_wheel(pkg.url, pkg, {})
+        except EnvlockError as exc:
+            raise SolveError(f"the PyPI part locks {pkg.filename} at {scrub(pkg.url)}, which create would not read: "
+                             f"{exc.message}", hint=exc.hint) from None
+
+
+def _all_platforms(cache: Path, req: CompileRequest, started: Callable[[], None] | None) -> dict[str, _Outcome]:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(req.platforms))) as pool:
+        futures = {p: pool.submit(_compile_platform, cache, req, p, started) for p in req.platforms}
+        return {p: f.result() for p, f in futures.items()}
+
+
+def _where(url: str, req: CompileRequest) -> str:
+    """The index a locked file URL comes from (its folder where no index's root holds it)."""
+    roots = [index_root(strip_credentials(i.canonical)) for i in (req.index, *req.extra_indexes)]
+    return next((scrub(r) for r in roots if url.startswith(r)), url.rsplit("/", 1)[0] + "/")
 
 
 def _base_args(req: CompileRequest, platform: str) -> list[str]:
@@ -139,11 +190,13 @@ def _base_args(req: CompileRequest, platform: str) -> list[str]:
 
 
 def _compile_platform(cache: Path, req: CompileRequest, platform: str,
-                      started: Callable[[], None] | None = None) -> tuple[tuple[PypiPackage, ...], list[str]]:
+                      started: Callable[[], None] | None = None) -> _Outcome:
+    """One platform's part; a failure is returned (with the dateless files uv saw), not raised: compile_part decides
+    whether the cutoff was what failed it."""
     stdin = "".join(f"{r}\n" for r in req.requirements)
     base = _base_args(req, platform)
     with tempfile.TemporaryDirectory(prefix="envlock-uv-") as tmp:
-        out_txt = Path(tmp) / "requirements.txt"
+        out_txt, out_lock = Path(tmp) / "requirements.txt", Path(tmp) / "pylock.toml"
         held = [p for p in req.preferences.get(platform, ()) if p.name not in req.upgrade]
         if held:
             # `envlock update`: every package it does not move is held at its locked version, as a constraint.
@@ -153,23 +206,56 @@ def _compile_platform(cache: Path, req: CompileRequest, platform: str,
             constraints = Path(tmp) / "held.txt"
             constraints.write_text("".join(f"{p.name}=={p.version}\n" for p in held))
             base = [*base, "-c", str(constraints)]
-        pylock = _run_uv([*base, "--format", "pylock.toml"], stdin, cache, platform, req, started=started)
-        entries = _parse_pylock(pylock.stdout, platform)
-        # The dependency edges of a resolved set never change: kept in envlock's cache, keyed by the set, so
-        # a re-lock of an unchanged spec runs uv once (benchmarks/bench_pypi.py).
-        key = hashlib.sha256(f"{platform}\n{req.python}\n{req.glibc}\n{stdin}\n{pylock.stdout}".encode()).hexdigest()
-        vias = _read_vias(cache, key)
-        if vias is None:  # the same inputs resolve to the same set
-            _run_uv([*base, "--format", "requirements.txt", "-o", str(out_txt)], stdin, cache, platform, req)
-            vias = parse_via(out_txt.read_text(encoding="utf-8"))
-            if set(vias) != {_canon(e["name"]) for e in entries}:
-                raise SolveError(f"uv resolved the PyPI part of {platform} differently twice in a row",
-                                 hint="the index changed during the lock; run the command again")
-        _write_vias(cache, key, vias)
-    packages, fetched = _choose_wheels(entries, vias, platform, req)
-    packages = _with_requires(packages, fetched, cache, platform, req)
-    warnings = [_upload_date_warning(pylock.stderr)] if "is missing an upload date" in pylock.stderr else []
-    return packages, warnings
+        prefer = _plain(req.prefer.get(platform, ())) if not held else ()
+        if prefer:  # uv reads an existing output file as its preferences (the pins it keeps unless it must move)
+            out_lock.write_text(_pylock_of(prefer), encoding="utf-8")
+            out_txt.write_text("".join(f"{p.name}=={p.version}\n" for p in prefer), encoding="utf-8")
+        # Not --quiet: uv's warnings name the files it dropped for want of an upload date.
+        pylock = _run_uv([*(a for a in base if a != "--quiet"), "--format", "pylock.toml", "-o", str(out_lock)],
+                         stdin, cache, platform, req, started=started)
+        undated = frozenset(undated_files(pylock.stderr))
+        if pylock.returncode != 0:
+            return _Outcome(error=uv_error(pylock.stderr, platform, req), undated=undated)
+        try:
+            locked = out_lock.read_text(encoding="utf-8")
+            entries = _parse_pylock(locked, platform)
+            # The dependency edges of a resolved set never change: kept in envlock's cache, keyed by the set, so
+            # a re-lock of an unchanged spec runs uv once (benchmarks/bench_pypi.py).
+            key = hashlib.sha256(f"{platform}\n{req.python}\n{req.glibc}\n{stdin}\n{locked}".encode()).hexdigest()
+            vias = _read_vias(cache, key)
+            if vias is None:  # the same inputs resolve to the same set
+                done = _run_uv([*base, "--format", "requirements.txt", "-o", str(out_txt)], stdin, cache, platform, req)
+                if done.returncode != 0:
+                    raise uv_error(done.stderr, platform, req)
+                vias = parse_via(out_txt.read_text(encoding="utf-8"))
+                if set(vias) != {_canon(e["name"]) for e in entries}:
+                    raise SolveError(f"uv resolved the PyPI part of {platform} differently twice in a row",
+                                     hint="the index changed during the lock; run the command again")
+            _write_vias(cache, key, vias)
+            packages, fetched = choose_wheels(entries, vias, platform, req)
+            packages = _with_requires(packages, fetched, cache, platform, req)
+        except EnvlockError as exc:
+            return _Outcome(error=exc, undated=undated)
+    return _Outcome(packages, undated=undated)
+
+
+def _plain(packages: Sequence[PypiPackage]) -> tuple[PypiPackage, ...]:
+    """The pins of a lock (untrusted) that are a plain name and a PEP 440 version: nothing else reaches uv's file."""
+    from packaging.version import InvalidVersion, Version
+
+    def ok(p: PypiPackage) -> bool:
+        try:
+            return bool(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", p.name)) and str(Version(p.version)) != ""
+        except InvalidVersion:
+            return False
+
+    return tuple(p for p in packages if ok(p) and re.fullmatch(r"[A-Za-z0-9.+!_-]+", p.version))
+
+
+def _pylock_of(packages: Sequence[PypiPackage]) -> str:
+    """A pylock.toml that names each package's version (what uv reads of an existing output file as preferences)."""
+    body = "".join(f'\n[[packages]]\nname = "{p.name}"\nversion = "{p.version}"\n' for p in packages)
+    return 'lock-version = "1.0"\ncreated-by = "envlock"\n' + body
 
 
 def _canon(name: str) -> str:
@@ -187,11 +273,8 @@ def _run_uv(args: list[str], stdin: str, cache: Path, platform: str, req: Compil
 
     # a `pypi=` mirror serves the variant index too: one index, once
     urls = [req.index.url, *(e.url for e in req.extra_indexes if e.url != req.index.url)]
-    done = uv.run(args, cache=uv.cache_for(cache, urls), what=f"locking the PyPI part of {platform}", failed=failed,
+    return uv.run(args, cache=uv.cache_for(cache, urls), what=f"locking the PyPI part of {platform}", failed=failed,
                   stdin=stdin, environ=uv.index_environ(urls), started=started)
-    if done.returncode != 0:
-        raise _uv_error(done.stderr, platform, req)
-    return done
 
 
 def _read_vias(cache: Path, key: str) -> dict[str, set[str]] | None:
@@ -216,13 +299,6 @@ def _write_vias(cache: Path, key: str, vias: Mapping[str, set[str]]) -> None:
         write_atomic(path, json.dumps({k: sorted(v) for k, v in sorted(vias.items())}), root=cache)
     except (OSError, UnsafeNameError):
         pass  # a cache that cannot be written only costs a second uv run next time
-
-
-def _upload_date_warning(stderr: str) -> str:
-    return (
-        "some index files carry no upload date, so the resolution cutoff excluded them "
-        "(uv: " + next(ln for ln in stderr.splitlines() if "missing an upload date" in ln).removeprefix("warning: ") + ")"
-    )
 
 
 def parse_via(text: str) -> dict[str, set[str]]:
@@ -274,110 +350,4 @@ def _with_requires(packages: tuple[PypiPackage, ...], fetched: Mapping[str, str]
     return requires.with_specifiers(packages, metadata, req.requirements, platform, req.python)
 
 
-def _choose_wheels(
-    entries: list[dict[str, Any]], vias: Mapping[str, set[str]], platform: str, req: CompileRequest
-) -> tuple[tuple[PypiPackage, ...], dict[str, str]]:
-    """The best wheel of each locked package for the platform (dependency order), and where uv found each."""
-    from packaging.utils import canonicalize_name
-
-    ranks = _tag_ranks(platform, req.glibc, req.python)
-    names = {str(canonicalize_name(e["name"])) for e in entries}
-    out: list[PypiPackage] = []
-    fetched: dict[str, str] = {}
-    for e in entries:
-        name = str(canonicalize_name(e["name"]))
-        best = None
-        for wheel in e.get("wheels") or ():
-            url = str(wheel.get("url") or wheel.get("path") or "")
-            sha = (wheel.get("hashes") or {}).get("sha256")
-            rank = _wheel_rank(unquote(url.rsplit("/", 1)[-1]), ranks)
-            if sha and rank is not None and (best is None or (rank, url) < best[0]):
-                best = ((rank, url), url, sha)
-        if best is None:
-            raise SolveError(
-                f"{name} {e.get('version')} has no wheel for {platform} ({python_platform(platform, req.glibc)}, "
-                f"python {req.python})",
-                hint="envlock installs wheels only: pick a version with a wheel for that platform, or drop the platform",
-            )
-        deps = tuple(sorted(n for n, parents in vias.items() if name in parents and n in names))
-        out.append(PypiPackage(name, str(e["version"]), platform, _canonical_url(best[1], req), best[2], deps))
-        fetched[name] = best[1]
-    # A dependency-first order (ties by name), as conda's part is written.
-    return tuple(_dependency_order(out)), fetched
-
-
-def _canonical_url(url: str, req: CompileRequest) -> str:
-    """The URL the lock records: a mirror's prefix mapped back to its canonical index, no credentials."""
-    url = strip_credentials(url)  # uv gets each index's login apart from its URL (index_environ)
-    if req.mirror_root and url.startswith(strip_credentials(req.mirror_root)):
-        name = unquote(url.rsplit("/", 1)[-1])
-        if name not in req.mirror_files:
-            raise SolveError(f"the pypi mirror does not record where {name} comes from (its wheels.json lacks it)",
-                             hint="mirror the lock with `envlock mirror` (it writes wheels.json), or lock against the "
-                                  "index itself (PIP_INDEX_URL) instead of pypi=")
-        return req.mirror_files[name]
-    for idx in (req.index, *req.extra_indexes):
-        fetch, canon = strip_credentials(index_root(idx.url)), index_root(idx.canonical)
-        if fetch != canon and url.startswith(fetch):
-            url = canon + url[len(fetch):]
-            break
-    return scrub(url)
-
-
-def _dependency_order(packages: list[PypiPackage]) -> list[PypiPackage]:
-    by_name = {p.name: p for p in packages}
-    done: set[str] = set()
-    out: list[PypiPackage] = []
-
-    def visit(name: str, stack: frozenset[str]) -> None:
-        if name in done or name in stack:
-            return
-        for dep in by_name[name].dependencies:
-            visit(dep, stack | {name})
-        done.add(name)
-        out.append(by_name[name])
-
-    for name in sorted(by_name):
-        visit(name, frozenset())
-    return out
-
-
-def _uv_error(stderr: str, platform: str, req: CompileRequest) -> Exception:
-    """One envlock error out of uv's report (no solution: 3; index unreachable: 4; else 1)."""
-    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip() and not ln.startswith("warning:")]
-    text = scrub(" ".join(lines))
-    cause = text.split("cause:", 1)[1].split("hint:", 1)[0].strip() if "cause:" in text else ""
-    cause = cause.replace("╰─▶", "").replace("×", "").strip()
-    first = next((ln for ln in lines if ln.startswith("error:")), lines[0] if lines else "uv failed")
-    first = scrub(first.removeprefix("error:").strip())
-    network = ("Failed to fetch", "error sending request", "Could not connect", "dns error", "Connection refused",
-               "Request failed after", "tcp connect error", "timed out", "Failed to read")
-    if any(n in text for n in network) and "No solution found" not in text:
-        where = ", ".join(scrub(i.canonical) for i in (*req.extra_indexes, req.index))
-        return ChannelError(
-            f"cannot reach the package index for the PyPI part of {platform}: {first}",
-            hint=f"check the network and the indexes ({where}; from your pip configuration and the torch label), "
-            "or --mirror URL=MIRROR, or --offline with a warm cache",
-        )
-    if "No solution found" in text:  # uv's resolver failed: a requirement (the user's, or against torch's pins)
-        from envlock.core.solve_explain import cap
-
-        held = ("`envlock update` holds every PyPI package it does not name at its locked version: name those that "
-                "must move with it too, or re-lock them all with `envlock lock --refresh`")
-        return SolveError(
-            cap(f"the PyPI part does not resolve on {platform}: {cause or first}"),
-            hint=held if any(pin in text and pin not in req.requirements
-                             for pin in (f"{p.name}=={p.version}" for p in req.preferences.get(platform, ()))) else
-            "change or drop the conflicting `- pip:` requirement (torch's own pins come from the anchor)",
-            detail=(f"{platform}, PyPI part (uv):\n" + "\n".join(f"    {ln}" for ln in lines),),
-        )
-    if "--offline" in text or "offline" in first.lower():
-        return ChannelError(f"the PyPI part of {platform} needs the network: {first}",
-                            hint="run once without --offline to fill uv's cache")
-    if "Python interpreter" in text:  # uv could not run the python it was given (envlock's own)
-        return SpecError(f"uv cannot lock the PyPI part of {platform}: {first}{': ' + cause if cause else ''}",
-                         hint="run envlock with a python that the current user can execute (uv inspects it)")
-    return SpecError(f"uv cannot lock the PyPI part of {platform}: {first}{': ' + cause if cause else ''}",
-                     hint="check the `- pip:` requirements of the spec (PEP 508, e.g. einops>=0.7)")
-
-
+_uv_error = uv_error  # the name tests/test_pypi_part.py knows

@@ -22,6 +22,7 @@ class Index:
 
     url: str
     canonical: str
+    pytorch: bool = False  # the PyTorch wheel index of a +cuXYZ torch (it gives no upload times: undated.py)
 
 
 def variant_index_url(variant: str) -> str:
@@ -123,7 +124,7 @@ def spec_indexes(label: str | None, torch_source: str, mirrors: Mapping[str, str
     if label and torch_source == "pip":
         canon = variant_index_url(label)
         fetch = next((v for k, v in mirrors.items() if k.rstrip("/") == canon.rstrip("/")), mirror or canon)
-        extras.insert(0, Index(fetch, canon))
+        extras.insert(0, Index(fetch, canon, pytorch=True))
     return Index(mirror or default_url, default_url), tuple(extras)
 
 

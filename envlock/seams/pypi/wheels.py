@@ -266,26 +266,37 @@ def _digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _local_roots(mirrors: Mapping[str, str]) -> list[str]:
-    """The folders a file:// wheel URL may be read from: the file:// mirrors and the pip indexes the user names."""
+def _local_indexes(mirrors: Mapping[str, str]) -> list[str]:
+    """The file:// indexes and mirrors the user names (pip's index-url / extra-index-url, --mirror values)."""
     from envlock.seams.pypi.pipconf import configured_extra_index_urls, configured_index_url
 
     try:
         urls = [configured_index_url()[0], *configured_extra_index_urls()[0]]
     except EnvlockError:
         urls = []
-    return [os.path.realpath(file_url_path(index_root(u))) for u in [*mirrors.values(), *urls] if u.startswith("file:")]
+    return [u for u in dict.fromkeys([*mirrors.values(), *urls]) if u.startswith("file:")]
 
 
-def _local_wheel(url: str, pkg: PypiPackage, mirrors: Mapping[str, str]) -> Path:
-    """The path of a file:// wheel URL, when it lies under a file:// index or mirror the user named; a lock (or a
-    mirror's page) cannot make envlock read any other file."""
+def local_wheel(url: str, pkg: PypiPackage, mirrors: Mapping[str, str]) -> Path:
+    """The path of a file:// wheel URL, when it lies under a file:// index or mirror the user names, or when such
+    an index's own page of the project links that very file (a static index may keep its files beside its pages,
+    `../../files/…`); a lock (or a mirror's page) cannot make envlock read any other file. Resolve checks every
+    file:// URL it locks with this same rule, so it never writes one that create refuses."""
     path = os.path.realpath(file_url_path(url))
-    if any(path.startswith(root.rstrip(os.sep) + os.sep) for root in _local_roots(mirrors)):
+    indexes = _local_indexes(mirrors)
+    roots = [os.path.realpath(file_url_path(index_root(u))) for u in indexes]
+    if any(path.startswith(root.rstrip(os.sep) + os.sep) for root in roots):
         return Path(path)
+    for index in indexes:
+        try:
+            linked = find_on_index(index, pkg, None)
+        except EnvlockError:
+            continue
+        if linked.startswith("file:") and os.path.realpath(file_url_path(linked)) == path:
+            return Path(path)
     raise EnvCreateError(
         f"refusing to read {path} for {pkg.filename}: a file:// URL is read only inside a package index or mirror "
-        "you name (pip's index-url / extra-index-url, or --mirror pypi=DIR)",
+        "you name (pip's index-url / extra-index-url, or --mirror pypi=DIR), or where such an index's page links it",
         hint="name the folder as an index or mirror, or re-lock against a network index")
 
 
@@ -294,7 +305,7 @@ def _fetch_to(url: str, dest: Path, pkg: PypiPackage, session: Any, progress: An
     """The file's bytes into `dest`: copied from a file:// URL (under an index or mirror the user names), else
     downloaded (envlock.seams.net.download: a body cut off mid-way starts the file again, so no byte is written twice)."""
     if url.startswith("file:"):
-        source = _local_wheel(url, pkg, mirrors)
+        source = local_wheel(url, pkg, mirrors)
         try:
             shutil.copyfile(source, dest)
         except OSError as exc:

@@ -148,9 +148,9 @@ def lock(
         assert status.spec_path is not None
         spec = read_spec(status.spec_path, tables.extras)
         cutoff = None
-        if refresh:
+        if refresh:  # everything moves: the cutoff to now, the pins of dateless indexes too (found again)
             cutoff = (spec.exclude_newer, now_cutoff())
-            spec = replace(spec, exclude_newer=cutoff[1])
+            spec = replace(spec, exclude_newer=cutoff[1], undated_indexes=())
         recorded, written = None, frozenset[str]()
         if status.lock_path and status.lock_path.is_file():
             try:
@@ -159,7 +159,7 @@ def lock(
             except LockfileError:  # unreadable (a newer envlock's is refused above): re-created from the spec
                 recorded = None
         solved = solve(spec, _anchor(spec, recorded, tables, settings), project_dir=project_dir,
-                       settings=settings, tables=tables, written=written)
+                       settings=settings, tables=tables, written=written, keep_pins=not refresh)
         written, removed = write(project_dir, solved)
         platforms = {
             r.platform: {"cuda": r.chosen.cuda, "nvcc": r.nvcc, "packages": len(r.packages),

@@ -219,11 +219,14 @@ def solve(
     move: frozenset[str] = frozenset(),
     make_project: bool = True,
     written: frozenset[str] = frozenset(),
+    keep_pins: bool = True,
 ) -> Solved:
     """Plan, solve and render one spec. `hold`: a lock whose packages stay at their versions except those
     named in `move` (`envlock update`). `make_project`: create the project dir (and check it can be
     written) once the plan stands, before the solve. `written`: the spec lines envlock wrote for the earlier
-    lock (envlock.project.lines_written): the plan replaces them without a warning, which is for the user's."""
+    lock (envlock.project.lines_written): the plan replaces them without a warning, which is for the user's.
+    `keep_pins`: where the cutoff cannot apply to the PyPI part (an index without upload times), the spec's
+    earlier lock's PyPI pins are kept where they still fit."""
     if spec.exclude_newer is None and not dry_run:
         spec = replace(spec, exclude_newer=now_cutoff())  # the first resolve of a spec fixes its cutoff
     if not spec.toolchain_only and not spec.python:
@@ -243,7 +246,9 @@ def solve(
     try:
         cache = cache_dir()  # before the solve, not blamed on the project after it
         try:
-            results, pypi, warnings = _solve(spec, anchor, plan, settings, hold, move, warnings)
+            prefer = _earlier_pins(project_dir, spec) if keep_pins and hold is None and not spec.toolchain_only else {}
+            results, pypi, warnings, undated = _solve(spec, anchor, plan, settings, hold, move, warnings, prefer)
+            spec = replace(spec, undated_indexes=undated) if not spec.toolchain_only else spec
         finally:  # what rattler and uv wrote into a group-shared cache, readable by its other users (failed or not)
             from envlock.seams.fs import share_with_group
 
@@ -278,9 +283,26 @@ def _remove_empty(path: Path, top: Path) -> None:
             return
 
 
+def _earlier_pins(project_dir: Path, spec: EnvSpec) -> dict[str, tuple[PypiPackage, ...]]:
+    """The PyPI pins of the spec's lock as it stands (none where there is no readable one)."""
+    from envlock.errors import EnvlockError
+    from envlock.formats import read_lock
+    from envlock.project.layout import lock_path
+
+    path = lock_path(project_dir, spec.name)
+    if not path.is_file():
+        return {}
+    try:
+        lock = read_lock(path)
+    except (EnvlockError, OSError):
+        return {}
+    return {p: tuple(lock.pypi_for(p)) for p in spec.platforms}
+
+
 def _solve(spec: EnvSpec, anchor: Anchor, plan: Plan, settings: SolveSettings, hold: LockFile | None,
-           move: frozenset[str], warnings: tuple[str, ...]) -> tuple[Any, dict[str, Any], tuple[str, ...]]:
-    """The solve itself: the conda part, and the PyPI part of a full env."""
+           move: frozenset[str], warnings: tuple[str, ...], prefer: Mapping[str, Sequence[PypiPackage]],
+           ) -> tuple[Any, dict[str, Any], tuple[str, ...], tuple[str, ...]]:
+    """The solve itself: the conda part, and the PyPI part of a full env (and the indexes without upload times)."""
     options = solve_options(settings, spec.exclude_newer, spec.channels)
 
     def conda_part(plan: Plan, *, locked: Any, optional: tuple[str, ...]) -> list[PlatformResult]:
@@ -291,6 +313,7 @@ def _solve(spec: EnvSpec, anchor: Anchor, plan: Plan, settings: SolveSettings, h
 
     locked = {p: [q for q in hold.packages_for(p) if q.name not in move] for p in spec.platforms} if hold else None
     pypi: dict[str, tuple[PypiPackage, ...]] = {}
+    undated: tuple[str, ...] = ()
     if spec.toolchain_only:
         results = conda_part(plan, locked=locked, optional=("ninja",))
     else:
@@ -299,10 +322,11 @@ def _solve(spec: EnvSpec, anchor: Anchor, plan: Plan, settings: SolveSettings, h
         held = {p: [w for w in hold.pypi_for(p) if w.name not in move] for p in spec.platforms} if hold else None
         upgrade = sorted(move & {w.name for w in hold.pypi}) if hold else []
         results, part = lock_pypi_part(spec, anchor, conda_part, plan, mirrors=settings.mirrors, offline=settings.offline,
-                                       locked=locked, pypi_locked=held, upgrade=upgrade)
+                                       locked=locked, pypi_locked=held, upgrade=upgrade, prefer=prefer)
         pypi = part.packages
         warnings += part.warnings
-    return results, pypi, warnings
+        undated = part.undated
+    return results, pypi, warnings, undated
 
 
 def write(project_dir: Path, solved: Solved) -> tuple[list[Path], list[Path]]:
