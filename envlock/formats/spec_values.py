@@ -19,7 +19,7 @@ from envlock.models import CUDA_PLATFORMS
 
 #: The keys of a spec's `envlock:` block, in the order a spec is written (formats/spec.py, render_spec).
 ENVLOCK_KEYS = ("spec_version", "torch", "torch_source", "cuda", "python", "glibc", "cudnn", "toolchain_only",
-                "exclude_newer", "with")
+                "exclude_newer", "undated_indexes", "with")
 _MACOS = ("osx-64", "osx-arm64")
 
 
