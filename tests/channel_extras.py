@@ -19,7 +19,9 @@ from tests.channelbuilder import (
     _layout,
     _runtime_deps,
     _so_files,
+    _stub_lib,
     is_win,
+    lib_bytes,
 )
 
 # fmt: off
@@ -96,4 +98,60 @@ def extra_packages(cm: CudaMinor, subdir: str) -> list[PackageSpec]:
         out.append(
             PackageSpec(dev, v, subdir=subdir, depends=dev_deps, files=files, symlinks=links, license=NVIDIA_LICENSE)
         )
+    return out
+
+
+# ------------------------------------------------------------------------------ beside the toolkit
+#: The libraries conda-forge ships beside the toolkit (extras.yaml `beside: true`), in their real shape:
+#: one build per CUDA major pinned `cuda-version >=X,<X+1.0a0` (none for the CUDA-free ones), headers in
+#: include/ (Library/include on win-64), libraries in lib/. (runtime, dev, library, headers, CUDA majors or
+#: None, linux only); versions: the feedstocks' (recipe/meta.yaml at the commits extras.yaml names).
+# fmt: off
+BESIDE: tuple[tuple[str | None, str, str | None, tuple[str, ...], dict[int, str] | None, bool], ...] = (
+    (None, "nccl", "libnccl", ("nccl.h",), {11: "2.27.3.1", 12: "2.27.7.1", 13: "2.29.7.1"}, True),
+    ("cusparselt", "cusparselt-dev", "libcusparseLt", ("cusparseLt.h",), {12: "0.7.1.0", 13: "0.8.1.1"}, False),
+    ("libcudss", "libcudss-dev", "libcudss", ("cudss.h",), {12: "0.7.1.4", 13: "0.7.1.4"}, False),
+    (None, "cutensor", "libcutensor", ("cutensor.h",), {12: "2.3.1.0", 13: "2.3.1.0"}, False),
+    (None, "cutlass", None, ("cutlass/cutlass.h", "cute/tensor.hpp"), None, False),
+    (None, "libaio", "libaio", ("libaio.h",), None, True),
+    (None, "eigen", None, ("eigen3/Eigen/Core", "eigen3/Eigen/Dense"), None, False),
+)
+# fmt: on
+BESIDE_VERSIONS = {"cutlass": "4.2.1", "libaio": "0.3.113", "eigen": "3.4.0"}
+
+
+def beside_packages(subdir: str, majors: list[int]) -> list[tuple[str | None, PackageSpec]]:
+    """(tag, spec) of the groups beside the toolkit for one subdir: tag = the CUDA major ("12") or None."""
+    win = is_win(subdir)
+    inc, libdir = ("Library/include", "Library/lib") if win else ("include", "lib")
+    out: list[tuple[str | None, PackageSpec]] = []
+    for runtime, dev, lib, headers, by_major, linux_only in BESIDE:
+        if linux_only and win:
+            continue
+        builds = [(str(m), v, [f"cuda-version >={m},<{m + 1}.0a0"]) for m, v in (by_major or {}).items()
+                  if m in majors] if by_major else [(None, BESIDE_VERSIONS[dev], [])]  # fmt: skip
+        for tag, v, pin in builds:
+            files: dict[str, bytes | str] = {
+                f"{inc}/{h}": _header(h, dev, f"#define ENVLOCK_TEST_{dev.upper().replace('-', '_')} 1") for h in headers
+            }
+            links: dict[str, str] = {}
+            deps = [*pin, *([] if lib is None else _runtime_deps(subdir))]
+            if lib is not None and not win:
+                real = f"{lib}.so.{v}"
+                lib_files = {f"lib/{real}": lib_bytes(subdir, lib, v, dev, v.split(".")[0])}
+                lib_links = {f"lib/{lib}.so.{v.split('.')[0]}": real}
+                links[f"lib/{lib}.so"] = f"{lib}.so.{v.split('.')[0]}"
+            elif lib is not None:
+                lib_files = {f"Library/bin/{lib.removeprefix('lib')}.dll": _stub_lib(lib, dev)}
+                lib_links = {}
+                files[f"{libdir}/{lib.removeprefix('lib')}.lib"] = _stub_lib(lib, dev)
+            if lib is not None and runtime is not None:
+                rt = PackageSpec(runtime, v, subdir=subdir, depends=deps, files=lib_files, symlinks=lib_links,
+                                 license=NVIDIA_LICENSE)  # fmt: skip
+                out.append((tag, rt))
+                deps = [*deps, f"{runtime} {v} {rt.build}"]
+            elif lib is not None:
+                files.update(lib_files)
+                links.update(lib_links)
+            out.append((tag, PackageSpec(dev, v, subdir=subdir, depends=deps, files=files, symlinks=links)))
     return out

@@ -1501,6 +1501,9 @@ def conda_forge_catalog(
         for m, cm in minors.items():
             out += [(m, s) for s in cuda_minor_packages(cm, subdir)]
         out += [(None, s) for s in compiler_packages(subdir)]
+        from tests.channel_extras import beside_packages  # NCCL, cuSPARSELt, Eigen, …: one build per CUDA major
+
+        out += beside_packages(subdir, [*majors, *([11] if with_cuda11 else [])])
         out += [(None, s) for s in python_packages(subdir, pythons)]
         cuda11 = with_cuda11 and subdir in ("linux-64", "win-64")  # where cudatoolkit is built
         if with_cudnn:

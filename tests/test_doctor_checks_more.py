@@ -179,7 +179,7 @@ def _with(*groups: str, **changes: object) -> Observation:
 def test_one_finding_per_group_and_how_each_env_gets_one() -> None:
     got = run(_with("curand"))
     groups = {c: f for c, f in got.items() if c.startswith("header_group.")}
-    assert set(groups) == {f"header_group.{n}" for n in TABLES.extras.extras}
+    assert set(groups) == {f"header_group.{n}" for n, e in TABLES.extras.extras.items() if not e.beside}
     assert groups["header_group.curand"].severity == "ok" and groups["header_group.nvtx"].severity == "info"
 
     def hint(**changes: object) -> str | None:
@@ -218,7 +218,7 @@ def test_for_deepspeed_without_curand_and_profiler_names_the_ops_that_fail() -> 
         if c.startswith("deepspeed.op.") and f.severity == "warning"
     }
     assert failing == {"transformer", "stochastic_transformer", "random_ltd", "transformer_inference", "fp_quantizer",
-                       "evoformer_attn", "gds"}  # fmt: skip
+                       "evoformer_attn", "gds", "async_io"}  # fmt: skip
     ti = got["deepspeed.op.transformer_inference"]
     assert "cuda_profiler_api.h (--with profiler-api)" in ti.message and ti.hint.endswith(
         "(adds cuda-profiler-api)"
@@ -229,8 +229,14 @@ def test_for_deepspeed_without_curand_and_profiler_names_the_ops_that_fail() -> 
 def test_for_deepspeed_with_the_bundle_and_the_outside_needs() -> None:
     ops = {c.split(".", 2)[2]: f for c, f in run(_with("curand", "profiler-api", for_=("deepspeed",))).items()
            if c.startswith("deepspeed.op.")}  # fmt: skip
-    assert {o for o, f in ops.items() if f.severity == "warning"} == {"gds"}
-    assert ops["evoformer_attn"].severity == "info" and "CUTLASS" in ops["evoformer_attn"].message
+    assert {o for o, f in ops.items() if f.severity == "warning"} == {"gds", "async_io", "evoformer_attn"}
+    assert "(--with cutlass)" in ops["evoformer_attn"].message and "(--with libaio)" in ops["async_io"].message
+    ops = {c.split(".", 2)[2]: f for c, f in run(_with("curand", "profiler-api", "cutlass", "libaio", for_=("deepspeed",))).items()
+           if c.startswith("deepspeed.op.")}  # fmt: skip
+    assert {o for o, f in ops.items() if f.severity == "warning"} == {"gds", "evoformer_attn"}  # cufile.h: not asked for
+    assert ops["async_io"].severity == "ok"
+    # the files here are only the group's marker headers: the rest of CUTLASS is named, and as CUTLASS's
+    assert "(--with cutlass)" in ops["evoformer_attn"].message and "default set" not in ops["evoformer_attn"].message
     assert ops["fp_quantizer"].severity == "ok"  # nvcc 12.6: the CUDA 13 template error does not apply
     cuda13 = _with(
         "curand", "profiler-api", for_=("deepspeed",), nvcc=Nvcc(P / "bin/nvcc", "13.0.88", "13.0", P)

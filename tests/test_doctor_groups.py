@@ -41,17 +41,22 @@ def test_the_op_table_says_what_the_h200_run_measured() -> None:
     assert "curand" in ops["transformer"]["needs"] and "curand" in ops["stochastic_transformer"]["needs"]
     assert "curand" in ops["random_ltd"]["needs"]
     assert ops["transformer_inference"]["needs"] == ["profiler-api"]
-    assert ops["gds"]["needs"] == ["cufile"]
+    assert ops["gds"]["needs"] == ["cufile", "libaio"]
+    # CUTLASS and libaio are groups (conda-forge's cutlass, libaio): the ops that include them say so
+    assert "cutlass" in ops["evoformer_attn"]["needs"] and ops["async_io"]["needs"] == ["libaio"]
     bundle = set(extras_tables().bundles["deepspeed"].extras)
-    needed = {g for name, row in ops.items() if name != "gds" for g in row["needs"]}
-    assert needed <= bundle  # `--with deepspeed` covers every op but gds (cuFile, and it needs libaio)
+    needed = {g for name, row in ops.items() if name not in ("gds", "async_io", "evoformer_attn") for g in row["needs"]}
+    assert needed <= bundle  # `--with deepspeed` covers every op but those three (cuFile, libaio, CUTLASS)
 
 
 def test_one_finding_per_group_ok_or_info(tmp_path: Path, cudart_stub: Path) -> None:
-    p = prefix_with(tmp_path, cudart_stub, "curand", "nvtx")
+    p = prefix_with(tmp_path, cudart_stub, "curand", "nvtx", "nccl")
     got = doctor(p, base_env(tmp_path))
     groups = {c: f for c, f in got.items() if c.startswith("header_group.")}
-    assert set(groups) == {f"header_group.{n}" for n in extras_tables().extras}
+    # every toolkit group; a group beside the toolkit (NCCL, Eigen, …) only when the env has it
+    toolkit = {n for n, e in extras_tables().extras.items() if not e.beside}
+    assert set(groups) == {f"header_group.{n}" for n in [*toolkit, "nccl"]}
+    assert groups["header_group.nccl"].severity == "ok"
     assert groups["header_group.curand"].severity == "ok" and groups["header_group.nvtx"].severity == "ok"
     prof = groups["header_group.profiler-api"]
     assert prof.severity == "info" and "cuda_profiler_api.h" in prof.message
@@ -75,7 +80,7 @@ def test_for_deepspeed_without_curand_and_profiler_names_the_four_ops(tmp_path: 
     got = doctor(p, base_env(tmp_path), for_=("deepspeed",))
     failing = {c.split(".", 2)[2] for c, f in got.items() if c.startswith("deepspeed.op.") and f.severity == "warning"}
     assert failing == {"transformer", "stochastic_transformer", "random_ltd", "transformer_inference", "fp_quantizer",
-                       "evoformer_attn", "gds"}  # fmt: skip
+                       "evoformer_attn", "gds", "async_io"}  # fmt: skip
     ti = got["deepspeed.op.transformer_inference"]
     assert "cuda_profiler_api.h (--with profiler-api)" in ti.message
     assert ti.hint.startswith("add deepspeed to `with:` in environments/train.yml, then: envlock lock && envlock create")
@@ -90,10 +95,14 @@ def test_for_deepspeed_with_the_bundle_everything_but_the_outside_needs_is_ok(tm
     got = doctor(p, base_env(tmp_path), for_=("deepspeed",))
     ops = {c.split(".", 2)[2]: f for c, f in got.items() if c.startswith("deepspeed.op.")}
     assert set(ops) == set(deepspeed_ops()["ops"])
-    assert {o for o, f in ops.items() if f.severity == "warning"} == {"gds"}  # cufile.h: not in the bundle
-    # and `--with cufile` alone would not make it build (it failed against the H200's full toolkit: no libaio)
-    assert "cufile.h (--with cufile)" in ops["gds"].message and "libaio" in ops["gds"].message
-    assert ops["evoformer_attn"].severity == "info" and "CUTLASS" in ops["evoformer_attn"].message
+    assert {o for o, f in ops.items() if f.severity == "warning"} == {"gds", "async_io", "evoformer_attn"}
+    # and `--with cufile` alone would not make gds build (it failed against the H200's full toolkit: no libaio)
+    assert "cufile.h (--with cufile)" in ops["gds"].message and "libaio.h (--with libaio)" in ops["gds"].message
+    evo = ops["evoformer_attn"].message  # CUTLASS's headers, a few named and the rest counted
+    assert "cutlass/aligned_buffer.h, cutlass/arch/arch.h, cutlass/arch/cache_operation.h and 59 more (--with cutlass)" in evo
+    more = doctor(prefix_with(tmp_path / "more", cudart_stub, "curand", "profiler-api", "cutlass", "libaio", "cufile"),
+                  base_env(tmp_path), for_=("deepspeed",))  # fmt: skip
+    assert {c.split(".", 2)[2]: f.severity for c, f in more.items() if c.startswith("deepspeed.op.")}["evoformer_attn"] == "warning"
     assert ops["fp_quantizer"].severity == "ok"  # nvcc 12.6: the CUDA 13 template error does not apply
 
 

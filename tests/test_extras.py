@@ -38,7 +38,9 @@ def test_the_table_loads_and_every_bundle_names_known_extras() -> None:
     t = extras_tables()
     assert {"profiler-api", "curand", "cufft", "nvrtc", "nvtx", "cufile", "nvml", "cupti"} <= set(t.extras)
     assert t.bundles["deepspeed"].extras == ("curand", "profiler-api")
-    assert set(t.bundles["all"].extras) == set(t.extras) and t.bundles["all"].partial
+    toolkit = {n for n, e in t.extras.items() if not e.beside}
+    assert set(t.bundles["all"].extras) == toolkit and t.bundles["all"].partial  # the toolkit's groups, all of them
+    assert set(t.extras) - toolkit == {"nccl", "cusparselt", "cudss", "cutensor", "cutlass", "libaio", "eigen"}
     for extra in t.extras.values():
         assert extra.headers and set(extra.packages) <= set(TOOLCHAINS)
         assert extra.packages.get("cf-split"), f"{extra.name} has no conda-forge package"
@@ -52,6 +54,11 @@ def test_the_table_loads_and_every_bundle_names_known_extras() -> None:
         (lambda d: d["extras"]["curand"].update({"platforms": ["osx-64"]}), "unknown platform"),
         (lambda d: d.update({"schema_version": 2}), "schema_version"),
         (lambda d: d["bundles"].update({"curand": {"what": "x", "extras": ["curand"]}}), "also an extra"),
+        (lambda d: d["bundles"]["all"]["extras"].append("nccl"), "bundle all is not every group of the toolkit"),
+        (lambda d: d["bundles"]["all"]["extras"].remove("nvtx"), "bundle all is not every group of the toolkit"),
+        (lambda d: d["extras"]["eigen"].update({"include_dir": "../x"}), "not one folder name"),
+        (lambda d: d["extras"]["eigen"].update({"include_dir": "eigen4"}), "not under include_dir"),
+        (lambda d: d["extras"]["nccl"].update({"beside": "yes"}), "beside is not true or false"),
     ],
 )
 def test_a_broken_table_is_refused_on_load(edit, needle) -> None:
@@ -96,8 +103,8 @@ def test_an_explicit_extra_that_cannot_exist_is_an_error_naming_it() -> None:
         first("13.0", platform="win-64", with_=("cufile",))
     assert "--with cufile" in err.value.message and "win-64" in err.value.message
     with pytest.raises(PlanError, match="not an extra envlock knows") as err2:
-        first("13.0", with_=("cudss",))
-    assert "deepspeed" in err2.value.hint
+        first("13.0", with_=("magma",))
+    assert "deepspeed" in err2.value.hint and "cusparselt" in err2.value.hint
 
 
 def test_a_minor_without_the_extra_is_no_candidate_and_the_plan_says_why() -> None:

@@ -2,7 +2,8 @@
 
 Codes:
   header_group.<name>  one per `--with` group of data/extras.yaml: ok when the host compiler sees all its
-                       headers, info otherwise (a group is optional; the fix says how to add it)
+                       headers, info otherwise (a group is optional; the fix says how to add it); a group
+                       beside the toolkit (NCCL, Eigen, …: `beside: true`) only when the env has it
   deepspeed.op.<op>    with `--for deepspeed`: for each JIT op of data/deepspeed_ops.yaml (DeepSpeed
                        0.19.8's op builders, tools/deepspeed_op_headers.py), ok when every CUDA header its
                        sources include is reachable, warning naming the missing headers and their group
@@ -50,6 +51,8 @@ def check_header_groups(obs: Observation, t: Tables) -> list[Finding]:
     for name, extra in t.extras.extras.items():
         package = (extra.packages.get("cf-split") or (name,))[0]
         absent, hidden = missing(obs, extra.headers)
+        if extra.beside and absent:
+            continue  # not a toolkit part: its absence is news only to a build that needs it (source.*)
         where = [str(find(obs, h)[0] or find(obs, h)[1]) for h in extra.headers if h not in absent]
         details: dict[str, Any] = {"headers": list(extra.headers), "found": where, "package": package}
         if not absent and not hidden:
@@ -73,6 +76,9 @@ def check_deepspeed(obs: Observation, t: Tables) -> list[Finding]:
         return []
     table, extras, hints = t.deepspeed, t.extras.extras, Hints(obs)
     groups = {h: name for name, e in extras.items() for h in e.headers}
+    if t.sources is not None:  # every header of a group, not only its markers (CUTLASS has hundreds)
+        headers = {h for row in table["ops"].values() for h in row["cuda_headers"]}
+        groups.update({h: p.group for h in headers if (p := t.sources.header(h)).group and not p.default})
     installed = obs.py.get("deepspeed")
     version = table["deepspeed"]
     about = f"DeepSpeed {version}'s op sources" + (
@@ -102,7 +108,8 @@ def check_deepspeed(obs: Observation, t: Tables) -> list[Finding]:
             base: list[str] = []
             for h in absent + hidden:
                 (by_group.setdefault(groups[h], []) if h in groups else base).append(h)
-            parts = [f"{', '.join(hs)} (--with {g})" for g, hs in by_group.items()]
+            parts = [f"{', '.join(hs[:3])}{f' and {len(hs) - 3} more' if len(hs) > 3 else ''} (--with {g})"
+                     for g, hs in by_group.items()]  # fmt: skip
             if base:
                 more = ", …" if len(base) > 3 else ""
                 parts.append(

@@ -7,7 +7,9 @@ Codes:
                  CUDA library it links comes with a group the env has; warning naming what is missing and
                  the `--with` group that adds it ("may fail" when only includes under an undecided #if are
                  missing); warning when it includes a header torch no longer ships (fails whatever the
-                 toolkit); info when it needs something no CUDA package gives (CUTLASS, libaio, …).
+                 toolkit); info when it needs something no `--with` group gives (saying where it comes
+                 from, or that the project must carry it), or a header its group puts in a folder of its
+                 own (Eigen's include/eigen3) that the build has to add to its include dirs.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from envlock.doctor.checks_groups import CCCL_DIRS, missing
-from envlock.doctor.data import Tables
+from envlock.doctor.checks_groups import CCCL_DIRS, find, missing
+from envlock.doctor.data import HEADERS, Tables
 from envlock.doctor.hints import Hints
 from envlock.doctor.observation import Observation
 from envlock.models import Finding
@@ -40,12 +42,24 @@ def check_sources(obs: Observation, t: Tables) -> list[Finding]:
     return out
 
 
+def in_subdir(obs: Observation, extras: Any, need: Any) -> str | None:
+    """Where a header its group keeps in a folder of its own is (Eigen/Core in <dir>/eigen3), if there."""
+    sub = getattr(extras.get(need.provider.group or ""), "include_dir", None)
+    if not sub:
+        return None
+    host, other = find(obs, f"{sub}/{need.name}")
+    hit = host or other
+    return str(hit)[: -len(need.name) - 1] if hit else None  # <dir>/eigen3/Eigen/Core -> <dir>/eigen3
+
+
 def _unit_finding(obs: Observation, scan: Any, unit: Any, group_headers: dict[str, list[str]], extras: Any,
                   hints: Hints) -> Finding:  # fmt: skip
     cuda = [n for n in unit.needs if n.provider.kind == "cuda" and n.what == "header"]
     absent, hidden = missing(obs, [n.name for n in cuda])
     hidden = [h for h in hidden if not h.startswith(CCCL_DIRS)]  # nvcc's own -isystem include/cccl is enough
-    lacking = set(absent + hidden)
+    # a header its group keeps in a folder of its own (Eigen): there, but only a build that adds it finds it
+    aside = {n.name: d for n in cuda if n.name in absent for d in [in_subdir(obs, extras, n)] if d}
+    lacking = set(absent + hidden) - set(aside)
     libs = []
     for n in unit.needs:
         if n.what == "library" and n.provider.kind == "cuda" and n.provider.group and not n.provider.default:
@@ -60,6 +74,7 @@ def _unit_finding(obs: Observation, scan: Any, unit: Any, group_headers: dict[st
         "missing_libraries": [n.name for n in libs], "only_nvcc_sees": hidden,
         "groups": unit.groups(), "outside": {n.name: n.provider.why or n.provider.kind for n in outside},
         "gone": {n.name: n.provider.why for n in gone}, "computed_includes": list(unit.computed),
+        "in_include_subdir": aside,
     }  # fmt: skip
     code = code_of(unit.name)
     note = f"; it also {unit.note}" if unit.note else ""
@@ -76,22 +91,38 @@ def _unit_finding(obs: Observation, scan: Any, unit: Any, group_headers: dict[st
         msg = f"{unit.name} {verb}: missing {', '.join(parts)}{more}{where}{' → ' + with_ if with_ else ''}{note}"
         packages = ", ".join(dict.fromkeys(n.provider.package or n.name for n in short
                                            if n.provider.group and not n.provider.default))  # fmt: skip
-        hint = hints.group(" --with ".join(groups), packages) if groups else "see the header.* findings above"
+        hint = hints.group(" --with ".join(groups), packages) if groups else _base_fix(short, hints)
         if groups and base:
-            hint += "; the default dev set is incomplete too: see the header.* findings above"
+            hint += "; the default dev set is incomplete too: " + _base_fix(short, hints)
         return Finding(code, "warning", msg, hint=hint, details=details)
     if gone:
         msg = f"{unit.name} fails whatever the toolkit: {gone[0].name} ({gone[0].via}): {gone[0].provider.why}"
         return Finding(code, "warning", msg, details=details)
-    if outside or unit.note:
-        what = "; ".join(dict.fromkeys(n.provider.why or _unknown(n) for n in outside))
+    if outside or unit.note or aside:
+        what = "; ".join(dict.fromkeys([*(_outside(n) for n in outside),
+                                        *(f"{h} from {d}, a folder the build must add to its include dirs "
+                                          f"(-I{d}, or CPATH)" for h, d in aside.items())]))  # fmt: skip
         reason = unit.note or f"needs {what}"
         return Finding(code, "info", f"{unit.name}: its CUDA headers are here, but it {reason}", details=details)
     return Finding(code, "ok", f"{unit.name}: every CUDA header it includes is here ({len(cuda)})", details=details)
 
 
-def _unknown(need: Any) -> str:
+def _base_fix(short: list[Any], hints: Hints) -> str:
+    """The fix for missing headers of the default dev set (no `--with` adds them: the env is incomplete)."""
+    if any(n.name in HEADERS for n in short):
+        return "see the header.* findings above"  # check_headers reported these very headers
+    base = [n for n in short if n.provider.default or not n.provider.group]
+    first = base[0] if base else short[0]
+    return hints.package(first.provider.package or first.name, first.name)
+
+
+def _outside(need: Any) -> str:
+    """What an outside need is and where it comes from; for a header nothing gives, what to do instead."""
     if need.provider.kind == "driver":
         return f"the NVIDIA driver's lib{need.name} ({need.via})"
+    if need.provider.why:
+        return f"{need.provider.why} ({need.name}, {need.via})"
     what = "header" if need.what == "header" else "library"
-    return f"{need.name}, a {what} that is not in the sources and no CUDA package gives ({need.via})"
+    return (f"{need.name}, a {what} that is not in these sources and that no package envlock knows gives "
+            f"({need.via}): if the project carries it (a vendored folder, a git submodule — an sdist may leave "
+            "it out), the build must find that folder; else install it where the compiler looks")  # fmt: skip

@@ -42,11 +42,15 @@ class Tables:
     driver: Mapping[str, Any]  # minor_version_compatibility, toolkit_driver
     arches: Mapping[str, Mapping[str, Any]]  # GPU capability -> the CUDA that builds for it
     deepspeed: Mapping[str, Any]  # DeepSpeed's JIT ops and the CUDA headers each includes
+    sources: Any = None  # envlock.sources.classify.SourceTables: who provides a header (its `--with` group)
 
 
 def load_tables() -> Tables:
     """The package data, each file read and validated once per process."""
-    return Tables(cuda_tables(), extras_tables(), driver_table(), gpu_arch_table(), deepspeed_ops_table())
+    from envlock.sources.classify import source_tables
+
+    return Tables(cuda_tables(), extras_tables(), driver_table(), gpu_arch_table(), deepspeed_ops_table(),
+                  source_tables())  # fmt: skip
 
 
 def header_names(t: Tables) -> tuple[str, ...]:

@@ -268,8 +268,10 @@ def observe(options: DoctorOptions, tables: Tables) -> Observation:
         _builds(options, working, cudart, python, py, env) if options.compile else (None, None, [])
     )
     names = [*header_names(tables), *(n for n in map(missing_header, logs) if n)]
-    names += [n.name for scan in options.scans for u in scan.units for n in u.needs if n.provider.kind == "cuda"
+    needed = [n for scan in options.scans for u in scan.units for n in u.needs if n.provider.kind == "cuda"
               and n.what == "header"]  # fmt: skip
+    subdirs = {g: e.include_dir for g, e in tables.extras.extras.items() if e.include_dir}
+    names += [n.name for n in needed] + [f"{subdirs[g]}/{n.name}" for n in needed if (g := n.provider.group) in subdirs]
     files = frozenset(
         str(d / n)
         for d in dict.fromkeys([d for _, d in host_dirs] + list(nvcc_dirs))

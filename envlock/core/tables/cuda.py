@@ -108,6 +108,8 @@ class Extra:
     headers: tuple[str, ...]
     packages: dict[str, tuple[str, ...]]  # toolchain -> match specs; () = the toolchain ships it
     platforms: tuple[str, ...] | None = None  # None: every platform
+    beside: bool = False  # a library conda-forge ships beside the toolkit (NCCL, cuSPARSELt, Eigen, …)
+    include_dir: str | None = None  # the headers' folder under include/ when builds name them without it
 
 
 @record
@@ -174,7 +176,16 @@ def parse_extras(raw: dict[str, Any]) -> ExtrasTables:
         headers = tuple(str(h) for h in row["headers"])
         if not headers:
             raise table_error(f"extras.yaml: {name} names no header")
-        extras[name] = Extra(name, str(row["what"]), headers, packages, tuple(platforms) if platforms else None)
+        include_dir = row.get("include_dir")
+        if include_dir is not None and not re.match(r"^[A-Za-z0-9_.-]+$", str(include_dir)):
+            raise table_error(f"extras.yaml: {name}: include_dir {include_dir!r} is not one folder name")
+        if include_dir is not None and not all(h.startswith(f"{include_dir}/") for h in headers):
+            raise table_error(f"extras.yaml: {name}: its headers are not under include_dir {include_dir}")
+        beside = row.get("beside", False)
+        if not isinstance(beside, bool):
+            raise table_error(f"extras.yaml: {name}: beside is not true or false")
+        extras[name] = Extra(name, str(row["what"]), headers, packages, tuple(platforms) if platforms else None,
+                             beside, None if include_dir is None else str(include_dir))  # fmt: skip
     bundles: dict[str, Bundle] = {}
     for name, row in raw["bundles"].items():
         if name in extras or not _EXTRA_NAME.match(name):
@@ -183,6 +194,8 @@ def parse_extras(raw: dict[str, Any]) -> ExtrasTables:
         unknown = [e for e in members if e not in extras]
         if unknown or not members:
             raise table_error(f"extras.yaml: bundle {name} names unknown extras {unknown}")
+        if name == "all" and {e.name for e in extras.values() if not e.beside} != set(members):
+            raise table_error("extras.yaml: bundle all is not every group of the toolkit (beside: false)")
         bundles[name] = Bundle(name, str(row["what"]), members, bool(row.get("partial", False)))
     default_set = {str(k): str(v) for k, v in (raw.get("default_set") or {}).items()}
     if set(default_set) & (set(extras) | set(bundles)):
