@@ -80,7 +80,8 @@ class Hints:
         )
 
     def group(self, group: str, package: str) -> str:
-        """How to get a `--with` group: re-plan with it for an envlock env, else the conda-forge package."""
+        """How to get a `--with` group (several: "a --with b"): re-plan with it for an envlock env, else the
+        conda-forge package."""
         obs, meta = self.obs, self.obs.meta or {}
         torch = obs.anchor.get("torch")
         if meta.get("env_name") and meta.get("lock_path") and obs.prefix is not None:
@@ -91,7 +92,7 @@ class Hints:
                 project = lock.parents[2]  # the project the env was created from: say it, wherever doctor runs
                 spec, relock = q(project / spec), f"envlock lock --project-dir {q(project)}"
             return (
-                f"add {group} to `with:` in {spec}, then: {relock} && "
+                f"add {', '.join(group.split(' --with '))} to `with:` in {spec}, then: {relock} && "
                 f"envlock create --lock {q(lock)} -p {q(obs.prefix)}  (adds {package})"
             )
         if obs.meta is not None and torch:
