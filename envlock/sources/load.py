@@ -1,5 +1,9 @@
 """`--for SOURCE`: a folder, an sdist or wheel, or the name of an installed package whose sources ship with
-it (asked of a python with `importlib.util.find_spec`, in a subprocess: nothing of it is imported here)."""
+it. The package is looked for by a python run as `python -I -S` (isolated: no current folder, no PYTHON*
+variables, no user site; no `site`, so no .pth file runs) that walks the import system's search paths with
+the path finder's rules (a package folder or module, then a namespace folder; only folders and file
+names are looked at, nothing is imported: a checkout's `a/__init__.py` never runs, not even for `a.b`), the interpreter's site-packages and the path lines of their .pth files included, and
+maps a distribution's name to its import name through its .dist-info's top_level.txt or RECORD."""
 
 from __future__ import annotations
 
@@ -9,31 +13,79 @@ from pathlib import Path
 from envlock.errors import SpecError, UsageError
 from envlock.sources.scan import Scan
 
-_FIND = (
-    "import importlib.util, json, sys\n"
-    "s = importlib.util.find_spec(sys.argv[1])\n"
-    "d = list(s.submodule_search_locations or []) if s else []\n"
-    "print(json.dumps(d[0] if d else (s.origin if s and s.origin else None)))\n"
-)
+_FIND = r"""
+import glob, importlib.machinery as m, json, os, re, sys, sysconfig
+name = sys.argv[1]
+here = os.path.dirname(os.path.abspath(sys.executable))  # without `site`, a venv's prefix is found here
+venv = next((d for d in (here, os.path.dirname(here)) if os.path.isfile(os.path.join(d, "pyvenv.cfg"))), None)
+cfg = open(os.path.join(venv, "pyvenv.cfg"), encoding="utf-8", errors="replace").read() if venv else ""
+bases = ([venv] if venv else []) + ([sys.prefix] if not venv or re.search(r"system-site-packages\s*=\s*true", cfg, re.I) else [])
+sites = list(dict.fromkeys(sysconfig.get_paths(vars={"base": b, "platbase": b})[k] for b in bases for k in ("purelib", "platlib")))
+dirs = [p for p in sys.path if p and os.path.isabs(p)] + sites
+for site in sites:  # a .pth file's path lines (an editable install's folder); its `import` lines are not run
+    for pth in sorted(glob.glob(os.path.join(site, "*.pth"))):
+        try:
+            lines = open(pth, encoding="utf-8", errors="replace").read().splitlines()
+        except OSError:
+            continue
+        dirs += [os.path.join(site, x.strip()) for x in lines if x.strip() and not x.startswith(("#", "import ", "import	"))]
+def top_of(dist):
+    norm = re.sub(r"[-_.]+", "_", dist).lower()
+    for site in sites:
+        for info in sorted(glob.glob(os.path.join(site, "*.dist-info"))):
+            if re.sub(r"[-_.]+", "_", os.path.basename(info)[: -len(".dist-info")].rsplit("-", 1)[0]).lower() != norm:
+                continue
+            for fname, pick in (("top_level.txt", lambda l: l), ("RECORD", lambda l: l.split(",")[0].split("/")[0])):
+                try:
+                    rows = [pick(l.strip()) for l in open(os.path.join(info, fname), encoding="utf-8") if l.strip()]
+                except OSError:
+                    continue
+                rows = [r for r in rows if r and not r.endswith((".dist-info", ".data", ".pth")) and r != "__pycache__"]
+                if rows:
+                    return rows[0].removesuffix(".py")
+    return None
+def locate(parts, where):
+    hit = None
+    for i, part in enumerate(parts):  # a package folder or module first, as the path finder does; a bare folder last
+        hit = None
+        for d in where:
+            c = os.path.join(d, part)
+            init = next((f for f in (os.path.join(c, "__init__" + s) for s in m.all_suffixes()) if os.path.isfile(f)), None)
+            mod = next((c + s for s in m.all_suffixes() if os.path.isfile(c + s)), None)
+            if init or mod:
+                hit = c if init else mod
+                break
+        if hit is None:
+            hit = next((os.path.join(d, part) for d in where if os.path.isdir(os.path.join(d, part))), None)
+        if hit is None or (i < len(parts) - 1 and not os.path.isdir(hit)):
+            return None
+        where = [hit]
+    return hit
+parts = name.replace("-", "_").split(".")
+hit = locate(parts, dirs)
+if hit is None and len(parts) == 1 and top_of(name):
+    hit = locate([top_of(name)], dirs)
+print(json.dumps(hit))
+"""
 HINT = "give a source folder, an sdist (.tar.gz, .zip), a wheel, or an installed package's name"
 
 
 def package_dir(name: str, python: str | None) -> Path | None:
-    """Where `python` imports package `name` from (None when it has no such package)."""
+    """Where `python` would import package `name` from (None when it has no such package); nothing is imported."""
     from envlock.seams import proc
 
     from envlock.seams.installed_torch import user_python
 
     exe = python or user_python(None).exe  # the python --torch installed asks (one rule)
-    if exe is None or not name.replace("_", "").replace("-", "").replace(".", "").isalnum():
+    if exe is None or not name.replace("_", "").replace("-", "").replace(".", "").isalnum() or ".." in name:
         return None
-    got = proc.run([exe, "-c", _FIND, name.replace("-", "_")], what=f"looking for {name} in {exe}", timeout=120,
+    got = proc.run([exe, "-I", "-S", "-c", _FIND, name], what=f"looking for {name} in {exe}", timeout=120,
                    failed=lambda why: SpecError(f"cannot ask {exe} where {name} is: {why}", hint=HINT))  # fmt: skip
     try:
         where = json.loads(got.stdout.strip().splitlines()[-1]) if got.returncode == 0 and got.stdout.strip() else None
     except ValueError:
         return None
-    return Path(where) if where else None
+    return Path(where) if isinstance(where, str) and where else None
 
 
 def load_scan(value: str, python: str | None = None) -> Scan:
