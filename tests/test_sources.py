@@ -113,14 +113,16 @@ def test_a_setup_py_extension_follows_its_own_headers_and_reads_its_macros_and_l
     assert n["cuda_profiler_api.h"] == ("cuda", "profiler-api", False)  # a.cu -> local.h -> include/inc/deep.h
     assert next(x.via for x in u.needs if x.name == "cuda_profiler_api.h") == "csrc/include/inc/deep.h:2"
     assert n["nvtx3/nvToolsExt.h"] == ("cuda", "nvtx", False)  # WITH_NVTX is one of its define_macros
-    assert n["cupti.h"] == ("cuda", "cupti", True)  # under an #elif the scanner cannot decide
+    # under `#elif MY_OWN_FLAG`: a project macro setup.py never defines (its flags all read): not needed
+    assert "cupti.h" not in n and {s.name: s.because for s in u.skipped} == {
+        "cupti.h": "MY_OWN_FLAG is not defined (neither the build nor the sources define it)"}
     assert n["cufft.h"][:2] == ("cuda", "cufft")  # not from `#if 0`: through torch's CuFFTPlanCache.h
     assert next(x.via for x in u.needs if x.name == "cufft.h").startswith("through torch's ATen/native/cuda/CuFFTPlanCache.h")
     assert n["curand"] == ("cuda", "curand", False) and n["cufft"] == ("cuda", "cufft", False)  # libraries=, -l
     assert n["cutlass/cutlass.h"] == ("cuda", "cutlass", False)  # conda-forge's cutlass: a group beside the toolkit
     assert n["vector"][0] == "system" and n["torch/extension.h"][0] == "torch"
     assert not {"hip/hip_runtime.h", "windows.h", "npp.h", "nvjpeg.h"} & set(n)  # ROCm, Windows, comments
-    assert u.groups() == ["cufft", "cupti", "cutlass", "nvtx", "profiler-api"]  # curand is in the default dev set
+    assert u.groups() == ["cufft", "cutlass", "nvtx", "profiler-api"]  # curand is in the default dev set
 
 
 def test_a_jit_load_resolves_its_glob_next_to_the_python_file_and_load_inline_its_text(tmp_path: Path) -> None:
@@ -204,8 +206,9 @@ def test_doctor_for_a_source_tree_names_the_missing_header_and_its_group(tmp_pat
     f = lacking["source.pkg._C"]
     assert f.severity == "warning" and "cuda_profiler_api.h" in f.message and "--with profiler-api" in f.message
     assert "add nvtx --with profiler-api" not in (f.hint or "") and "profiler-api" in (f.hint or "")
-    assert f.details["missing"] == ["cuda_profiler_api.h", "cufft.h", "cufftXt.h", "cupti.h", "cutlass/cutlass.h",
+    assert f.details["missing"] == ["cuda_profiler_api.h", "cufft.h", "cufftXt.h", "cutlass/cutlass.h",
                                     "nvtx3/nvToolsExt.h"]  # fmt: skip
+    assert "not needed by this build: cupti.h (MY_OWN_FLAG is not defined" in f.message
     assert "cutlass/cutlass.h" in f.details["missing"] or "--with cutlass" in f.message
     full = doctor(prefix_with(tmp_path / "b", cudart_stub, "curand", "profiler-api", "nvtx", "cufft", "cupti", "cutlass"),
                   base_env(tmp_path), for_=(str(tree),), scans=scans)  # fmt: skip

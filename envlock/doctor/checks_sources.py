@@ -75,9 +75,15 @@ def _unit_finding(obs: Observation, scan: Any, unit: Any, group_headers: dict[st
         "groups": unit.groups(), "outside": {n.name: n.provider.why or n.provider.kind for n in outside},
         "gone": {n.name: n.provider.why for n in gone}, "computed_includes": list(unit.computed),
         "in_include_subdir": aside,
+        "not_needed": {n.name: n.because for n in unit.skipped},
+        "because": {n.name: n.because for n in unit.needs if n.because},
     }  # fmt: skip
     code = code_of(unit.name)
     note = f"; it also {unit.note}" if unit.note else ""
+    spared = [n for n in unit.skipped if n.name in set(missing(obs, [s.name for s in unit.skipped])[0])]
+    # a group's header the env lacks, but the build's own macros leave out: said, so nobody adds it for nothing
+    spared_txt = "; not needed by this build: " + "; ".join(f"{n.name} ({n.because})" for n in spared[:3]) if spared else ""
+    note += spared_txt
     if short:
         # a group of the default dev set (curand) is not a --with to add: the env lacks what every env has
         groups = sorted({n.provider.group for n in short if n.provider.group and not n.provider.default})
@@ -85,8 +91,10 @@ def _unit_finding(obs: Observation, scan: Any, unit: Any, group_headers: dict[st
         parts = [f"{n.name}{' (lib)' if n.what == 'library' else ''}" for n in short[:4]]
         more = f" and {len(short) - 4} more" if len(short) > 4 else ""
         sure = all(n.conditional for n in short)
-        verb = "may fail to build (only under an #if envlock cannot decide)" if sure else "would fail to build"
-        where = f" ({short[0].via})"
+        undecided = f": {short[0].because}" if sure and short[0].because else ""
+        verb = f"may fail to build (only under an #if envlock cannot decide{undecided})" if sure else "would fail to build"
+        needed = f", needed: {short[0].because}" if short[0].because and not short[0].conditional else ""
+        where = f" ({short[0].via}{needed})"
         with_ = " ".join(f"--with {g}" for g in groups)
         msg = f"{unit.name} {verb}: missing {', '.join(parts)}{more}{where}{' → ' + with_ if with_ else ''}{note}"
         packages = ", ".join(dict.fromkeys(n.provider.package or n.name for n in short
@@ -103,8 +111,8 @@ def _unit_finding(obs: Observation, scan: Any, unit: Any, group_headers: dict[st
                                         *(f"{h} from {d}, a folder the build must add to its include dirs "
                                           f"(-I{d}, or CPATH)" for h, d in aside.items())]))  # fmt: skip
         reason = unit.note or f"needs {what}"
-        return Finding(code, "info", f"{unit.name}: its CUDA headers are here, but it {reason}", details=details)
-    return Finding(code, "ok", f"{unit.name}: every CUDA header it includes is here ({len(cuda)})", details=details)
+        return Finding(code, "info", f"{unit.name}: its CUDA headers are here, but it {reason}{spared_txt}", details=details)
+    return Finding(code, "ok", f"{unit.name}: every CUDA header it includes is here ({len(cuda)}){spared_txt}", details=details)
 
 
 def _base_fix(short: list[Any], hints: Hints) -> str:

@@ -10,12 +10,18 @@ the line:
   * a branch the scanner cannot decide (a project macro, `#if CUDA_VERSION >= 12000`, ...) counts, and its
     includes are marked conditional: a header there may or may not be needed.
 `#include MACRO` (computed) cannot be followed and is reported as such.
+
+Each include says why (`because`): for one skipped by the build's own macros, what decided it ("WITH_NVTX
+is not defined"); for one the scanner cannot decide, which macro it does not know; for one the build's
+macros select, which macro did ("WITH_NVTX is defined (setup.py:12)"). A macro the build's own switches
+leave undefined (`undefined(name)`, given by the caller) is 0 in `#if`, not unknown.
+An expression nested deeper than MAX_DEPTH, or longer than MAX_TOKENS, is undecidable (never a RecursionError).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 #: Macros a Linux x86-64/aarch64 CUDA build is known to have (True: defined, value unknown; an int: its
@@ -34,6 +40,13 @@ _DIRECTIVE = re.compile(r"^\s*#\s*(\w+)\s*(.*)$")
 _INCLUDE = re.compile(r'^\s*([<"])([^>"]+)[>"]')
 _COMMENTS = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
 _TOKEN = re.compile(r"\s*(defined|\d+[uUlL]*|[A-Za-z_]\w*|&&|\|\||==|!=|>=|<=|[()!<>])")
+MAX_DEPTH = 64  # nested `(`/`!` levels an #if expression may have before it is called undecidable
+MAX_TOKENS = 4096
+Macros = Mapping[str, "bool | int | None"]
+
+
+class _TooDeep(Exception):
+    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +57,7 @@ class Include:
     quoted: bool  # "name" (searched next to the file first) rather than <name>
     line: int
     conditional: bool  # under a condition the scanner could not decide
+    because: str = ""  # why it is needed, skipped or undecided ("WITH_NVTX is not defined"); "" when plain
 
 
 def strip_comments(text: str) -> str:
@@ -59,14 +73,14 @@ def strip_comments(text: str) -> str:
     return _COMMENTS.sub(keep, text)
 
 
-def evaluate(expr: str, defined: Mapping[str, bool | int | None]) -> bool | None:
+def evaluate(expr: str, defined: Macros) -> bool | None:
     """An #if expression: True, False or None (cannot tell). Unknown macros are None, not 0."""
     tokens = _tokens(expr)
-    if tokens is None:
+    if tokens is None or len(tokens) > MAX_TOKENS:
         return None
     try:
-        value, rest = _or(tokens, defined)
-    except (IndexError, ValueError):
+        value, rest = _or(tokens, defined, 0)
+    except (IndexError, ValueError, _TooDeep):
         return None
     return _truth(value) if not rest else None
 
@@ -83,34 +97,33 @@ def _tokens(expr: str) -> list[str] | None:
     return out
 
 
-
 def _truth(v: object) -> bool | None:
     return None if v is None else bool(v)
 
 
-def _or(t: list[str], d: Mapping[str, bool | int | None]) -> tuple[object, list[str]]:
-    left, t = _and(t, d)
+def _or(t: list[str], d: Macros, depth: int) -> tuple[object, list[str]]:
+    left, t = _and(t, d, depth)
     while t and t[0] == "||":
-        right, t = _and(t[1:], d)
+        right, t = _and(t[1:], d, depth)
         a, b = _truth(left), _truth(right)
         left = True if (a or b) else (False if a is False and b is False else None)
     return left, t
 
 
-def _and(t: list[str], d: Mapping[str, bool | int | None]) -> tuple[object, list[str]]:
-    left, t = _cmp(t, d)
+def _and(t: list[str], d: Macros, depth: int) -> tuple[object, list[str]]:
+    left, t = _cmp(t, d, depth)
     while t and t[0] == "&&":
-        right, t = _cmp(t[1:], d)
+        right, t = _cmp(t[1:], d, depth)
         a, b = _truth(left), _truth(right)
         left = False if (a is False or b is False) else (True if a and b else None)
     return left, t
 
 
-def _cmp(t: list[str], d: Mapping[str, bool | int | None]) -> tuple[object, list[str]]:
-    left, t = _unary(t, d)
+def _cmp(t: list[str], d: Macros, depth: int) -> tuple[object, list[str]]:
+    left, t = _unary(t, d, depth)
     while t and t[0] in ("==", "!=", ">=", "<=", ">", "<"):
         op = t[0]
-        right, t = _unary(t[1:], d)
+        right, t = _unary(t[1:], d, depth)
         if not isinstance(left, int) or not isinstance(right, int) or isinstance(left, bool) or isinstance(right, bool):
             left = None
             continue
@@ -119,13 +132,15 @@ def _cmp(t: list[str], d: Mapping[str, bool | int | None]) -> tuple[object, list
     return left, t
 
 
-def _unary(t: list[str], d: Mapping[str, bool | int | None]) -> tuple[object, list[str]]:
+def _unary(t: list[str], d: Macros, depth: int) -> tuple[object, list[str]]:
+    if depth > MAX_DEPTH:
+        raise _TooDeep
     head = t[0]
     if head == "!":
-        v, rest = _unary(t[1:], d)
+        v, rest = _unary(t[1:], d, depth + 1)
         return (None if _truth(v) is None else not _truth(v)), rest
     if head == "(":
-        v, rest = _or(t[1:], d)
+        v, rest = _or(t[1:], d, depth + 1)
         if not rest or rest[0] != ")":
             raise ValueError("unbalanced")
         return v, rest[1:]
@@ -149,12 +164,59 @@ def _is_defined(v: bool | int | None) -> bool | None:
     return None if v is None else v is not False
 
 
-def includes(text: str, macros: Mapping[str, bool | int | None] | None = None) -> tuple[list[Include], list[int]]:
+class _Known(dict):  # type: ignore[type-arg]  # name -> True / int / False / None, and what the caller rules out
+    """The macros a file is read with: `.get` answers False for a name `undefined(name)` rules out."""
+
+    def __init__(self, base: Macros, undefined: Callable[[str], bool] | None) -> None:
+        super().__init__(base)
+        self.undefined = undefined
+
+    def get(self, name: str, default: object = None) -> object:  # type: ignore[override]
+        if name in self:
+            return self[name]
+        return False if self.undefined is not None and self.undefined(name) else default
+
+
+def _names(expr: str) -> list[str]:
+    return list(dict.fromkeys(t for t in (_tokens(expr) or ()) if t != "defined" and (t[0].isalpha() or t[0] == "_")))
+
+
+def _ours(expr: str) -> bool:
+    """Whether a condition names a macro other than the platform's (KNOWN): the build's or the project's."""
+    return any(n not in KNOWN for n in _names(expr))
+
+
+def _why(expr: str, d: Macros, notes: Mapping[str, str], value: bool | None) -> str:
+    """What decided (or left undecided) the condition `expr` for the build."""
+    parts = []
+    for name in _names(expr)[:3]:
+        v = d.get(name)
+        note = f" ({notes[name]})" if name in notes else (
+            " (neither the build nor the sources define it)" if v is False and name not in KNOWN else "")
+        if value is None and v is None:
+            parts.append(f"{name} is not known before the build{note}")
+        elif value is not None and v is not None:
+            state = "not defined" if v is False else ("defined" if v is True or v == 1 else f"{v}")
+            parts.append(f"{name} is {state}{note}")
+    return "; ".join(parts)
+
+
+def includes(text: str, macros: Macros | None = None, undefined: Callable[[str], bool] | None = None,
+             notes: Mapping[str, str] | None = None) -> tuple[list[Include], list[int]]:  # fmt: skip
     """(the includes a Linux CUDA build may see, line numbers of computed `#include MACRO`s)."""
-    defined: dict[str, bool | int | None] = {**KNOWN, **(macros or {})}
-    # one frame per open #if: [this branch's value, whether an earlier branch was taken (True/None/False)]
-    stack: list[list[bool | None]] = []
+    got, computed, _ = read(text, macros, undefined, notes)
+    return got, computed
+
+
+def read(text: str, macros: Macros | None = None, undefined: Callable[[str], bool] | None = None,
+         notes: Mapping[str, str] | None = None) -> tuple[list[Include], list[int], list[Include]]:  # fmt: skip
+    """`includes`, and the includes the build's macros skip (each with the macro that decided it)."""
+    defined = _Known({**KNOWN, **(macros or {})}, undefined)
+    notes = notes or {}
+    # one frame per open #if: [this branch's value, whether an earlier branch was taken (True/None/False), why]
+    stack: list[list[object]] = []
     out: list[Include] = []
+    skipped: list[Include] = []
     computed: list[int] = []
     for number, line in enumerate(strip_comments(text).splitlines(), 1):
         m = _DIRECTIVE.match(line)
@@ -164,11 +226,13 @@ def includes(text: str, macros: Mapping[str, bool | int | None] | None = None) -
         if word in ("if", "ifdef", "ifndef"):
             if word == "if":
                 value = evaluate(rest, defined)
+                expr = rest
             else:
                 name = rest.split()[0] if rest.split() else ""
-                known = _is_defined(defined.get(name))
+                known = _is_defined(defined.get(name))  # type: ignore[arg-type]
                 value = known if word == "ifdef" or known is None else not known
-            stack.append([value, value])
+                expr = name
+            stack.append([value, value, _why(expr, defined, notes, value), _ours(expr)])
         elif word == "elif" and stack:
             frame = stack[-1]
             taken = frame[1]
@@ -177,11 +241,18 @@ def includes(text: str, macros: Mapping[str, bool | int | None] | None = None) -
                 value = None
             frame[0] = value
             frame[1] = True if taken is True or value is True else (None if taken is None or value is None else False)
+            if taken is not True:
+                frame[2], frame[3] = _why(rest, defined, notes, value), _ours(rest)
         elif word == "else" and stack:
             frame = stack[-1]
             frame[0] = None if frame[1] is None else not frame[1]
         elif word == "endif" and stack:
             stack.pop()
+        elif word in ("include", "include_next") and any(f[0] is False for f in stack):
+            inc = _INCLUDE.match(rest)
+            first = next(f for f in stack if f[0] is False)
+            if inc is not None and first[2] and first[3]:  # decided by the build's macros, not the platform's
+                skipped.append(Include(inc.group(2).strip(), inc.group(1) == '"', number, False, str(first[2])))
         elif any(f[0] is False for f in stack):
             continue  # inside a branch a Linux CUDA build skips
         elif word == "define" and rest:
@@ -193,5 +264,8 @@ def includes(text: str, macros: Mapping[str, bool | int | None] | None = None) -
             if inc is None:
                 computed.append(number)
                 continue
-            out.append(Include(inc.group(2).strip(), inc.group(1) == '"', number, any(f[0] is None for f in stack)))
-    return out, computed
+            unsure = [str(f[2]) for f in stack if f[0] is None]
+            sure = [str(f[2]) for f in stack if f[0] is True and f[2] and any(n in str(f[2]) for n in notes)]
+            because = "; ".join(dict.fromkeys(unsure or sure))
+            out.append(Include(inc.group(2).strip(), inc.group(1) == '"', number, bool(unsure), because))
+    return out, computed, skipped

@@ -8,6 +8,7 @@ import posixpath
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from envlock.sources.buildmacros import BuildMacros
 from envlock.sources.pystatic import EXTENSION_CALLS, Evaluator, PyUnit, dotted, statements
 
 _JIT_CALLS = ("load", "load_inline")
@@ -65,8 +66,11 @@ def _macros(node: ast.AST | None) -> list[str]:
             and isinstance(e.elts[0], ast.Constant) and isinstance(e.elts[0].value, str)]  # fmt: skip
 
 
-def _unit(kind: str, ev: Evaluator, call: ast.Call, path: str, name_node: ast.AST | None) -> PyUnit:
+def _unit(kind: str, ev: Evaluator, call: ast.Call, path: str, name_node: ast.AST | None,
+          chain: Sequence[Sequence[ast.stmt]] = ()) -> PyUnit:  # fmt: skip
     flags = _flags(ev, _kw(call, "extra_compile_args", "extra_cflags")) + _flags(ev, _kw(call, "extra_cuda_cflags"))
+    bm = BuildMacros(chain or [[]], ev, path)
+    macros = bm.read(call, [_kw(call, "extra_compile_args", "extra_cflags"), _kw(call, "extra_cuda_cflags")])
     links = _strings(ev, _kw(call, "extra_link_args", "extra_ldflags"))
     names = _strings(ev, name_node) if name_node is not None else ("*",)
     inline = ()
@@ -84,6 +88,8 @@ def _unit(kind: str, ev: Evaluator, call: ast.Call, path: str, name_node: ast.AS
         defines=tuple(_macros(_kw(call, "define_macros"))) + tuple(f[2:].split("=")[0] for f in flags if f.startswith("-D")),
         inline=inline,
         cuda=not dotted(call.func).endswith("CppExtension"),
+        macros=tuple((m.name, m.value, m.why) for m in macros),
+        macros_read=bm.complete,
     )
 
 
@@ -102,10 +108,10 @@ def python_units(files: Mapping[str, str]) -> list[PyUnit]:
             last = dotted(call.func).rsplit(".", 1)[-1]
             if is_setup and (last in EXTENSION_CALLS or (last.lower().endswith("extension") and not last.startswith("Build"))):
                 ev = Evaluator(chain, file=path)
-                out.append(_unit("extension", ev, call, path, _kw(call, "name", pos=0)))
+                out.append(_unit("extension", ev, call, path, _kw(call, "name", pos=0), chain))
             elif last in _JIT_CALLS and _kw(call, "sources", "cpp_sources", "cuda_sources", pos=1) is not None:
                 ev = Evaluator(chain, file=path)
-                out.append(_unit("jit", ev, call, path, _kw(call, "name", pos=0)))
+                out.append(_unit("jit", ev, call, path, _kw(call, "name", pos=0), chain))
     merged: dict[tuple[str, str], PyUnit] = {}
     for u in out:  # the same JIT build at two call sites (a first build, a reload) is one unit
         merged.setdefault((u.kind, u.name), u)

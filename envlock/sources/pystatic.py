@@ -36,6 +36,10 @@ class PyUnit:
     include_dirs: tuple[str, ...] = ()
     libraries: tuple[str, ...] = ()  # -l names
     defines: tuple[str, ...] = ()  # -D / define_macros names
+    # every macro the build names: (name, True/int defined | False undefined | None undecided, why); read:
+    # whether all its define_macros and flags could be read (then a macro it does not name is not defined)
+    macros: tuple[tuple[str, bool | int | None, str], ...] = ()
+    macros_read: bool = False
     inline: tuple[str, ...] = ()  # load_inline's source texts
     cuda: bool = True  # CppExtension: no nvcc
     extra: dict[str, tuple[str, ...]] = field(default_factory=dict)

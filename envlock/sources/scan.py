@@ -4,6 +4,7 @@ what provides each (pure over the files read by reader.py)."""
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -25,6 +26,7 @@ class Need:
     provider: Provider
     via: str  # where: "csrc/x.cu:12", "setup.py:40", "through torch's ATen/…"
     conditional: bool = False  # only under a condition the scanner could not decide
+    because: str = ""  # the macro that makes it needed, skipped or undecided ("WITH_NVTX is not defined (…)")
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class Unit:
     note: str | None = None
     outside: tuple[str, ...] = ()  # every outside header name, whatever provides it
     builder: str = ""  # the op-builder class (profiles with builders)
+    skipped: tuple[Need, ...] = ()  # outside CUDA headers the build's own macros leave out (not needed)
 
     def missing_kinds(self, *kinds: str) -> list[Need]:
         return [n for n in self.needs if n.provider.kind in kinds]
@@ -72,6 +75,14 @@ def _match(files: Sequence[str], pattern: str) -> list[str]:
     return [f for f in files if any(fnmatchcase(f, a) for a in alts)]
 
 
+#: Macros that come from outside the project (compilers, Python, CUDA, torch and the libraries' headers):
+#: never ruled out because the project does not define them.
+_OUTSIDE = re.compile(r"^(_|CUDA|CUDART|CUB_|THRUST|NV|NCCL|CUTLASS|CUTE|CUSPARSE|CUBLAS|CUSOLVER|CURAND|CUFFT|"
+                      r"CUDNN|CUTENSOR|CUDSS|TORCH|C10|AT_|ATEN|CAFFE2|PYBIND11|PY|EIGEN|GOOGLE|GLOG|FMT|SPDLOG|"
+                      r"BOOST|MPI|OMPI|HIP|ROCM|SYCL|NDEBUG|DEBUG|GLM|OPENMP|OMP)")  # fmt: skip
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)", re.M)
+
+
 class _Closure:
     """Following one unit's includes through the project's own files."""
 
@@ -84,7 +95,15 @@ class _Closure:
                 parts = p.split("/")
                 for i in range(1, len(parts)):
                     self.by_suffix.setdefault("/".join(parts[i:]), []).append(p)
-        self._parsed: dict[tuple[str, tuple[str, ...], bool], tuple[list[cpp.Include], list[int]]] = {}
+        self._parsed: dict[tuple[Any, ...], tuple[list[cpp.Include], list[int], list[cpp.Include]]] = {}
+        self._defined: set[str] | None = None
+
+    def project_switch(self, name: str) -> bool:
+        """Whether `name` is a macro only the build could define: the project never #defines it and it is
+        not a name the compiler, CUDA, torch or another library's headers define."""
+        if self._defined is None:
+            self._defined = {m for text in self.src.files.values() for m in _DEFINE.findall(text)}
+        return bool(re.fullmatch(r"[A-Z][A-Z0-9_]*", name)) and not _OUTSIDE.match(name) and name not in self._defined
 
     def include_dirs(self, patterns: Sequence[str]) -> list[str]:
         out = []
@@ -108,9 +127,15 @@ class _Closure:
     def run(self, unit: PyUnit, sources: Sequence[str], note: str | None) -> Unit:
         dirs = self.include_dirs(unit.include_dirs)
         macros: dict[str, bool | int | None] = dict.fromkeys(unit.defines, 1)
+        notes: dict[str, str] = {}
+        if unit.macros:  # what the build's own words say (define_macros, -D/-U, switches): KNOWN where undecided
+            macros = {n: v for n, v, _ in unit.macros if v is not None or n not in cpp.KNOWN}
+            notes = {n: why for n, _, why in unit.macros}
+        undefined = self.project_switch if unit.macros_read else None
         if not unit.cuda:
             macros.update({"__CUDACC__": False, "__NVCC__": False, "WITH_CUDA": None})
         needs: dict[tuple[str, str], Need] = {}
+        skipped: dict[str, Need] = {}
         outside: set[str] = set()
         computed: list[str] = []
         seen: set[str] = set()
@@ -120,39 +145,45 @@ class _Closure:
             if path in seen:
                 continue
             seen.add(path)
-            key = (path, unit.defines, unit.cuda)
+            key = (path, unit.defines, unit.cuda, unit.macros, unit.macros_read)
             if key not in self._parsed:
-                self._parsed[key] = cpp.includes(text, macros)
-            incs, comp = self._parsed[key]
+                self._parsed[key] = cpp.read(text, macros, undefined, notes)
+            incs, comp, left_out = self._parsed[key]
             computed += [f"{path}:{n}" for n in comp]
+            for inc in left_out:
+                p = self.tables.header(inc.name) if self.find(inc, path, dirs) is None else None
+                if p is not None and p.kind == "cuda" and inc.name not in skipped:
+                    skipped[inc.name] = Need(inc.name, "header", p, f"{path}:{inc.line}", False, inc.because)
             for inc in incs:
                 hit = self.find(inc, path, dirs)
                 if hit is not None:
                     todo.append((hit, self.src.files[hit]))
                     continue
                 outside.add(inc.name)
-                self._need(needs, inc.name, "header", f"{path}:{inc.line}", inc.conditional)
+                self._need(needs, inc.name, "header", f"{path}:{inc.line}", inc.conditional, inc.because)
         for lib in unit.libraries:
             if lib != UNKNOWN:
                 self._need(needs, lib, "library", unit.where, False)
         order = {k: i for i, k in enumerate(("cuda", "driver", "gone", "not_cuda", "unknown"))}
         kept = sorted(needs.values(), key=lambda n: (order.get(n.provider.kind, 9), n.what, n.name))
+        left = tuple(n for k, n in sorted(skipped.items()) if ("header", k) not in needs)
         return Unit(unit.name, unit.kind, unit.where, tuple(sources), tuple(kept), tuple(computed), note,
-                    tuple(sorted(outside)), unit.extra.get("builder", ("",))[0])  # fmt: skip
+                    tuple(sorted(outside)), unit.extra.get("builder", ("",))[0], left)  # fmt: skip
 
-    def _need(self, needs: dict[tuple[str, str], Need], name: str, what: str, via: str, conditional: bool) -> None:
+    def _need(self, needs: dict[tuple[str, str], Need], name: str, what: str, via: str, conditional: bool,
+              because: str = "") -> None:  # fmt: skip
         key = (what, name)
         old = needs.get(key)
         if old is not None and (old.conditional <= conditional) and (not old.via.startswith("through") or via.startswith("through")):
             return  # a direct, unconditional include is the one kept
         p = self.tables.header(name) if what == "header" else self.tables.library(name)
-        needs[key] = Need(name, what, p, via, conditional)
+        needs[key] = Need(name, what, p, via, conditional, because)
         if what != "header" or p.kind != "torch":
             return
         for glob, extra in self.tables.through_torch.items():
             if fnmatchcase(name, glob):
                 for h in extra:
-                    self._need(needs, h, "header", f"through torch's {name} ({via})", conditional)
+                    self._need(needs, h, "header", f"through torch's {name} ({via})", conditional, because)
 
 
 def scan(src: SourceFiles, tables: SourceTables, profile: Mapping[str, Any] | None = None) -> Scan:
