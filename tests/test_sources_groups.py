@@ -106,7 +106,7 @@ def test_doctor_for_a_tree_including_cusparselt_names_with_cusparselt(tmp_path: 
     assert f.severity == "warning" and "missing cusparseLt.h, nccl.h" in f.message
     assert f.message.endswith("→ --with cusparselt --with nccl"), f.message
     assert "above" not in (f.hint or "") and "cusparselt-dev, nccl" in (f.hint or "")
-    assert "cusparselt --with nccl" in (f.hint or "")
+    assert "add cusparselt, nccl to `with:`" in (f.hint or "")  # the spec lists both
     good = doctor(_beside(prefix_with(tmp_path / "b", cudart_stub, "curand"), "cusparselt", "nccl"), base_env(tmp_path),
                   for_=(str(tree),), scans=scans)["source.all_sources"]  # fmt: skip
     assert good.severity == "ok", good.message
