@@ -90,10 +90,12 @@ def test_what_the_build_defines_decides_each_include(tmp_path: Path) -> None:
      ('os.getenv("SW", "0").lower() in ("1", "true")', False), ('bool(int(os.getenv("SW", "1")))', True),
      ('os.environ["SW"] == "1"', False), ('not os.getenv("SW")', True),
      ('os.getenv("SW", "0") == "1" or torch.cuda.is_available()', None),
-     ('os.getenv("SW", "1") == "1" or torch.cuda.is_available()', True), ('sys.platform == "win32"', False)],
+     ('os.getenv("SW", "1") == "1" or torch.cuda.is_available()', True), ('sys.platform == "win32"', False),
+     ('True if os.getenv("SW", "0") == "1" else False', False), ('SW_ON', True)],
 )  # fmt: skip
 def test_environment_switches_are_judged_as_unset(test: str, defined: bool | None) -> None:
-    setup = (f"import os, sys, torch\nfrom setuptools import setup\nm = []\nif {test}:\n    m.append(('X', None))\n"
+    setup = (f"import os, sys, torch\nfrom setuptools import setup\nSW_ON = os.getenv('SW', '1') != '0'\nm = []\nif {test}:\n"
+             "    m.append(('X', None))\n"
              "setup(ext_modules=[CUDAExtension('p', ['a.cu'], define_macros=m)])\n")  # fmt: skip
     (u,) = python_units({"setup.py": setup})
     (m,) = u.macros

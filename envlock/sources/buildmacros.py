@@ -84,6 +84,12 @@ class _Switches:
             return (UNKNOWN if v is None else not v), sw, out
         if isinstance(node, ast.BoolOp):
             return self._boolop(node, d)
+        if isinstance(node, ast.IfExp):  # `True if os.getenv("X", "0") == "1" else False`
+            v, sw, out = self.truth(node.test, d)
+            if v is None:
+                return UNKNOWN, sw, out
+            got, sw2, out2 = self.value(node.body if v else node.orelse, d)
+            return got, sw + sw2, out2
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             return self._compare(node, d)
         verdict = known_false(node)
@@ -118,7 +124,7 @@ class _Switches:
         b, sb, ob = self.value(right, d)
         if a is UNKNOWN or b is UNKNOWN:
             verdict = known_false(node)
-            return (UNKNOWN, sa + sb, oa + ob) if verdict is None else (not verdict, [], [])
+            return (UNKNOWN, sa + sb, [ast.unparse(node)[:60]]) if verdict is None else (not verdict, [], [])
         if isinstance(op, (ast.In, ast.NotIn)):
             try:
                 hit = a in b  # type: ignore[operator]
