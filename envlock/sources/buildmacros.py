@@ -66,7 +66,7 @@ class _Switches:
                 v, sw, out = self.value(node.args[0], d)
                 try:
                     conv = {"int": int, "bool": bool, "str": str, "float": float}[name]
-                    return (conv(v) if v is not UNKNOWN else UNKNOWN), sw, out  # type: ignore[call-overload]
+                    return (conv(v) if v is not UNKNOWN else UNKNOWN), sw, out  # type: ignore[call-overload]  # v is a switch's text or number: conv may refuse it (caught)
                 except (TypeError, ValueError):
                     return UNKNOWN, sw, [*out, ast.unparse(node)[:60]]
             if isinstance(node.func, ast.Attribute) and node.func.attr in ("lower", "upper", "strip") and not node.args:
@@ -127,7 +127,7 @@ class _Switches:
             return (UNKNOWN, sa + sb, [ast.unparse(node)[:60]]) if verdict is None else (not verdict, [], [])
         if isinstance(op, (ast.In, ast.NotIn)):
             try:
-                hit = a in b  # type: ignore[operator]
+                hit = a in b  # type: ignore[operator]  # b a tuple or str here; TypeError is caught
             except TypeError:
                 return UNKNOWN, sa + sb, [*oa, *ob, ast.unparse(node)[:60]]
             return hit if isinstance(op, ast.In) else not hit, sa + sb, []
@@ -137,7 +137,7 @@ class _Switches:
             if isinstance(op, kind):
                 return fn(a, b), sa + sb, []
         try:
-            cmp = {ast.Gt: a > b, ast.GtE: a >= b, ast.Lt: a < b, ast.LtE: a <= b}  # type: ignore[operator]
+            cmp = {ast.Gt: a > b, ast.GtE: a >= b, ast.Lt: a < b, ast.LtE: a <= b}  # type: ignore[operator]  # mixed types raise TypeError, caught
         except TypeError:
             return UNKNOWN, sa + sb, [ast.unparse(node)[:60]]
         return next((v for k, v in cmp.items() if isinstance(op, k)), UNKNOWN), sa + sb, []
@@ -228,7 +228,7 @@ class BuildMacros:
             raw = _const(elt.elts[1]) if len(elt.elts) > 1 else None
             value: bool | int = 1 if raw is None else (int(raw) if isinstance(raw, int) or str(raw).isdigit() else True)
             state, why = self._state(conds, line or call.lineno)
-            got.setdefault(str(elt.elts[0].value), []).append(Macro(str(elt.elts[0].value), value if state else state, why))  # type: ignore[arg-type]
+            got.setdefault(str(elt.elts[0].value), []).append(Macro(str(elt.elts[0].value), value if state else state, why))  # type: ignore[arg-type]  # state is True/False/None: a Macro value
         for elt, conds, line in self._items(kw.get("undef_macros")):
             if isinstance(elt, ast.Constant) and isinstance(elt.value, str):
                 state, why = self._state(conds, line or call.lineno)

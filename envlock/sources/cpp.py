@@ -171,7 +171,7 @@ class _Known(dict):  # type: ignore[type-arg]  # name -> True / int / False / No
         super().__init__(base)
         self.undefined = undefined
 
-    def get(self, name: str, default: object = None) -> object:  # type: ignore[override]
+    def get(self, name: str, default: object = None) -> object:  # type: ignore[override]  # a macro's state, as dict.get gives it
         if name in self:
             return self[name]
         return False if self.undefined is not None and self.undefined(name) else default
@@ -229,7 +229,7 @@ def read(text: str, macros: Macros | None = None, undefined: Callable[[str], boo
                 expr = rest
             else:
                 name = rest.split()[0] if rest.split() else ""
-                known = _is_defined(defined.get(name))  # type: ignore[arg-type]
+                known = _is_defined(defined.get(name))  # type: ignore[arg-type]  # get returns a macro state
                 value = known if word == "ifdef" or known is None else not known
                 expr = name
             stack.append([value, value, _why(expr, defined, notes, value), _ours(expr)])
