@@ -244,6 +244,12 @@ def test_for_deepspeed_with_the_bundle_and_the_outside_needs() -> None:
     assert run(cuda13)["deepspeed.op.fp_quantizer"].severity == "info"
     broken = run(green(files=files(INC / "cuda_runtime.h"), for_=("deepspeed",)))["deepspeed.op.fused_adam"]
     assert broken.severity == "warning" and broken.hint == "see the header.* findings above"
+    # only a default-set header no header.* finding is about (cooperative_groups.h): the fix is its package,
+    # never "see above" with nothing above (issue 34)
+    lamb = run(green(files=files(*(INC / h for h in (*HEADERS, *CUDART_LIKE) if h != "cooperative_groups.h")),
+                     for_=("deepspeed",)))["deepspeed.op.fused_lamb"]  # fmt: skip
+    assert lamb.severity == "warning" and "cooperative_groups.h" in lamb.message and "see header" not in lamb.message
+    assert "above" not in (lamb.hint or "") and "cuda-cudart-dev" in (lamb.hint or ""), lamb.hint
 
 
 # ------------------------------------------------------------------------------------- GPU targets

@@ -15,7 +15,7 @@ non-activated conda env) is reported as such.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,14 @@ def missing(obs: Observation, names: Sequence[str]) -> tuple[list[str], list[str
         if host is None:
             (hidden if other else absent).append(n)
     return absent, hidden
+
+
+def base_fix(names: Sequence[str], package: Callable[[str], str | None], hints: Hints) -> str:
+    """The fix for missing headers of the default dev set (no `--with` adds them: the env is incomplete):
+    "see the header.* findings above" only when check_headers reported one of these very headers."""
+    if any(n in HEADERS for n in names):
+        return "see the header.* findings above"
+    return hints.package(package(names[0]) or "the package that ships it", names[0])
 
 
 def check_header_groups(obs: Observation, t: Tables) -> list[Finding]:
@@ -112,14 +120,14 @@ def check_deepspeed(obs: Observation, t: Tables) -> list[Finding]:
                      for g, hs in by_group.items()]  # fmt: skip
             if base:
                 more = ", …" if len(base) > 3 else ""
-                parts.append(
-                    f"{len(base)} header(s) of the default set ({', '.join(base[:3])}{more}: see header.*)"
-                )
+                told = ": see header.*" if any(h in HEADERS for h in base) else ""
+                parts.append(f"{len(base)} header(s) of the default set ({', '.join(base[:3])}{more}{told})")
             seen_by_nvcc = " (some only where nvcc looks: activate the env)" if hidden else ""
             extra = list(by_group)
             packages = ", ".join((extras[g].packages.get("cf-split") or (g,))[0] for g in extra)
             with_ = "deepspeed" if set(extra) <= {"curand", "profiler-api"} else " --with ".join(extra)
-            hint = hints.group(with_, packages) if extra else "see the header.* findings above"
+            package = (lambda h: t.sources.header(h).package) if t.sources is not None else (lambda h: None)
+            hint = hints.group(with_, packages) if extra else base_fix(base, package, hints)
             also = f"; it also {note}" if note else ""
             msg = f"{op} would fail to build: missing {'; '.join(parts)}{seen_by_nvcc}{also}"
             out.append(Finding(f"deepspeed.op.{op}", "warning", msg, hint=hint, details=details))

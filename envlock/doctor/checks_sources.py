@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from envlock.doctor.checks_groups import CCCL_DIRS, find, missing
-from envlock.doctor.data import HEADERS, Tables
+from envlock.doctor.checks_groups import CCCL_DIRS, base_fix, find, missing
+from envlock.doctor.data import Tables
 from envlock.doctor.hints import Hints
 from envlock.doctor.observation import Observation
 from envlock.models import Finding
@@ -117,11 +117,9 @@ def _unit_finding(obs: Observation, scan: Any, unit: Any, group_headers: dict[st
 
 def _base_fix(short: list[Any], hints: Hints) -> str:
     """The fix for missing headers of the default dev set (no `--with` adds them: the env is incomplete)."""
-    if any(n.name in HEADERS for n in short):
-        return "see the header.* findings above"  # check_headers reported these very headers
-    base = [n for n in short if n.provider.default or not n.provider.group]
-    first = base[0] if base else short[0]
-    return hints.package(first.provider.package or first.name, first.name)
+    base = [n for n in short if n.provider.default or not n.provider.group] or short
+    packages = {n.name: n.provider.package for n in base}
+    return base_fix([n.name for n in base], packages.get, hints)
 
 
 def _outside(need: Any) -> str:
