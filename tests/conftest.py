@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,10 +50,23 @@ def shared_dir() -> Path:
     return SHARED
 
 
+def _isolate(base: Path, mp: pytest.MonkeyPatch) -> None:
+    mp.setenv("ENVLOCK_CACHE_DIR", str(base / "envlock-cache"))
+    mp.setenv("ENVLOCK_CONFIG_DIR", str(base / "envlock-user-config"))
+    mp.delenv("ENVLOCK_MIRRORS", raising=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache_for_wider_fixtures(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The same for session- and module-scoped fixtures, which pytest sets up before any function-scoped autouse
+    fixture: without it their envlock processes read and wrote the user's real ~/.cache/envlock (seen: its
+    file-locks/ and pypi-graphs/ touched by a test run)."""
+    with pytest.MonkeyPatch.context() as mp:
+        _isolate(tmp_path_factory.getbasetemp(), mp)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Never touch the user's real envlock cache, config or mirrors from tests."""
-    cache = tmp_path_factory.getbasetemp() / "envlock-cache"
-    monkeypatch.setenv("ENVLOCK_CACHE_DIR", str(cache))
-    monkeypatch.setenv("ENVLOCK_CONFIG_DIR", str(tmp_path_factory.getbasetemp() / "envlock-user-config"))
-    monkeypatch.delenv("ENVLOCK_MIRRORS", raising=False)
+    _isolate(tmp_path_factory.getbasetemp(), monkeypatch)

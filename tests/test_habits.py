@@ -5,6 +5,7 @@ ruff's rule set over envlock/ and mypy --strict on the pure core (pyproject.toml
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -70,3 +71,15 @@ def test_production_code_reads_no_test_hook() -> None:
         if "ENVLOCK_TEST" in line
     ]
     assert hooks == []
+
+
+@pytest.fixture(scope="module")
+def _cache_seen_by_a_module_fixture(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    return os.environ.get("ENVLOCK_CACHE_DIR", ""), tmp_path_factory.getbasetemp()
+
+
+def test_module_fixtures_get_the_isolated_cache_too(_cache_seen_by_a_module_fixture: tuple[str, Path]) -> None:
+    """Module- and session-scoped fixtures run before the function-scoped autouse isolation: they used the user's
+    real ~/.cache/envlock (tests/conftest.py's session-scoped isolation gives them the test cache)."""
+    seen, base = _cache_seen_by_a_module_fixture
+    assert seen and Path(seen).is_relative_to(base), seen
