@@ -103,13 +103,13 @@ def render_create(result: CreateResult) -> None:
 
 
 def _target_prefix(prefix: Optional[str], env_name: Optional[str]) -> Path:
-    from envlock.usecases.create import envs_dir
+    from envlock.seams.dirs import named_env
 
     if prefix and env_name:
         raise UsageError("give either -p/--prefix or -n/--name, not both", hint="-p takes a path, -n a name")
     if not prefix and not env_name:
         raise UsageError("which environment? pass -p PREFIX or -n NAME", hint="e.g. -p ~/envs/train")
-    path = Path(prefix).expanduser().absolute() if prefix else envs_dir() / str(env_name)
+    path = Path(prefix).expanduser().absolute() if prefix else named_env(str(env_name))
     if not (path / "conda-meta").is_dir():
         raise SpecError(f"{path} is not a conda environment (no conda-meta/)",
                         hint=("create it first: ", again("-p", str(path), command="create"),

@@ -114,9 +114,9 @@ def doctor(
         raise UsageError("give either -p/--prefix or -n/--name, not both", hint="-p takes a path, -n a name")
     target = Path(prefix) if prefix is not None else None
     if env_name:
-        from envlock.usecases.create import envs_dir
+        from envlock.seams.dirs import envs_dir, named_env
 
-        target = envs_dir() / env_name
+        target = named_env(env_name)
         if not target.is_dir():
             from envlock.errors import SpecError
 

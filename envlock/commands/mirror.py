@@ -22,7 +22,7 @@ def lock_paths(project_dir: Path, names: list[str], locks: list[str]) -> tuple[P
         raise UsageError("give lock NAMEs or --lock NAME|FILE values, not both",
                          hint=("the NAMEs alone: ", again(drop=("--lock",))))
     if locks:
-        return tuple(find_lock(project_dir, v) if options.is_lock_name(v) else Path(v) for v in locks)
+        return tuple(find_lock(project_dir, v) if options.is_lock_name(v) else options.lock_file(v) for v in locks)
     chosen = names or available_locks(project_dir / "locks")
     return tuple(find_lock(project_dir, n) for n in chosen) if chosen else (find_lock(project_dir, None),)
 

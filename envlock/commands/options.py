@@ -147,5 +147,19 @@ def chosen_lock(project_dir: str, name: str | None, lock: str | None) -> Any:
         raise UsageError("give either a lock NAME or --lock NAME|FILE, not both",
                          hint=("the NAME alone: ", again(args=(name,), drop=("--lock",))))
     if lock is not None:
-        return find_lock(Path(project_dir), lock) if is_lock_name(lock) else Path(lock)
+        return find_lock(Path(project_dir), lock) if is_lock_name(lock) else lock_file(lock)
     return find_lock(Path(project_dir), name)
+
+
+def lock_file(value: str) -> Any:
+    """The Path of a --lock FILE; one in a folder under `locks/` is named by that folder, which must be a lock
+    name (envlock/envname.py) like every other."""
+    from pathlib import Path
+
+    from envlock.envname import validate_name
+
+    path = Path(value)
+    folder = path if path.is_dir() else path.parent
+    if folder.parent.name == "locks":
+        validate_name(folder.name, "lock folder name", hint="a lock's folder is its name: rename the folder")
+    return path

@@ -10,7 +10,7 @@ import typer
 
 from envlock.commands import options, with_bars
 from envlock.commands.fastargs import arg, opt, typer_command
-from envlock.errors import SpecError, UsageError
+from envlock.errors import UsageError
 from envlock.names import printable
 
 
@@ -65,14 +65,12 @@ def unpack_cmd(
 ) -> int:
     """Create the archive's environment offline: every package checked against the lock, atomic like create."""
     from envlock.commands.create import render_create
-    from envlock.usecases.create import envs_dir
+    from envlock.seams.dirs import named_env
     from envlock.usecases.unpack import UnpackRequest, unpack
 
     if bool(prefix) == bool(env_name):
         raise UsageError("give -p PREFIX or -n NAME (one of them)", hint="e.g. envlock unpack env.tar -p ~/envs/train")
-    if env_name and ("/" in env_name or env_name in (".", "..")):
-        raise SpecError(f"-n takes a name, not a path: {env_name!r}", hint="use -p PREFIX for a path")
-    target = Path(prefix).expanduser().absolute() if prefix else (envs_dir() / str(env_name)).absolute()
+    target = Path(prefix).expanduser().absolute() if prefix else named_env(str(env_name))
     result = with_bars(lambda p: unpack(UnpackRequest(archive=archive, prefix=target), p), as_json=as_json, quiet=quiet)
     if not as_json and not quiet:
         render_create(result)

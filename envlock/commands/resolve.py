@@ -152,7 +152,7 @@ def _checked_channels(values: list[str]) -> tuple[str, ...]:
 
 
 def _checked_name(value: str | None) -> str | None:
-    from envlock.formats.spec import validate_name
+    from envlock.envname import validate_name
 
     try:
         return None if value is None else validate_name(value)

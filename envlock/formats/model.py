@@ -79,6 +79,18 @@ class LockFile:
         """PyPI wheels of one platform, in dependency order."""
         return tuple(p for p in self.pypi if p.platform == platform)
 
+    def env_name(self) -> str:
+        """The environment's name: what envlock recorded (checked when the lock was read), else the name of the
+        folder the file lies in (locks/NAME/), checked by the one name rule (envlock/envname.py)."""
+        from envlock.envname import validate_name
+
+        recorded = self.custom_metadata.get(f"{META_PREFIX}env_name")
+        if recorded:
+            return validate_name(recorded, "environment name the lock records")
+        folder = self.path.parent.name if self.path is not None else ""
+        return validate_name(folder, "lock folder name", hint="a lock's folder is its name: rename the folder, or "
+                             "keep the lock in locks/NAME/")
+
     def envlock_meta(self, platform: str | None = None) -> dict[str, Any]:
         """envlock's own metadata (anchor, plan of `platform`), or {} for a lock envlock did not write."""
         meta = self.custom_metadata

@@ -108,7 +108,7 @@ def of_lock(lock: LockFile) -> Derived:
                             + (f" (no content_hash for {printable(missing[0])})" if missing else " (no envlock metadata)"),
                             hint="re-create it with `envlock lock`")
     pypi = {p: lock.pypi_for(p) for p in lock.platforms if f"{META_PREFIX}pypi.{p}" in lock.custom_metadata}
-    return Derived(env_name=str(meta.get("env_name") or ""), platforms=lock.platforms, content_hash=lock.content_hash,
+    return Derived(env_name=lock.env_name(), platforms=lock.platforms, content_hash=lock.content_hash,
                    packages=lock.packages, pypi=pypi, torch_source=str(anchor.get("torch_source") or "pip"),
                    version=str(meta.get("envlock_version") or __version__))
 

@@ -22,7 +22,7 @@ from envlock.formats.untrusted import json_value
 
 RELOCK_HINT = "run `envlock lock` and commit environments/ and locks/"
 #: Change kinds `lock` and `update` refuse to write over (a corrupt or edited lock they may replace).
-BLOCKING = frozenset({"missing-spec", "newer-envlock", "invalid-spec"})
+BLOCKING = frozenset({"missing-spec", "newer-envlock", "invalid-spec", "invalid-name"})
 
 
 @record
@@ -30,7 +30,8 @@ class Change:
     """One reason a lock is not fresh."""
 
     # spec | rules | anchor | missing-lock | missing-spec | hand-edited | newer-envlock
-    # | invalid-spec | invalid-lock | derived (a file beside conda-lock.yml is not its rendering)
+    # | invalid-spec | invalid-lock | invalid-name (not a name envlock.envname accepts)
+    # | derived (a file beside conda-lock.yml is not its rendering)
     kind: str
     message: str
     platform: str | None = None
@@ -97,6 +98,9 @@ class CheckReport:
         what = f"{len(stale)} of {len(self.envs)} environment(s) not fresh: {names}"
         if "newer-envlock" in kinds:
             return LockfileError(what, hint=f"{UPGRADE_HINT} to read these locks")
+        if "invalid-name" in kinds:  # a folder under locks/ or a spec file named outside the name rule
+            return LockfileError(what, hint="rename or remove the lock folder or spec file named above "
+                                            "(names are letters, digits, '.', '_', '+' and '-')")
         if "invalid-spec" in kinds:
             return LockfileError(
                 what, hint="fix the spec named above (or restore it from git), then `envlock lock`"

@@ -8,6 +8,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from envlock.envname import arg_name, validate_name
 from envlock.errors import SpecError, again
 from envlock.seams.filelocks import FileLock
 from envlock.seams.fs import remove_stale_temps, write_all_atomic
@@ -78,8 +79,9 @@ def locate(project_dir: Path, name_or_lock_path: str | Path) -> tuple[Path, str]
     elif target.is_dir() and (target / LOCK_NAME).is_file():
         folder = target
     if folder is None:
-        return project_dir, str(name_or_lock_path)
-    return (folder.parent.parent if folder.parent.name == "locks" else project_dir), folder.name
+        return project_dir, arg_name(str(name_or_lock_path))
+    name = validate_name(folder.name, "lock folder name", hint="a lock's folder is its name: rename the folder")
+    return (folder.parent.parent if folder.parent.name == "locks" else project_dir), name
 
 
 def writable_project(project_dir: Path) -> Path:

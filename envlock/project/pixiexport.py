@@ -103,7 +103,7 @@ def _channels(lock: LockFile) -> tuple[str, ...]:
     for p in lock.platforms:
         plan = custom_value(lock.custom_metadata, f"plan.{p}", {})
         out += [str(c) for c in (plan.get("channels") or ()) if isinstance(plan, dict)]
-    return tuple(dict.fromkeys(out)) or tuple(dict.fromkeys(c.url for c in lock.channels))
+    return tuple(dict.fromkeys(out)) or tuple(dict.fromkeys(lock.channels))  # the lock reader gives URLs as str
 
 
 def lock_channels(lock: LockFile) -> tuple[str, ...]:
@@ -119,7 +119,7 @@ def manifest(lock: LockFile, lock_path: Path, feature: str | None = None) -> Man
     if not meta:
         raise LockfileError(f"{lock_path} was not written by envlock (no envlock.* metadata)",
                             hint="export a lock envlock wrote: envlock resolve, then envlock export pixi")
-    name = str(meta.get("env_name") or lock_path.parent.name)
+    name = lock.env_name()  # the one name rule (envlock/envname.py)
     torch_source, has_cudnn = _activation(lock)
     names = script_names(lock, feature)
     cuda = (meta.get("anchor") or {}).get("cuda")

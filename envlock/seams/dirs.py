@@ -75,6 +75,16 @@ def envs_dir() -> Path:
     return location("envs").path
 
 
+def named_env(name: str, recorded: bool = False) -> Path:
+    """`<envs dir>/NAME` of an environment name, checked by the one name rule (envlock/envname.py): every
+    `-n NAME` (exit 2 when refused) and a lock's `recorded` name (exit 1) become a prefix only here."""
+    from envlock.envname import arg_name, validate_name
+
+    check, what = (validate_name, "environment name the lock records") if recorded else (arg_name, "name (-n)")
+    return (envs_dir() / check(name, what, hint="-n takes a name (letters, digits, '.', '_', '+', '-'); "
+                                                       "use -p PREFIX for a path")).absolute()
+
+
 def ensure_writable(path: Path) -> Path:
     """`path`, created if needed; SpecError naming it and ENVLOCK_CACHE_DIR when it cannot be used.
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from envlock.seams.dirs import envs_dir, package_cache_dir
+from envlock.seams.dirs import package_cache_dir
 from envlock.errors import EnvCreateError, EnvlockError, HintPart, Interrupted, LockfileError, SpecError, again, either
 from envlock.formats import LockFile, read_to_install
 from envlock.models import CUDNN_NAMES, LockedPackage, replace
@@ -93,10 +93,11 @@ def find_lock(project_dir: Path, name: str | None) -> Path:
     Hints name the command that was run with a lock NAME (`Retry(args=…)`: the same command, named).
     """
     from envlock.core.tables import example_torch
+    from envlock.envname import arg_name, validate_name
 
     locks = project_dir / "locks"
     if name:
-        path = locks / name / "conda-lock.yml"
+        path = locks / arg_name(name) / "conda-lock.yml"
         if not path.is_file():
             known = available_locks(locks)
             fix: tuple[HintPart, ...] = ("pick one: ", *either(again(args=(k,), drop=("--lock",)) for k in known[:3])) \
@@ -105,6 +106,9 @@ def find_lock(project_dir: Path, name: str | None) -> Path:
                                 hint=fix)
         return path
     found = available_locks(locks)
+    if not found and locks.is_dir():
+        for other in sorted(locks.glob("*/conda-lock.yml")):  # only locks whose folder names no valid name
+            validate_name(other.parent.name, "lock folder name", hint=f"rename or remove that folder of {locks}")
     if not found:
         raise LockfileError(f"no lock under {locks}",
                             hint=("lock one first, e.g. ", again("--torch", example_torch(), command="resolve"),
@@ -116,10 +120,12 @@ def find_lock(project_dir: Path, name: str | None) -> Path:
 
 
 def available_locks(locks: Path) -> list[str]:
-    """Names of the lock dirs holding a conda-lock.yml."""
+    """Names of the lock dirs holding a conda-lock.yml (only valid names: a hint names them as arguments)."""
+    from envlock.envname import problem
+
     if not locks.is_dir():
         return []
-    return sorted(p.parent.name for p in locks.glob("*/conda-lock.yml"))
+    return sorted(n for n in (p.parent.name for p in locks.glob("*/conda-lock.yml")) if problem(n) is None)
 
 
 def default_prefix(lock: LockFile, prefix: str | None, name: str | None) -> Path:
@@ -128,15 +134,14 @@ def default_prefix(lock: LockFile, prefix: str | None, name: str | None) -> Path
         raise SpecError("give either -p/--prefix or -n/--name, not both", hint="-p takes a path, -n a name")
     if prefix:
         return Path(prefix).expanduser().absolute()
-    from envlock.seams.gate import component
+    from envlock.seams.dirs import named_env
 
-    env_name = name or lock.envlock_meta().get("env_name")
+    if name:
+        return named_env(name)
+    env_name = lock.envlock_meta().get("env_name")
     if not env_name:
         raise SpecError("this lock does not name its environment", hint="pass -p PREFIX or -n NAME")
-    if name and ("/" in name or "\\" in name or name in (".", "..")):
-        raise SpecError(f"-n takes a name, not a path: {name!r}", hint="use -p PREFIX for a path")
-    what = "the -n name" if name else "the lock's env name"
-    return (envs_dir() / component(str(env_name), what, hint="pass -p PREFIX or -n NAME")).absolute()
+    return named_env(str(env_name), recorded=True)
 
 
 # --------------------------------------------------------------------------- what the env records
@@ -194,6 +199,9 @@ def create_env(req: CreateRequest, progress: Progress | None = None) -> CreateRe
                             hint="re-lock with `envlock resolve`")
     check_in_play(req.mirrors, {channel_of(p.url) for p in packages}, [w.url for w in lock.pypi_for(req.platform)])
     check_entries(packages, lock.pypi_for(req.platform))  # every name a path is made of: envlock/seams/gate.py
+    from envlock.seams.activation import checked_prefix, is_windows
+
+    checked_prefix(str(req.prefix), is_windows(req.platform))  # its activation hooks must carry it as data
     check_fetch_urls([p.url for p in packages], [w.url for w in lock.pypi_for(req.platform)], req.mirrors,
                      allow_insecure=req.allow_insecure)
     if req.freshness_check is not None:

@@ -137,7 +137,7 @@ def _update_manifest(dest: Path, chosen: Sequence[tuple[Any, tuple[str, ...]]], 
         raise SpecError(f"{path} was written by a newer envlock", hint=UPGRADE_HINT)
     locks = {k: v for k, v in _mapping(doc.get("locks")).items() if isinstance(v, dict)}
     for lock, platforms in chosen:
-        name = lock.envlock_meta().get("env_name") or (lock.path.parent.name if lock.path else "lock")
+        name = lock.env_name()
         had = (locks.get(name) or {}).get("platforms")
         had = [p for p in had if isinstance(p, str)] if isinstance(had, list) else []
         locks[name] = {"platforms": sorted(set(platforms) | set(had)),

@@ -36,7 +36,6 @@ from typing import Any
 from envlock import __version__
 from envlock.errors import LockfileError, SpecError
 from envlock.seams.fs import LEFTOVER_AGE_S, remove_dead, work_dir
-from envlock.seams.gate import component
 
 MANIFEST = "envlock-pack.json"
 FORMAT = 1
@@ -95,7 +94,7 @@ def pack(req: PackRequest, progress: Any = None) -> PackResult:
         raise SpecError(f"{out} exists", hint="pass --force to replace it, or choose another -o")
     if not out.parent.is_dir():
         raise SpecError(f"{out.parent} is not a directory", hint="create it, or choose another -o")
-    name = component(str(lock.envlock_meta().get("env_name") or req.lock_path.parent.name), "the lock's env name")
+    name = lock.env_name()
     _remove_leftovers(out)
     with work_dir_in(out.parent, f".{out.name}.", root=out.parent) as staging:
         manifest = _stage(staging, lock, req, content, name, progress)

@@ -36,6 +36,7 @@ from envlock.seams.activation.model import (
     Shell,
     activate_environ,
     changed_vars,
+    checked_prefix,
     deactivate_environ,
     env_ops,
     is_windows,
@@ -43,7 +44,7 @@ from envlock.seams.activation.model import (
 
 __all__ = [
     "ACTIVE", "CHANGED", "CREATED", "OLD", "SHELLS", "TARGETS", "ActivationSpec", "EnvOp", "Shell",
-    "activate_environ", "changed_vars", "deactivate_environ", "env_ops", "hook_files", "is_windows",
+    "activate_environ", "changed_vars", "checked_prefix", "deactivate_environ", "env_ops", "hook_files", "is_windows",
     "render_scripts", "shell_hook", "shell_named", "shell_names",
 ]  # fmt: skip
 
@@ -76,6 +77,7 @@ def render_scripts(spec: ActivationSpec, shells: tuple[str, ...] | None = None) 
 
 def hook_spec(platform: str, prefix: str, torch_source: str = "pip", has_cudnn: bool = False) -> ActivationSpec:
     """The spec of the hooks installed into a prefix (the fish hook bridges the env's *.sh scripts)."""
+    prefix = checked_prefix(prefix, is_windows(platform))
     return ActivationSpec((platform,), torch_source, has_cudnn, prefix, bridge_sh=not is_windows(platform))  # type: ignore[arg-type]  # torch_source is a TorchSource read from the env record (a str there)
 
 

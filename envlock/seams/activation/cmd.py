@@ -28,8 +28,10 @@ from envlock.seams.activation.sh import prefix_note
 
 def bat_literal(text: str) -> str:
     """A literal for `set "VAR=..."` in a .bat file ('%' doubled; Windows paths cannot hold '"')."""
-    if '"' in text or "\n" in text or "\r" in text:
-        raise ValueError(f"not a valid Windows path for cmd.exe: {text!r}")
+    if '"' in text or not text.isprintable():
+        from envlock.errors import UnsafeNameError
+
+        raise UnsafeNameError(f"not a valid Windows path for cmd.exe: {text!r}", hint="choose a path without it")
     return text.replace("%", "%%")
 
 

@@ -78,6 +78,23 @@ class ActivationSpec:
     conda_prefix_only: bool = False
 
 
+def checked_prefix(prefix: str, windows: bool) -> str:
+    """A prefix for the scripts' fixed-prefix slot: the shells' quoting carries any other character as data, but
+    NUL ends a string in every shell, and the list separator (':', ';' on Windows) would make the prefix's
+    bin/ two PATH entries; cmd.exe's `set "VAR=…"` cannot carry '"' or a control character. UnsafeNameError
+    for those (tests/security/test_hostile_names.py)."""
+    from envlock.errors import UnsafeNameError
+
+    bad = [c for c in ("\0", ";" if windows else ":") if c in prefix]
+    if windows and ('"' in prefix or not prefix.isprintable()):
+        bad.append('"' if '"' in prefix else "a control character")
+    if bad:
+        raise UnsafeNameError(f"refusing the prefix {prefix!r}: activation cannot carry {bad[0]!r} in a path "
+                              f"(it would split {'PATH' if bad[0] in ':;' else 'the value'})",
+                              hint="choose a prefix path without it")
+    return prefix
+
+
 def is_windows(platform: str) -> bool:
     """True for win-* subdirs."""
     return platform.startswith("win-")

@@ -26,9 +26,16 @@ from envlock.seams.activation.model import (
 from envlock.seams.activation.sh import indent, prefix_note
 
 
+#: PowerShell ends a single-quoted string at any of these (its tokenizer's IsSingleQuote), not only at '.
+_PS_QUOTES = ("'", "\u2018", "\u2019", "\u201a", "\u201b")
+
+
 def ps_quote(text: str) -> str:
-    """Single-quote for PowerShell (nothing expands; ' is doubled)."""
-    return "'" + text.replace("'", "''") + "'"
+    """Single-quote for PowerShell (nothing expands): every character PowerShell takes for a single quote, the
+    typographic ones included, is doubled."""
+    for q in _PS_QUOTES:
+        text = text.replace(q, q + q)
+    return "'" + text + "'"
 
 
 def _path(rel: str) -> str:

@@ -27,9 +27,13 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 
+from envlock.envname import validate_name
+from envlock.errors import UnsafeNameError
+from envlock.formats.slots import docker_word, line
+from envlock.models import TORCH_SOURCES
 from envlock.seams.activation.model import TARGETS, TARGETS_TOKEN, env_ops, join
 from envlock.usecases.export.context import IN_IMAGE, REQUIREMENTS
-from envlock.core.tables import docker_table
+from envlock.core.tables import docker_table, split_ref
 
 PREFIX = "/opt/env"
 USER = "envlock"
@@ -41,8 +45,6 @@ ARCHES: dict[str, tuple[str, str]] = {
 }
 #: Always in the check: cusparse.h is the header the seed's JIT build died on.
 CHECK_ALWAYS = ("cuda_runtime.h", "cusparse.h")
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]*$")
 _VAR = re.compile(r"\$\{(\w+)\}")
 
 
@@ -65,6 +67,26 @@ class DockerfileSpec:
     build_command: str  # how to build it
     envlock_version: str
     context: str = "envlock-image"  # the folder beside the Dockerfile: envlock's wheel and pinned requirements
+
+    def __post_init__(self) -> None:
+        """Every value the Dockerfile holds is checked here, so a spec that exists renders only data: names by
+        the one name rule, paths and hashes as plain Dockerfile words, the rest as single lines (each shell use
+        is quoted in `render`), the bases as image references (tests/security/test_hostile_names.py)."""
+        validate_name(self.env_name, "environment name")
+        if self.platform not in ARCHES:
+            raise UnsafeNameError(f"no image is built for platform {self.platform!r}", hint=f"use one of {', '.join(ARCHES)}")
+        if self.torch_source not in TORCH_SOURCES:
+            raise UnsafeNameError(f"torch source {self.torch_source!r} is not pip or conda-forge",
+                                  hint="re-create the lock with `envlock lock`")
+        for what, value in (("the lock path", self.lock), ("the @EXPLICIT path", self.explicit),
+                            ("the PyPI part's path", self.requirements), ("the content hash", self.content_hash),
+                            ("the folder of envlock's wheel", self.context), ("envlock's version", self.envlock_version)):
+            if value is not None:
+                docker_word(value, what)
+        line(self.regenerate, "the re-generate command")
+        line(self.build_command, "the build command")
+        split_ref(self.build_base)
+        split_ref(self.runtime_base)
 
 
 # --------------------------------------------------------------------------- environment
@@ -231,7 +253,7 @@ def render(spec: DockerfileSpec) -> str:
         "    ; }; then \\",
         f"      echo 'error: the activation of {PREFIX} differs from the ENV lines of this Dockerfile:' >&2 \\",
         f"      && grep -E '^({names})=' {activated} >&2; \\",
-        f"      echo 'hint: re-generate the Dockerfile with: {spec.regenerate}' >&2; exit 1; \\",
+        f"      echo {shlex.quote(f'hint: re-generate the Dockerfile with: {spec.regenerate}')} >&2; exit 1; \\",
         "    fi",
         "",
         f"FROM {spec.runtime_base}",
@@ -288,7 +310,8 @@ def _check(spec: DockerfileSpec) -> list[str]:
         f"      && rm -f {cu}; }} \\",
         " || { echo 'error: the CUDA toolchain in this image cannot preprocess a .cu including "
         f"{', '.join(CHECK_ALWAYS)} (see above)' >&2; "
-        f"echo 'hint: check the lock ({spec.lock}) with envlock doctor on an env made from it' >&2; exit 1; }}",
+        f"echo {shlex.quote(f'hint: check the lock ({spec.lock}) with envlock doctor on an env made from it')} >&2; "
+        "exit 1; }",
     ]
 
 

@@ -103,7 +103,7 @@ def _platforms(lock: LockFile, path: Path, wanted: tuple[str, ...]) -> tuple[str
 def _render(lock: LockFile, path: Path, platform: str, mirrors: MirrorMap) -> str:
     """The platform's @EXPLICIT text with every URL as fetched through the mirrors."""
     packages = [replace(p, url=mirrored(p.url, mirrors)) for p in lock.packages_for(platform)]
-    name = str(lock.envlock_meta().get("env_name") or path.parent.name)
+    name = lock.env_name()
     used = ", ".join(f"{k}={strip_credentials(v)}" for k, v in sorted(mirrors.items()) if k != "pypi")
     return render_explicit(
         packages=packages, platform=platform, content_hash_value=lock.content_hash.get(platform, "") or "unknown",

@@ -18,6 +18,7 @@ from envlock.errors import LockfileError, Retry, SpecError, UsageError, again, e
 from envlock.usecases.export import context
 from envlock.usecases.export.dockerfile import ARCHES, DockerfileSpec, devcontainer, render
 from envlock.formats import LockFile, read_lock
+from envlock.formats.slots import shell_word
 from envlock.seams.fs import write_atomic
 from envlock.core.tables import docker_table, split_ref
 from envlock.models import CUDNN_NAMES
@@ -106,7 +107,7 @@ def export_dockerfile(req: ExportRequest) -> ExportResult:
             raise SpecError(f"{target} is a directory", hint="-o takes a file path")
 
     anchor = lock.envlock_meta().get("anchor") or {}
-    name = lock.envlock_meta().get("env_name") or lock_path.parent.name
+    name = lock.env_name()
     docker_platform = ARCHES[platform][1]
     # The file's own header is relative to the project (the build context); what is printed, to the cwd.
     in_project = _shown(output, project) if not to_stdout else "Dockerfile"
@@ -126,7 +127,8 @@ def export_dockerfile(req: ExportRequest) -> ExportResult:
         build_base=build_base,
         runtime_base=runtime_base,
         regenerate=regenerate,
-        build_command=f"docker build --platform {docker_platform} -f {in_project} .   (in the project directory)",
+        build_command=f"docker build --platform {docker_platform} -f {shell_word(in_project, 'the Dockerfile path')} ."
+                      "   (in the project directory)",
         envlock_version=__version__,
         context=_inside(folder, project, "the folder of envlock's wheel"),
     )
@@ -238,19 +240,20 @@ def _shown(path: Path, base: Path) -> str:
 
 
 def _regenerate(req: ExportRequest, lock_path: Path, project: Path, platform: str, output: str) -> str:
-    parts = ["envlock export dockerfile"]
+    """The command that writes the file again, every word quoted for sh (the Dockerfile's hint echoes it)."""
+    parts = ["envlock", "export", "dockerfile"]
     if req.lock is not None:
-        parts.append(f"--lock {_shown(lock_path, project)}")
+        parts += ["--lock", _shown(lock_path, project)]
     else:
         parts.append(req.name or lock_path.parent.name)
-    parts += [f"--platform {platform}", f"-o {output}"]
+    parts += ["--platform", platform, "-o", output]
     if req.base:
-        parts.append(f"--base {req.base}")
+        parts += ["--base", req.base]
     if req.runtime_base:
-        parts.append(f"--runtime-base {req.runtime_base}")
+        parts += ["--runtime-base", req.runtime_base]
     if req.devcontainer:
         parts.append("--devcontainer")
-    return " ".join(parts) + " --force"
+    return " ".join(shell_word(w, "a word of the re-generate command") for w in [*parts, "--force"])
 
 
 def warn(lines: tuple[str, ...]) -> None:

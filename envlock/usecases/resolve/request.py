@@ -12,7 +12,8 @@ from typing import Any
 
 from envlock.core import anchor as anchors
 from envlock.errors import EnvlockError, UsageError
-from envlock.formats.spec import EnvSpec, normalise_with, read_cutoff, read_spec, validate_name
+from envlock.envname import validate_name
+from envlock.formats.spec import EnvSpec, normalise_with, read_cutoff, read_spec
 from envlock.models import Anchor, Plan, PlatformResult, PypiPackage
 from envlock.names import strip_credentials
 from envlock.project import anchor_json, rel, spec_path

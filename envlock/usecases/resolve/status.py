@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from envlock import UPGRADE_HINT
+from envlock.envname import HINT, arg_name, problem
 from envlock.errors import EnvlockError, HintPart, LockfileError, NewerFormatError, Retry, SpecError, again, either
 from envlock.formats import LockHead, read_head
 from envlock.formats.spec import EnvSpec, read_spec
@@ -59,6 +60,10 @@ def _kind(exc: EnvlockError, other: str) -> str:
 def env_status(project_dir: Path, name: str, spec_file: Path | None, lock_file: Path | None,
                tables: Tables | None = None) -> EnvStatus:
     """Freshness of one environment: no network, no solve."""
+    why = problem(name)
+    if why is not None:  # a folder or spec file another committer named: reported, never used
+        msg = f"not a lock name: {why}"
+        return EnvStatus(name, spec_file, lock_file, (), (Change("invalid-name", msg, hint=HINT),))
     lock_file = lock_file or lock_path(project_dir, name)
     if spec_file is None:
         msg = f"locks/{name}/{LOCK_NAME} has no spec environments/{name}.yml"
@@ -88,6 +93,8 @@ def check(project_dir: Path, names: Sequence[str] = (), *, tables: Tables | None
 
     `naming`: the command that names one lock instead (default: the command run, with NAME as its argument).
     """
+    for n in names:
+        arg_name(n)
     found = discover(project_dir)
     missing = [n for n in names if n not in found]
     if missing:
