@@ -20,7 +20,7 @@ import pytest
 from tests.output import logical_lines, unfolded
 
 from envlock.cli import run
-from envlock.formats import read_lock
+from envlock.formats import custom_value, read_lock
 from tests.channelbuilder import PackageSpec
 from tests.lockproject import snapshot
 from tests.wheelindex import WheelIndex
@@ -180,7 +180,11 @@ def test_variant_label_locks_from_the_variant_index_and_records_its_canonical_ur
     torch = {w.platform: w for w in lock.pypi if w.name == "torch"}
     assert torch["linux-64"].version == torch["win-64"].version == "2.7.1+cu126"
     assert torch["linux-64"].url.startswith(canonical + "/torch-2.7.1")  # the mirror is never written
-    assert "127.0.0.1" not in (tmp_path / "locks" / NAME / "conda-lock.yml").read_text().split("\npackage:")[0]
+    head = (tmp_path / "locks" / NAME / "conda-lock.yml").read_text().split("\npackage:")[0]
+    assert wheel_index.variant_url("cu126").rstrip("/") not in head  # the mirror is never written
+    # what the header names is where the locked files are served (envlock.pypi_sources): the index's, not the mirror's
+    assert custom_value(lock.custom_metadata, "pypi_sources") == sorted({w.url.split("/", 3)[0] + "//" + w.url.split("/", 3)[2] + "/"
+                                                        for w in lock.pypi})
     req = (tmp_path / "locks" / NAME / "requirements-win-64.txt").read_text()
     assert f"--extra-index-url {canonical}\n" in req
 

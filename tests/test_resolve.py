@@ -417,6 +417,13 @@ def test_a_dropped_platform_takes_its_files_and_leaves_the_users(tmp_path, capsy
             "environment-win-64.yml")
     for name in gone:
         assert f"removed locks/torch2.3.0-cu121/{name} (not in the new lock)" in out
+    # The user's files are left where they are, and `check` names them: the folder holds the lock's files only
+    # (issue 33: a file there for a platform the lock lacks is what a user's conda would install from).
+    assert run(["check", "--project-dir", str(tmp_path)]) == 1
+    said = " ".join(capsys.readouterr().out.split())
+    for mine in ("activate.local.sh", "conda-notes.lock.txt"):
+        assert f"{mine} is not a file envlock renders from conda-lock.yml" in said
+        (ldir / mine).unlink()
     assert run(["check", "--project-dir", str(tmp_path)]) == 0
     # --json names them under "removed", apart from "files" (what the lock has)
     capsys.readouterr()

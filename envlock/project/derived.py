@@ -4,13 +4,17 @@ the activation scripts — rendered by one function for the writer and for every
 A reviewer reads conda-lock.yml; conda, pip and the Dockerfile install these files. So each is a function of
 conda-lock.yml alone: `check` re-renders them and compares byte for byte (a difference names the file and its
 first differing line), `envlock lock NAME` re-renders them without a solve, and create, unpack and export
-refuse one that disagrees with the conda-lock.yml beside it. Pure: values in, (name, text) pairs out.
+refuse one that disagrees with the conda-lock.yml beside it. The folder holds nothing else: `check` names any
+other file in it (a `conda-osx-64.lock` planted for a platform the lock lacks), and create, unpack and export
+refuse such a file when asked to use it. This module is the one list of what the folder may hold (`OWN_KINDS`,
+`render`, `platform_envs`). Pure: values in, (name, text) pairs out.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from envlock import __version__
@@ -22,6 +26,11 @@ from envlock.models import LockedPackage, PypiPackage, record
 from envlock.names import printable
 
 CUDNN_PACKAGES = ("cudnn", "libcudnn-dev")
+#: The names of the kinds of file envlock renders beside conda-lock.yml, for any platform (and the temp files of a
+#: killed write): `envlock lock` removes one that its new rendering lacks; a file of any other name is not
+#: envlock's, and is left for the user to remove.
+OWN_KINDS = re.compile(r"(conda-[a-z]+-[a-z0-9]+\.lock|requirements-[a-z]+-[a-z0-9]+\.txt|environment-[a-z]+-[a-z0-9]+\.yml"
+                       r"|(de)?activate\.(sh|fish|ps1|bat)|\..+\.tmp)")
 
 
 @record
@@ -170,15 +179,42 @@ def disagreements(lock_dir: Path, expected: Mapping[str, str], *, present_only: 
     return out
 
 
+def strangers(lock_dir: Path, rendered: Iterable[str]) -> list[str]:
+    """The entries of a lock folder that are neither conda-lock.yml nor one of the `rendered` files, sorted."""
+    try:
+        names = sorted(p.name for p in lock_dir.iterdir())
+    except OSError:
+        return []
+    keep = {LOCK_NAME, *rendered}
+    return [n for n in names if n not in keep]
+
+
+def exported(lock_dir: Path, lock: LockFile) -> list[str]:
+    """The files an `envlock export pixi -o locks/<name>` keeps in the lock folder, where its pixi.toml is there
+    (checked by envlock.project.pixiexport.disagreements), with pixi's own environment folder `.pixi`."""
+    from envlock.project import pixiexport
+
+    if not (lock_dir / pixiexport.MANIFEST).is_file():
+        return []
+    return [pixiexport.MANIFEST, pixiexport.LOCK, *pixiexport.script_names(lock, None).values(), ".pixi"]
+
+
 def refuse_disagreeing(lock: LockFile, lock_path: Path, platform: str) -> None:
     """For create, unpack and export of `platform`: LockfileError naming the first derived file beside `lock_path`
     (that platform's and the activation scripts) that disagrees with the envlock conda-lock.yml there (`lock` may
-    be one of those files: an @EXPLICIT one)."""
+    be one of those files: an @EXPLICIT one), or `lock_path` itself when it is not a file that conda-lock.yml
+    renders (one planted for a platform the lock lacks)."""
     if lock.kind != "conda-lock":
         beside = lock_path.parent / LOCK_NAME
         if not beside.is_file():
             return  # a lone @EXPLICIT file: nothing it derives from
-        lock, lock_path = read_lock(beside), beside
+        given, (lock, lock_path) = lock_path, (read_lock(beside), beside)
+        if lock.envlock_meta() and given.name not in render(of_lock(lock)):
+            raise LockfileError(
+                f"{printable(str(given))} is not a file that the {LOCK_NAME} beside it renders (that lock has "
+                f"{', '.join(lock.platforms) or 'no platform'}): envlock does not use it",
+                hint=f"remove {printable(given.name)} from {printable(str(lock_path.parent))} (`envlock check` names every "
+                     f"file there that is not the lock's), and use {LOCK_NAME} with one of its platforms")
     if not lock.envlock_meta():
         return  # not envlock's: nothing is rendered from it
     files = {n: t for n, t in render(of_lock(lock)).items() if platform_of(n) in (None, platform)}

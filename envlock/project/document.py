@@ -215,7 +215,25 @@ def custom_metadata(
         meta[f"{META_PREFIX}packages.{res.platform}"] = packages_fingerprint(res.packages)
         if res.platform in pypi:
             meta[f"{META_PREFIX}pypi.{res.platform}"] = pypi_fingerprint(pypi[res.platform])
+    sources = pypi_sources(w for ws in pypi.values() for w in ws)
+    if sources:  # where the PyPI part's files are served: `check` keeps every wheel URL under one of them
+        meta[f"{META_PREFIX}pypi_sources"] = json.dumps(sources)
     return meta
+
+
+def pypi_sources(wheels: Iterable[PypiPackage]) -> list[str]:
+    """The origins the wheels' URLs lie under (`https://host[:port]/`; a file:// wheel's own folder), sorted."""
+    from urllib.parse import urlsplit
+
+    out = set()
+    for w in wheels:
+        url = strip_credentials(w.url)
+        if url.startswith("file:"):
+            out.add(url.rsplit("/", 1)[0] + "/")
+        else:
+            parts = urlsplit(url)
+            out.add(f"{parts.scheme}://{parts.netloc}/")
+    return sorted(out)
 
 
 # --------------------------------------------------------------------------- the files

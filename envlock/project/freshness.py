@@ -22,7 +22,7 @@ from envlock.formats.untrusted import json_value
 
 RELOCK_HINT = "run `envlock lock` and commit environments/ and locks/"
 #: Change kinds `lock` and `update` refuse to write over (a corrupt or edited lock they may replace).
-BLOCKING = frozenset({"missing-spec", "newer-envlock", "invalid-spec", "invalid-name"})
+BLOCKING = frozenset({"missing-spec", "newer-envlock", "invalid-spec", "invalid-name", "foreign-file"})
 
 
 @record
@@ -31,7 +31,8 @@ class Change:
 
     # spec | rules | anchor | missing-lock | missing-spec | hand-edited | newer-envlock
     # | invalid-spec | invalid-lock | invalid-name (not a name envlock.envname accepts)
-    # | derived (a file beside conda-lock.yml is not its rendering)
+    # | derived (a file beside conda-lock.yml is not its rendering, or is not one it renders)
+    # | foreign-file (a file in the lock folder that envlock does not write: the user removes it)
     kind: str
     message: str
     platform: str | None = None
@@ -107,6 +108,9 @@ class CheckReport:
             )
         if kinds == {"derived"}:  # conda-lock.yml is fresh: the files beside it are rendered again, no solve
             return LockfileError(what, hint=rerender_hint(" ".join(e.name for e in stale)))
+        if "foreign-file" in kinds:  # `envlock lock` does not remove a file it did not write: the user does
+            first = next(c for e in stale for c in e.changes if c.kind == "foreign-file")
+            return LockfileError(what, hint=f"{first.hint}; then `envlock check` again")
         if "missing-spec" in kinds:  # `envlock lock` refuses an orphaned lock: say what to do first
             return LockfileError(
                 what,
@@ -238,7 +242,61 @@ def integrity_changes(lock: LockHead) -> list[Change]:
     digest = lock.meta("packages_digest")
     if digest and digest != lock.package_digest:
         out.extend(_package_edits(lock))
+    return out + source_changes(lock)
+
+
+def source_changes(lock: LockHead) -> list[Change]:
+    """Where each package's bytes come from: every conda package URL under a channel its platform was solved from,
+    every wheel URL under a PyPI source the lock records.
+
+    The fingerprints beside the package list (`envlock.packages.*`) are plain hashes anyone can recompute after an
+    edit: they catch an accidental edit, not a deliberate one. What makes a deliberate one harmless is this rule: a
+    conda package must lie under a channel of its platform's recorded inputs, which the content hash binds to the
+    reviewed spec, so a forged sha256 can at worst make an install fail (the channel serves its own bytes), never
+    install other bytes; a wheel must lie under one of `envlock.pypi_sources`, the origins the PyPI part was
+    locked from, one short line a reviewer reads."""
+    from envlock.seams.conda.channels import canonical_channel_url  # noqa: PLC0415 - no rattler there
+    from envlock.seams.mirror_urls import channel_of  # noqa: PLC0415
+
+    try:
+        full = lock.packages_read()
+    except LockfileError:
+        return []  # said by the package-list checks
+    out: list[Change] = []
+    for platform in lock.platforms:
+        allowed = {canonical_channel_url(c) for c in _solved_channels(lock, platform) or full.channels}
+        bad = next((p for p in full.packages_for(platform) if channel_of(p.url) not in allowed), None)
+        if bad is not None:
+            out.append(Change("hand-edited", f"{bad.name}'s URL {_shown_url(bad.url)} is not under a channel the lock "
+                              f"was solved from ({', '.join(sorted(allowed))})", platform))
+    wheels = [w for p in lock.platforms for w in full.pypi_for(p)]
+    if not wheels:
+        return out
+    sources = lock.meta_json("pypi_sources")
+    if not isinstance(sources, list) or not all(isinstance(s, str) and s.endswith("/") for s in sources):
+        return out + [Change("hand-edited", "the lock does not record where its PyPI part comes from "
+                                            "(envlock.pypi_sources): an older envlock wrote it, or it was edited")]
+    bad_wheel = next((w for w in wheels if not any(w.url.startswith(s) for s in sources)), None)
+    if bad_wheel is not None:
+        out.append(Change("hand-edited", f"{bad_wheel.name}'s URL {_shown_url(bad_wheel.url)} is not under a PyPI "
+                          f"source the lock records ({', '.join(sources)})", bad_wheel.platform))
     return out
+
+
+def _solved_channels(lock: LockHead, platform: str) -> set[str]:
+    """The channels of a platform's recorded inputs (the spec's, and each candidate's): bound to the spec by the
+    content hash (`integrity_changes`)."""
+    inputs = lock.meta_json(f"inputs.{platform}")
+    if not isinstance(inputs, dict):
+        return set()
+    lists = [inputs.get("channels"), *(c.get("channels") for c in inputs.get("candidates") or () if isinstance(c, dict))]
+    return {str(c) for cs in lists if isinstance(cs, list) for c in cs}
+
+
+def _shown_url(url: str) -> str:
+    from envlock.names import strip_credentials  # noqa: PLC0415
+
+    return printable(strip_credentials(url))[:160]
 
 
 def _package_edits(lock: LockHead) -> list[Change]:
@@ -266,7 +324,8 @@ def _package_edits(lock: LockHead) -> list[Change]:
 def derived_changes(lock: LockHead, spec: EnvSpec) -> list[Change]:
     """Each file derived from conda-lock.yml (the @EXPLICIT files, requirements-*.txt, the activation scripts,
     environment-<platform>.yml) against its rendering from conda-lock.yml, byte for byte (envlock.project.derived)."""
-    from envlock.project.derived import disagreements, of_lock, platform_envs, platform_of, render
+    from envlock.project.derived import (OWN_KINDS, disagreements, exported, of_lock, platform_envs, platform_of,
+                                         render, strangers)
 
     try:
         full = lock.packages_read()
@@ -275,12 +334,24 @@ def derived_changes(lock: LockHead, spec: EnvSpec) -> list[Change]:
         return [Change("hand-edited", f"the package list was edited by hand and no longer reads ({exc.message})")]
     from envlock.project import pixiexport
 
-    name = lock.path.parent.name
-    pixi_hint = f"`envlock export pixi {printable(name)} -o locks/{printable(name)} --force` writes it again"
-    return [Change("derived", f"{file} {what}", platform_of(file), hint=rerender_hint(name))
-            for file, what in disagreements(lock.path.parent, expected, present_only=False)] + [
+    folder = lock.path.parent
+    pixi_hint = f"`envlock export pixi {printable(folder.name)} -o locks/{printable(folder.name)} --force` writes it again"
+    out = [Change("derived", f"{name} {what}", platform_of(name), hint=rerender_hint(folder.name))
+           for name, what in disagreements(folder, expected, present_only=False)] + [
         Change("derived", f"{file} (envlock export pixi) {what}", None, hint=pixi_hint)
-        for file, what in pixiexport.disagreements(lock.path.parent)]
+        for file, what in pixiexport.disagreements(folder)]
+    # The folder holds nothing else: a file there for a platform the lock lacks is what `create --lock FILE` or a
+    # user's conda would install from. One of envlock's kinds `envlock lock NAME` removes; any other is the user's.
+    has = ", ".join(full.platforms) or "no platform"
+    for name in strangers(folder, [*expected, *exported(folder, full)]):
+        if OWN_KINDS.fullmatch(name):
+            out.append(Change("derived", f"{name} is not a file conda-lock.yml renders (the lock has {has})",
+                              platform_of(name), hint=rerender_hint(folder.name)))
+        else:
+            out.append(Change("foreign-file", f"{name} is not a file envlock renders from conda-lock.yml",
+                              hint=f"remove locks/{folder.name}/{name}: the folder holds conda-lock.yml and what is "
+                                   "rendered from it, nothing else"))
+    return out
 
 
 def rerender_hint(name: str) -> str:

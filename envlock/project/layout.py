@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -141,17 +140,13 @@ def write_files(project_dir: Path, name: str, files: Sequence[tuple[Path, str]],
                         hint=CANNOT_WRITE_HINT) from None
 
 
-#: The lock folder's files that a solve writes (render_files): one of these that the new render lacks is stale.
-#: Exact names only: anything else a user keeps in the folder is theirs.
-_OWN = re.compile(r"(conda-[a-z]+-[a-z0-9]+\.lock|requirements-[a-z]+-[a-z0-9]+\.txt|environment-[a-z]+-[a-z0-9]+\.yml"
-                  r"|(de)?activate\.(sh|fish|ps1|bat))")
-
-
 def _remove_stale(ldir: Path, keep: set[Path]) -> list[Path]:
     """Remove the lock folder's own-kind files that are not in `keep` (after the new conda-lock.yml is in
     place): pack, export and a user's pip would otherwise read a requirements file the lock no longer has."""
+    from envlock.project.derived import OWN_KINDS  # the one list of what the folder holds
+
     names = {p.name for p in keep if p.parent == ldir}
-    stale = sorted(p for p in ldir.iterdir() if _OWN.fullmatch(p.name) and p.name not in names and p.is_file())
+    stale = sorted(p for p in ldir.iterdir() if OWN_KINDS.fullmatch(p.name) and p.name not in names and p.is_file())
     for path in stale:
         path.unlink(missing_ok=True)
     return stale
