@@ -39,7 +39,7 @@ def _settings(mirror: list[str], offline: bool, allow_insecure: bool, project_di
     from envlock.commands.resolve import parse_mirrors
     from envlock.usecases.resolve import SolveSettings
 
-    return SolveSettings(mirrors=parse_mirrors(mirror, Path(project_dir)), offline=offline,
+    return SolveSettings(mirrors=parse_mirrors(mirror, Path(project_dir), solving=True), offline=offline,
                          allow_insecure=allow_insecure)
 
 

@@ -21,11 +21,12 @@ if TYPE_CHECKING:
     from envlock.usecases.resolve import ResolveResult
 
 
-def parse_mirrors(values: list[str], project_dir: Path = Path(".")) -> MirrorMap:
-    """`--mirror NAME=URL` entries over ENVLOCK_MIRRORS and the envlock.toml files (envlock/seams/config.py)."""
+def parse_mirrors(values: list[str], project_dir: Path = Path("."), *, solving: bool = False) -> MirrorMap:
+    """`--mirror NAME=URL` entries over ENVLOCK_MIRRORS and the envlock.toml files (envlock/seams/config.py);
+    `solving`: for resolve, lock and update (a mirror only the project's file names is not solved from)."""
     from envlock.seams.config import mirrors_in_force
 
-    return mirrors_in_force(values, Path(project_dir))
+    return mirrors_in_force(values, Path(project_dir), solving=solving)
 
 
 def resolve_cmd(
@@ -87,7 +88,7 @@ def resolve_cmd(
         python=_checked_python(python),
         platforms=tuple(platform),
         channels=_checked_channels(channel),
-        mirrors=parse_mirrors(mirror, project),
+        mirrors=parse_mirrors(mirror, project, solving=True),
         offline=offline,
         name=_checked_name(lock),
         project_dir=project,

@@ -14,6 +14,11 @@ Why envlock.toml and not `[tool.envlock]` in pyproject.toml: the same file serve
 (no pyproject.toml there), an envlock project is often not a Python package (a training repo with
 environments/ and locks/ only), and mirrors are a site's setting, not the package's build metadata.
 Relative paths in a file are relative to that file's directory.
+
+The project's file comes with the project (a pull request can add one): resolve, lock and update never solve
+from a mirror only it names (the mirror would decide the hashes the lock records): the user's own setting for that
+key is used (their envlock.toml, ENVLOCK_MIRRORS, --mirror), and without one the solve is refused, naming the
+mirror and how to confirm it (`mirrors_in_force`).
 """
 
 from __future__ import annotations
@@ -76,9 +81,28 @@ class Config:
 # --------------------------------------------------------------------------- mirrors
 
 
-def mirrors_in_force(cli: Sequence[str] = (), project_dir: Path = Path(".")) -> MirrorMap:
-    """The mirrors a command uses (command line entries are `strict`: see envlock.seams.mirror_urls.MirrorMap)."""
-    return load(cli, project_dir).mirrors
+def mirrors_in_force(cli: Sequence[str] = (), project_dir: Path = Path("."), *, solving: bool = False) -> MirrorMap:
+    """The mirrors a command uses (command line entries are `strict`: see envlock.seams.mirror_urls.MirrorMap).
+
+    `solving` (resolve, lock, update): a mirror that only the project's envlock.toml names is not solved from: where
+    the user's own envlock.toml names that key, its URL is used; where nothing of the user's does, the key is left
+    out and kept as `unconfirmed` (refused where a channel in play would read it:
+    envlock.seams.mirror_urls.refuse_unconfirmed). ENVLOCK_MIRRORS and --mirror replace the project's entry anyway.
+    A fetch (create, mirror, pack, export) uses the project's mirror: the lock's hashes check every byte it serves."""
+    config = load(cli, project_dir)
+    if not solving:
+        return config.mirrors
+    kept, unconfirmed = dict(config.mirrors), {}
+    for e in config.entries:
+        if not e.origin.startswith("project "):
+            continue
+        users = next((url for url, origin in e.shadows if origin.startswith("user ")), None)
+        if users is not None:
+            kept[e.key] = users  # the user's own setting, whatever the project's file says
+        else:
+            del kept[e.key]
+            unconfirmed[e.key] = f"{strip_credentials(e.url, marked=True)} ({e.origin.split(' ', 1)[1]})"
+    return MirrorMap(kept, strict=config.mirrors.strict, unconfirmed=unconfirmed)
 
 
 def load(cli: Sequence[str] = (), project_dir: Path = Path(".")) -> Config:

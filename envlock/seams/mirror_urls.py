@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from envlock.errors import SpecError, UsageError
+from envlock.errors import Retry, SpecError, UsageError
 from envlock.names import file_url_path, strip_credentials
 
 PYPI = "pypi"
@@ -23,15 +23,19 @@ _SCHEMES = ("http://", "https://", "file://")
 
 
 class MirrorMap(dict[str, str]):
-    """key -> URL to fetch from; `strict`: the keys given on the command line.
+    """key -> URL to fetch from; `strict`: the keys given on the command line; `unconfirmed`: for a solve (resolve,
+    lock, update), the project's own mirrors that the user's config, ENVLOCK_MIRRORS or --mirror do not name with
+    the same URL (key -> `URL (FILE)`): left out of the map, and refused where a channel in play would use them.
 
     A strict key that no channel in play uses is refused (a typo such as `conda-forg=`); entries from
     ENVLOCK_MIRRORS and config files are site-wide, so an unused one is simply not used.
     """
 
-    def __init__(self, items: Mapping[str, str] | Iterable[tuple[str, str]] = (), strict: Iterable[str] = ()) -> None:
+    def __init__(self, items: Mapping[str, str] | Iterable[tuple[str, str]] = (), strict: Iterable[str] = (),
+                 unconfirmed: Mapping[str, str] | None = None) -> None:
         super().__init__(items)
         self.strict = frozenset(strict)
+        self.unconfirmed = dict(unconfirmed or {})
 
 
 def _error(source: str) -> type[SpecError] | type[UsageError]:
@@ -132,6 +136,26 @@ def display(url: str) -> str:
     if url.startswith(CANONICAL_BASE):
         return url[len(CANONICAL_BASE):].strip("/")
     return strip_credentials(url).rstrip("/")
+
+
+def refuse_unconfirmed(mirrors: Mapping[str, str], channels: Iterable[str], index_urls: Iterable[str] = (), *,
+                       pypi: bool = False) -> None:
+    """A solve reads no mirror that only the project's envlock.toml names (MirrorMap.unconfirmed): the mirror a lock
+    is solved from decides the hashes it records, and the project file comes with the pull request. SpecError for
+    the first such mirror a channel in play (or the PyPI part) would use; one not in play is simply not used."""
+    unconfirmed = getattr(mirrors, "unconfirmed", {})
+    if not unconfirmed:
+        return
+    urls = sorted({key_prefix(c) for c in channels} | {u.rstrip("/") + "/" for u in index_urls})
+    for key, where in sorted(unconfirmed.items()):
+        if not ((key == PYPI and pypi) or any(u.startswith(key_prefix(key)) for u in urls)):
+            continue
+        url = where.rsplit(" (", 1)[0]
+        raise SpecError(
+            f"the project's envlock.toml names the mirror {key} = {where}: a project's file does not decide where a "
+            "lock's packages and hashes come from",
+            hint=("confirm it for this run: ", Retry((("--mirror", f"{key}={url}"),)),
+                  " (or name it in your own envlock.toml, or ENVLOCK_MIRRORS), or remove it from the project's file"))
 
 
 def check_in_play(mirrors: Mapping[str, str], channels: Iterable[str], wheel_urls: Iterable[str] = (),

@@ -74,6 +74,9 @@ def sources(asked: Asked, settings: SolveSettings, *, python_exe: str | None = N
     conda_forge = None
     if asked.torch_source == "conda-forge" and channel:
         first = asked.channel_names[0]
+        from envlock.seams.mirror_urls import refuse_unconfirmed
+
+        refuse_unconfirmed(settings.mirrors, [first])  # the anchor asks that channel before there is a plan
 
         def conda_forge(version: str) -> list[tuple[str, str]]:
             from envlock.seams.conda.solve import conda_forge_pytorch_lookup
@@ -166,7 +169,7 @@ def check_mirrors(mirrors: Mapping[str, str], channels: Sequence[str], *, label:
                   toolchain_only: bool, tables: Tables | None = None) -> None:
     """Refuse a `--mirror` that no channel in play uses (with `tables`, before a plan: any channel the CUDA
     table may add). `label`: the torch's local label (a +cuXYZ wheel comes from the PyTorch index)."""
-    from envlock.seams.mirror_urls import check_in_play
+    from envlock.seams.mirror_urls import check_in_play, refuse_unconfirmed
 
     if tables is not None:
         channels = [*channels, *(r.channel for r in tables.cuda.minors.values() if r.channel)]
@@ -175,6 +178,7 @@ def check_mirrors(mirrors: Mapping[str, str], channels: Sequence[str], *, label:
         from envlock.seams.pypi.part import variant_index_url
 
         index.append(variant_index_url(label))
+    refuse_unconfirmed(mirrors, channels, index, pypi=not toolchain_only)
     check_in_play(mirrors, channels, index, pypi=not toolchain_only)
 
 
