@@ -35,7 +35,7 @@ from typing import Any
 
 from envlock import __version__
 from envlock.errors import LockfileError, SpecError
-from envlock.seams.fs import LEFTOVER_AGE_S, remove_dead, work_dir
+from envlock.seams.fs import LEFTOVER_AGE_S, owned, remove_dead, work_dir
 
 MANIFEST = "envlock-pack.json"
 FORMAT = 1
@@ -202,8 +202,9 @@ def _remove_leftovers(out: Path) -> None:
     remove_dead(out.parent, f".{out.name}.*")
     for tar in out.parent.glob(f".{out.name}.*.tar"):
         try:
-            if not tar.with_suffix("").exists() and time.time() - tar.lstat().st_mtime > LEFTOVER_AGE_S:
-                tar.unlink()
+            st = tar.lstat()
+            if not tar.with_suffix("").exists() and time.time() - st.st_mtime > LEFTOVER_AGE_S and owned(st):
+                tar.unlink()  # only this user's: another user's leftover in a shared folder is theirs
         except OSError:
             continue
 
