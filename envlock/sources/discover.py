@@ -4,12 +4,14 @@ and (with a profile) op-builder classes such as DeepSpeed's (`ast` only: nothing
 from __future__ import annotations
 
 import ast
+import dataclasses
 import posixpath
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from envlock.sources.buildmacros import BuildMacros
-from envlock.sources.pystatic import EXTENSION_CALLS, Evaluator, PyUnit, dotted, statements
+from envlock.sources.facts import flag_facts, setup_facts
+from envlock.sources.pystatic import EXTENSION_CALLS, Evaluator, Fact, PyUnit, dotted, statements
 
 _JIT_CALLS = ("load", "load_inline")
 _LIST_KEYS = ("sources", "include_dirs", "extra_include_paths", "libraries", "extra_link_args", "extra_ldflags")
@@ -66,6 +68,19 @@ def _macros(node: ast.AST | None) -> list[str]:
             and isinstance(e.elts[0], ast.Constant) and isinstance(e.elts[0].value, str)]  # fmt: skip
 
 
+def _facts(ev: Evaluator, call: ast.Call, where: str) -> tuple[Fact, ...]:
+    """The standard and arch flags: a {'cxx': [...], 'nvcc': [...]} dict's by key, extra_cuda_cflags' as nvcc's."""
+    node, out = _kw(call, "extra_compile_args", "extra_cflags"), []
+    if isinstance(node, ast.Dict):
+        for k, v in zip(node.keys, node.values):
+            nvcc = isinstance(k, ast.Constant) and k.value == "nvcc"
+            out += flag_facts(_strings(ev, v), where, cuda_flags=nvcc)
+    else:
+        out += flag_facts(_flags(ev, node), where, cuda_flags=False)
+    out += flag_facts(_flags(ev, _kw(call, "extra_cuda_cflags")), where)
+    return tuple(dict.fromkeys(out))
+
+
 def _unit(kind: str, ev: Evaluator, call: ast.Call, path: str, name_node: ast.AST | None,
           chain: Sequence[Sequence[ast.stmt]] = ()) -> PyUnit:  # fmt: skip
     flags = _flags(ev, _kw(call, "extra_compile_args", "extra_cflags")) + _flags(ev, _kw(call, "extra_cuda_cflags"))
@@ -90,6 +105,7 @@ def _unit(kind: str, ev: Evaluator, call: ast.Call, path: str, name_node: ast.AS
         cuda=not dotted(call.func).endswith("CppExtension"),
         macros=tuple((m.name, m.value, m.why) for m in macros),
         macros_read=bm.complete,
+        facts=_facts(ev, call, f"{path}:{call.lineno}"),
     )
 
 
@@ -104,11 +120,13 @@ def python_units(files: Mapping[str, str]) -> list[PyUnit]:
         tree = _parse(text, path)
         if tree is None:
             continue
+        checks = tuple(setup_facts(tree, path)) if is_setup else ()
         for chain, call in _calls(tree):
             last = dotted(call.func).rsplit(".", 1)[-1]
             if is_setup and (last in EXTENSION_CALLS or (last.lower().endswith("extension") and not last.startswith("Build"))):
                 ev = Evaluator(chain, file=path)
-                out.append(_unit("extension", ev, call, path, _kw(call, "name", pos=0), chain))
+                unit = _unit("extension", ev, call, path, _kw(call, "name", pos=0), chain)
+                out.append(dataclasses.replace(unit, facts=unit.facts + checks))
             elif last in _JIT_CALLS and _kw(call, "sources", "cpp_sources", "cuda_sources", pos=1) is not None:
                 ev = Evaluator(chain, file=path)
                 out.append(_unit("jit", ev, call, path, _kw(call, "name", pos=0), chain))

@@ -25,6 +25,27 @@ FALSE_NAMES = frozenset({"IS_HIP_EXTENSION", "IS_ROCM", "USE_ROCM", "torch.versi
 EXTENSION_CALLS = ("CUDAExtension", "CppExtension", "Extension", "Pybind11Extension", "CUDAExtension_")
 
 
+@dataclass(frozen=True, slots=True)
+class Use:
+    """A header, library or build-system package a unit needs that its sources do not show (a CMake link
+    item, a find_package(), meson's dependency())."""
+
+    name: str
+    what: str  # "header" | "library" | "package"
+    via: str  # where it is asked for
+    conditional: bool = False  # under a condition the reading could not decide, or not REQUIRED
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """Something the build asks of the toolchain: a C++ / CUDA standard, a GPU architecture, an nvcc bound."""
+
+    key: str  # "cxx_std" | "cuda_std" | "arch" | "nvcc_min" | "nvcc_below" | "nvcc_max" | "cuda_language" | "downloads"
+    value: str
+    where: str
+    nvcc: str = ""  # the nvcc version this fact needs (an arch built only from nvcc X on)
+
+
 @dataclass(frozen=True)
 class PyUnit:
     """One thing the Python compiles: a setup.py extension, a JIT `load()`, an op builder."""
@@ -43,6 +64,8 @@ class PyUnit:
     inline: tuple[str, ...] = ()  # load_inline's source texts
     cuda: bool = True  # CppExtension: no nvcc
     extra: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    uses: tuple[Use, ...] = ()  # needs the build system states (CMake, meson)
+    facts: tuple[Fact, ...] = ()
 
 
 Val = tuple[str, tuple[str, ...]]  # ("s", alternatives) | ("l", items) | ("?", ())

@@ -21,7 +21,8 @@ from envlock.errors import SpecError
 
 SOURCE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu")
 HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl", ".inc", ".tcc", ".ipp", ".def")
-WANTED = SOURCE_SUFFIXES + HEADER_SUFFIXES + (".py",)
+BUILD_FILES = ("cmakelists.txt", ".cmake", "meson.build", "meson.options", "meson_options.txt", "pyproject.toml")
+WANTED = SOURCE_SUFFIXES + HEADER_SUFFIXES + (".py",) + BUILD_FILES
 MAX_FILE = 4 << 20
 MAX_TOTAL = 512 << 20
 MAX_MEMBERS = 200_000

@@ -12,8 +12,9 @@ from typing import Any
 
 from envlock.sources import cpp
 from envlock.sources.classify import Provider, SourceTables
+from envlock.sources.buildsys import build_units
 from envlock.sources.discover import builder_units, python_units
-from envlock.sources.pystatic import UNKNOWN, PyUnit
+from envlock.sources.pystatic import UNKNOWN, Fact, PyUnit
 from envlock.sources.reader import HEADER_SUFFIXES, SOURCE_SUFFIXES, SourceFiles
 
 
@@ -43,6 +44,7 @@ class Unit:
     outside: tuple[str, ...] = ()  # every outside header name, whatever provides it
     builder: str = ""  # the op-builder class (profiles with builders)
     skipped: tuple[Need, ...] = ()  # outside CUDA headers the build's own macros leave out (not needed)
+    facts: tuple[Fact, ...] = ()  # the standard, arches, nvcc bounds the build asks for (facts.py)
 
     def missing_kinds(self, *kinds: str) -> list[Need]:
         return [n for n in self.needs if n.provider.kind in kinds]
@@ -61,6 +63,7 @@ class Scan:
     units: tuple[Unit, ...]
     skipped: tuple[str, ...] = ()
     profile: str | None = None
+    notes: tuple[str, ...] = ()  # what the build-system reading cut short
 
     def groups(self) -> list[str]:
         return sorted({g for u in self.units for g in u.groups()})
@@ -164,11 +167,13 @@ class _Closure:
         for lib in unit.libraries:
             if lib != UNKNOWN:
                 self._need(needs, lib, "library", unit.where, False)
+        for use in unit.uses:
+            self._need(needs, use.name, use.what, use.via, use.conditional)
         order = {k: i for i, k in enumerate(("cuda", "driver", "gone", "not_cuda", "unknown"))}
         kept = sorted(needs.values(), key=lambda n: (order.get(n.provider.kind, 9), n.what, n.name))
         left = tuple(n for k, n in sorted(skipped.items()) if ("header", k) not in needs)
         return Unit(unit.name, unit.kind, unit.where, tuple(sources), tuple(kept), tuple(computed), note,
-                    tuple(sorted(outside)), unit.extra.get("builder", ("",))[0], left)  # fmt: skip
+                    tuple(sorted(outside)), unit.extra.get("builder", ("",))[0], left, unit.facts)  # fmt: skip
 
     def _need(self, needs: dict[tuple[str, str], Need], name: str, what: str, via: str, conditional: bool,
               because: str = "") -> None:  # fmt: skip
@@ -176,7 +181,8 @@ class _Closure:
         old = needs.get(key)
         if old is not None and (old.conditional <= conditional) and (not old.via.startswith("through") or via.startswith("through")):
             return  # a direct, unconditional include is the one kept
-        p = self.tables.header(name) if what == "header" else self.tables.library(name)
+        p = self.tables.header(name) if what == "header" else self.tables.library(name) if what == "library" else \
+            Provider("unknown", why=f"the build-system package {name} ({via}), which no CUDA package gives")
         needs[key] = Need(name, what, p, via, conditional, because)
         if what != "header" or p.kind != "torch":
             return
@@ -191,16 +197,19 @@ def scan(src: SourceFiles, tables: SourceTables, profile: Mapping[str, Any] | No
     all_sources = src.sources()
     py = builder_units(src.files, profile) if profile and profile.get("builders") else []
     py += [] if profile and profile.get("only_builders") else python_units(src.files)
+    built, notes = build_units(src.files, (profile or {}).get("defines"))
     notes = dict((profile or {}).get("notes", {}))
     closure = _Closure(src, tables)
     units: list[Unit] = []
-    for u in py:
+    for u in py + built:
         files = sorted({f for pat in u.sources for f in _match(all_sources, pat)})
         if not files and not u.inline:
             files = [s for s in u.sources if s in src.files]
+        if not files and built and u.kind == "extension":
+            continue  # a setup.py Extension with no sources of its own wraps the CMake / meson build
         units.append(closure.run(u, files, notes.get(u.name)))
     if not units and all_sources:
         whole = PyUnit("all", "all_sources", src.origin, ("*",))  # no Python declares a build: every source
         units.append(closure.run(whole, all_sources, None))
     units.sort(key=lambda u: (u.name, u.where))
-    return Scan(src.origin, tuple(units), src.skipped, (profile or {}).get("name"))
+    return Scan(src.origin, tuple(units), src.skipped, (profile or {}).get("name"), tuple(notes))
