@@ -50,7 +50,8 @@ class Reader(Commands):
 
     def __init__(self, files: Mapping[str, str], defines: Mapping[str, str] | None = None) -> None:
         self.files, self.defines = files, dict(defines or {})
-        self.steps, self.notes = 0, []  # type: ignore[var-annotated]
+        self.steps = 0
+        self.notes: list[str] = []  # what was cut short
         self.targets: dict[str, Target] = {}
         self.functions: dict[str, tuple[list[str], list[Command | Block], bool]] = {}
         self.config: list[Use] = []  # the configure step's needs

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 UNKNOWN = "\x01"
 MAX_VALUE = 64 << 10
@@ -359,9 +360,15 @@ class Condition:
             return ""
 
 
-def _order(op: str, a: object, b: object) -> bool:
-    return {"EQUAL": a == b, "LESS": a < b, "GREATER": a > b, "LESS_EQUAL": a <= b,  # type: ignore[operator]
-            "GREATER_EQUAL": a >= b}[op]  # type: ignore[operator]  # fmt: skip
+def _order(op: str, a: Any, b: Any) -> bool:
+    """a OP b for two values of one kind (strings, numbers, version tuples)."""
+    if op == "EQUAL":
+        return bool(a == b)
+    if op == "LESS":
+        return bool(a < b)
+    if op == "GREATER":
+        return bool(a > b)
+    return bool(a <= b) if op == "LESS_EQUAL" else bool(a >= b)
 
 
 def strip_genex(item: str) -> tuple[str | None, bool]:
