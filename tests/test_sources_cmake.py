@@ -278,3 +278,23 @@ ext = CUDAExtension("k", ["csrc/k.cu"], extra_compile_args={"cxx": ["-O3", "-std
     u = units(tmp_path, {"setup.py": setup})["k"]
     assert summary(u.facts) == {"cxx_std": "c++17", "cuda_std": "c++17", "arch": ["80", "100 (nvcc >= 12.8)"],
                                 "nvcc_min": "11.6"}  # fmt: skip  (a warning is no floor; Windows' arch is not Linux's)
+
+
+def test_configure_time_downloads_are_named(tmp_path: Path, cudart_stub: Path) -> None:
+    """FetchContent_Declare / CPMAddPackage fetch code when CMake configures: an offline build needs it in place."""
+    tree = write(tmp_path / "proj", {**KERNEL, **cmake('include(FetchContent)\nFetchContent_Declare(cutlass GIT_REPOSITORY x)\n'
+                                                       'CPMAddPackage("gh:NVIDIA/cccl@2.8.0")\nCPMAddPackage(NAME fmt VERSION 10)\n'
+                                                       "add_library(k SHARED csrc/k.cu)\n")})  # fmt: skip
+    from envlock.sources.load import load_scan
+
+    scans = (load_scan(str(tree)),)
+    assert summary(scans[0].units[0].facts)["downloads"] == ["NVIDIA/cccl", "cutlass", "fmt"]
+    f = doctor(prefix_with(tmp_path / "a", cudart_stub), base_env(tmp_path), for_=(str(tree),), scans=scans)["source.CMakeLists.txt"]
+    assert f.severity == "info" and "downloads cutlass (CMakeLists.txt:4 FetchContent_Declare), NVIDIA/cccl (CMakeLists.txt:5" in f.message
+
+
+def test_a_build_extension_override_is_not_an_extension(tmp_path: Path) -> None:
+    setup = ("from torch.utils.cpp_extension import BuildExtension, CUDAExtension\n"
+             "class B(BuildExtension):\n    def build_extension(self, ext):\n        return super().build_extension(ext)\n"
+             "CUDAExtension('k', ['csrc/k.cu'])\n")  # fmt: skip
+    assert set(units(tmp_path, {"setup.py": setup})) == {"k"}  # not a `*` unit for super().build_extension(ext)

@@ -19,6 +19,10 @@ if TYPE_CHECKING:
 _COLOURS = {"ok": "green", "info": "cyan", "skipped": "blue", "warning": "yellow", "error": "red"}
 
 
+#: The projects data/profiles.yaml keeps a saved scan of (`--for NAME`; tests/test_project_profiles.py checks the list).
+PROFILED = "flash-attn, xformers, causal-conv1d, mamba-ssm, flashinfer, apex, bitsandbytes"
+
+
 def render_human(findings: list[Finding], *, colour: bool, width: int = 80) -> str:
     """One line per check, cut to `width` (the whole message is in --json); then what to do, each piece of
     advice once: the findings that share a fix are named together above it (a warning's or an error's whole
@@ -98,7 +102,8 @@ def doctor(
     ),
     for_: list[str] = opt(
         [], "--for", help="Also check what sources need: a source folder, an sdist or wheel, an installed package "
-        "(which of its extensions / JIT ops would build), or deepspeed (its 0.19.8 ops, no sources needed)."
+        "(which of its extensions / JIT ops would build), deepspeed (its 0.19.8 ops, no sources needed), or a profiled "
+        "project, no sources needed: " + PROFILED + "."
     ),
 ) -> int:
     """Can this environment JIT-compile a CUDA extension? One line per check; exit 1 on any error.

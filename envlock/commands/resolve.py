@@ -60,7 +60,7 @@ def resolve_cmd(
     ),
     for_: list[str] = opt(
         [], "--for", metavar="SOURCE", help="Add the --with groups these sources need (repeatable): a source folder, an sdist or "
-        "wheel, an installed package, or deepspeed (see `envlock doctor --for`)."
+        "wheel, an installed package, deepspeed, or a profiled project (flash-attn, xformers, …: see `envlock doctor --help`)."
     ),
 ) -> int:
     """Anchor on torch's CUDA, plan the toolchain, solve every platform and write spec + locks."""

@@ -9,11 +9,13 @@ Codes:
                  missing); warning when it includes a header torch no longer ships (fails whatever the
                  toolkit); info when it needs something no `--with` group gives (saying where it comes
                  from, or that the project must carry it), or a header its group puts in a folder of its
-                 own (Eigen's include/eigen3) that the build has to add to its include dirs.
+                 own (Eigen's include/eigen3) that the build has to add to its include dirs; warning when its project refuses
+                 the env's nvcc (envlock/sources/facts.py: an nvcc floor or ceiling the build checks).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -79,11 +81,20 @@ def _unit_finding(obs: Observation, scan: Any, unit: Any, group_headers: dict[st
         "because": {n.name: n.because for n in unit.needs if n.because},
     }  # fmt: skip
     code = code_of(unit.name)
+    bound = _nvcc_bound(obs, unit)
+    if bound:
+        details["nvcc_bound"] = bound
+    fetched = [f for f in getattr(unit, "facts", ()) if f.key == "downloads"]
+    if fetched:  # a CMake configure step that downloads (FetchContent, CPM): an offline build cannot
+        details["downloads"] = [f"{f.value} ({f.where})" for f in fetched]
+        unit = dataclasses.replace(unit, note="; ".join(filter(None, [unit.note, "downloads " + ", ".join(
+            f"{f.value} ({f.where})" for f in fetched) + " at configure time: an offline build needs them in place"])))
     note = f"; it also {unit.note}" if unit.note else ""
     spared = [n for n in unit.skipped if n.name in set(missing(obs, [s.name for s in unit.skipped])[0])]
     # a group's header the env lacks, but the build's own macros leave out: said, so nobody adds it for nothing
     spared_txt = "; not needed by this build: " + "; ".join(f"{n.name} ({n.because})" for n in spared[:3]) if spared else ""
     note += spared_txt
+    note += f"; and {bound}" if bound else ""
     if short:
         # a group of the default dev set (curand) is not a --with to add: the env lacks what every env has
         groups = sorted({n.provider.group for n in short if n.provider.group and not n.provider.default})
@@ -106,6 +117,9 @@ def _unit_finding(obs: Observation, scan: Any, unit: Any, group_headers: dict[st
     if gone:
         msg = f"{unit.name} fails whatever the toolkit: {gone[0].name} ({gone[0].via}): {gone[0].provider.why}"
         return Finding(code, "warning", msg, details=details)
+    if bound:
+        return Finding(code, "warning", f"{unit.name} would fail to build: it {bound}", hint=hints.nvcc_for(bound),
+                       details=details)  # fmt: skip
     if outside or unit.note or aside:
         what = "; ".join(dict.fromkeys([*(_outside(n) for n in outside),
                                         *(f"{h} from {d}, a folder the build must add to its include dirs "
@@ -132,3 +146,20 @@ def _outside(need: Any) -> str:
     return (f"{need.name}, a {what} that is not in these sources and that no package envlock knows gives "
             f"({need.via}): if the project carries it (a vendored folder, a git submodule — an sdist may leave "
             "it out), the build must find that folder; else install it where the compiler looks")  # fmt: skip
+
+
+def _nvcc_bound(obs: Observation, unit: Any) -> str:
+    """'needs nvcc >= 11.7 (setup.py:173); this env's is 11.4' when the env's nvcc is outside the versions the
+    unit's build accepts (facts.py: the project's own checks), else ''."""
+    from envlock.doctor.observation import vtuple
+
+    have = obs.nvcc.version if obs.nvcc else None
+    if not have:
+        return ""
+    for f in getattr(unit, "facts", ()):
+        want = vtuple(f.value)
+        if f.key == "nvcc_min" and vtuple(have)[: len(want)] < want:
+            return f"needs nvcc >= {f.value} ({f.where}); this env's is {have}"
+        if f.key == "nvcc_below" and vtuple(have)[: len(want)] >= want:
+            return f"needs nvcc < {f.value} ({f.where}); this env's is {have}"
+    return ""

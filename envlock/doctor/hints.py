@@ -104,6 +104,11 @@ class Hints:
         again = self.installed("--with", group) if obs.torch.get("cuda") else f"envlock resolve --torch VERSION --with {group}"
         return f"install {package} (conda-forge, or the CUDA toolkit's component), or: {again}"
 
+    def nvcc_for(self, bound: str) -> str:
+        """A project refuses this nvcc: the env's nvcc follows torch's CUDA, so a torch built for another CUDA."""
+        return (f"the env's nvcc follows torch's CUDA: use a torch built for a CUDA the project accepts, then "
+                f"re-plan: {self.installed()} && envlock create")  # fmt: skip
+
     def gpu(self, cc: tuple[int, int], arches: Mapping[str, Mapping[str, Any]]) -> str:
         """A torch (and toolkit) that can build for and run on this GPU."""
         row = arches.get(f"{cc[0]}.{cc[1]}") or {}

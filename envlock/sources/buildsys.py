@@ -33,8 +33,10 @@ def table() -> dict[str, Any]:
 
     doc = _yaml("buildsystems.yaml")
     try:
-        targets, packages = doc["cuda_targets"], doc["packages"]
+        targets, packages, standards = doc["cuda_targets"], doc["packages"], doc["standards"]
         ok = doc["schema_version"] == 1 and all(
+            isinstance(v, dict) and isinstance(v.get("gcc"), str) and isinstance(v.get("nvcc"), str) for v in standards.values()
+        ) and all(
             isinstance(v, dict) and len(v) == 1 and set(v) <= {"header", "library"} for v in targets.values()
         ) and all(
             isinstance(p, dict) and isinstance(p["headers"], list) and isinstance(p["libraries"], list)
@@ -45,7 +47,7 @@ def table() -> dict[str, Any]:
     if not ok:
         raise EnvlockError("envlock's package data is invalid: buildsystems.yaml", hint=REINSTALL_HINT)
     lower = {k.lower(): v for k, v in packages.items()}
-    return {"cuda_targets": targets, "packages": packages, "lower": lower}
+    return {"cuda_targets": targets, "packages": packages, "lower": lower, "standards": standards}
 
 
 def package(name: str) -> dict[str, Any] | None:

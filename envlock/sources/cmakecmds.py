@@ -249,6 +249,14 @@ class Commands:
 
     _c_externalproject_add = _c_fetchcontent_declare
 
+    def _c_cpmaddpackage(self, w: list[str], at: At) -> None:
+        """CPM.cmake: `CPMAddPackage("gh:NVIDIA/cccl@2.8.0")` or `CPMAddPackage(NAME cccl …)` downloads."""
+        name = w[w.index("NAME") + 1] if "NAME" in w[:-1] else (w[0].split(":", 1)[-1].split("@")[0] if w else "")
+        if name:
+            self.facts.append(Fact("downloads", name, f"{at.here} CPMAddPackage"))
+
+    _c_cpmfindpackage = _c_cpmaddpackage
+
     def _c_include_directories(self, w: list[str], at: At) -> None:
         at.d.incdirs += [here_path(x, at) for x in w if x not in VISIBILITY]
 

@@ -109,13 +109,14 @@ def _unit(kind: str, ev: Evaluator, call: ast.Call, path: str, name_node: ast.AS
     )
 
 
-def python_units(files: Mapping[str, str]) -> list[PyUnit]:
-    """setup.py's extensions and every JIT load()/load_inline() of the project's .py files."""
+def python_units(files: Mapping[str, str], jit_calls: tuple[str, ...] = ()) -> list[PyUnit]:
+    """setup.py's extensions and every JIT load()/load_inline() of the project's .py files (and calls of the
+    project's own functions that take a JIT build's arguments as load() does: a profile's `jit_calls`)."""
     out: list[PyUnit] = []
     for path in sorted(p for p in files if p.endswith(".py")):
         text = files[path]
         is_setup = posixpath.basename(path) == "setup.py" and "/" not in path
-        if not is_setup and "cpp_extension" not in text:
+        if not is_setup and "cpp_extension" not in text and not any(f"{c}(" in text for c in jit_calls):
             continue
         tree = _parse(text, path)
         if tree is None:
@@ -123,11 +124,14 @@ def python_units(files: Mapping[str, str]) -> list[PyUnit]:
         checks = tuple(setup_facts(tree, path)) if is_setup else ()
         for chain, call in _calls(tree):
             last = dotted(call.func).rsplit(".", 1)[-1]
-            if is_setup and (last in EXTENSION_CALLS or (last.lower().endswith("extension") and not last.startswith("Build"))):
+            if is_setup and (last in EXTENSION_CALLS or (last.lower().endswith("extension") and not last.lower().startswith("build"))):
                 ev = Evaluator(chain, file=path)
                 unit = _unit("extension", ev, call, path, _kw(call, "name", pos=0), chain)
-                out.append(dataclasses.replace(unit, facts=unit.facts + checks))
-            elif last in _JIT_CALLS and _kw(call, "sources", "cpp_sources", "cuda_sources", pos=1) is not None:
+                own = unit.facts
+                if any(f.key == "arch" for f in checks):  # setup.py's own arch flags, with their nvcc gates, win
+                    own = tuple(f for f in own if f.key != "arch")
+                out.append(dataclasses.replace(unit, facts=own + checks))
+            elif last in _JIT_CALLS + jit_calls and _kw(call, "sources", "cpp_sources", "cuda_sources", pos=1) is not None:
                 ev = Evaluator(chain, file=path)
                 out.append(_unit("jit", ev, call, path, _kw(call, "name", pos=0), chain))
     merged: dict[tuple[str, str], PyUnit] = {}

@@ -78,6 +78,7 @@ def setup_facts(tree: ast.Module, path: str) -> list[Fact]:
                 for handler in getattr(st, "handlers", []):
                     visit(handler.body, gate)
             else:
+                out.extend(_arch_list(st, path, gate))
                 for node in ast.walk(st):
                     if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
                         continue
@@ -122,17 +123,20 @@ def summary(facts: Iterable[Fact]) -> dict[str, object]:
         vals = sorted({int(f.value) for f in facts if f.key == key})
         if vals:
             doc[key] = f"c++{vals[-1]}"
-    arches: dict[str, str] = {}
-    for f in facts:  # an arch some check gates on an nvcc version: the lowest such version
+    arches: dict[str, str | None] = {}
+    for f in facts:  # an arch built whatever the nvcc: ""; else the lowest nvcc a check builds it from
         if f.key == "arch":
-            gates = [g for g in (arches.get(f.value, ""), f.nvcc) if g]
-            arches[f.value] = min(gates, key=_vkey) if gates else ""
+            old = arches.get(f.value)
+            arches[f.value] = "" if "" in (old, f.nvcc) else min(f.nvcc, old or f.nvcc, key=_vkey)
     if arches:
-        doc["arch"] = [a + (f" (nvcc >= {n})" if n else "") for a, n in sorted(arches.items(), key=lambda x: _akey(x[0]))]
+        doc["arch"] = [a + (f" (nvcc >= {n})" if n else "") for a, n in sorted(arches.items(), key=lambda x: _akey(x[0]))]  # type: ignore[misc]  # n is a str here
     for key in ("nvcc_min", "nvcc_below", "nvcc_max"):
         vals = sorted({f.value for f in facts if f.key == key}, key=_vkey)
         if vals:
             doc[key] = vals[-1] if key == "nvcc_min" else vals[0]
+    downloads = sorted({f.value for f in facts if f.key == "downloads"})
+    if downloads:
+        doc["downloads"] = downloads
     return doc
 
 
@@ -143,3 +147,38 @@ def _vkey(v: str) -> tuple[int, ...]:
 def _akey(a: str) -> tuple[int, str]:
     m = re.match(r"(\d+)(.*)", a)
     return (int(m.group(1)), m.group(2)) if m else (1 << 30, a)
+
+
+def requirements(doc: Mapping[str, object]) -> dict[str, object]:
+    """A summary() with what its C++ standard asks (data/buildsystems.yaml's standards): the host compiler,
+    and an nvcc floor when it is above the one the project states."""
+    from envlock.sources.buildsys import table
+
+    out: dict[str, object] = {k: doc[k] for k in ("cxx_std", "cuda_std") if k in doc}
+    stds = [int(str(doc[k])[3:]) for k in ("cxx_std", "cuda_std") if k in doc]
+    row = table()["standards"].get(str(max(stds))) if stds else None
+    stated = str(doc["nvcc_min"]) if "nvcc_min" in doc else ""
+    if row:
+        out["host_compiler"] = f"gcc >= {row['gcc']} (C++{max(stds)})"
+    floor = row["nvcc"] if row and (not stated or _vkey(row["nvcc"]) > _vkey(stated)) else stated
+    if floor:
+        out["nvcc_min"] = floor
+        out["nvcc_min_why"] = ("the project refuses older" if floor == stated else f"C++{max(stds)} needs it")
+    for k in ("nvcc_below", "nvcc_max", "arch", "downloads"):
+        if k in doc:
+            out[k] = doc[k]
+    return out
+
+
+def _arch_list(st: ast.stmt, path: str, gate: str) -> list[Fact]:
+    """`os.environ["TORCH_CUDA_ARCH_LIST"] = "8.0;9.0+PTX"` (a default the project sets): its arches."""
+    if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Subscript)):
+        return []
+    target, value = st.targets[0], st.value
+    key = target.slice
+    if dotted(target.value) != "os.environ" or not (isinstance(key, ast.Constant) and key.value == "TORCH_CUDA_ARCH_LIST"):
+        return []
+    if not (isinstance(value, ast.Constant) and isinstance(value.value, str)):
+        return []
+    return [Fact("arch", f"{m.group(1)}{m.group(2)}{m.group(3)}", f"{path}:{st.lineno}", gate)
+            for m in re.finditer(r"(\d+)\.(\d)([a-z]?)", value.value)]  # fmt: skip

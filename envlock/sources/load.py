@@ -3,7 +3,8 @@ it. The package is looked for by a python run as `python -I -S` (isolated: no cu
 variables, no user site; no `site`, so no .pth file runs) that walks the import system's search paths with
 the path finder's rules (a package folder or module, then a namespace folder; only folders and file
 names are looked at, nothing is imported: a checkout's `a/__init__.py` never runs, not even for `a.b`), the interpreter's site-packages and the path lines of their .pth files included, and
-maps a distribution's name to its import name through its .dist-info's top_level.txt or RECORD."""
+maps a distribution's name to its import name through its .dist-info's top_level.txt or RECORD.
+A project envlock has profiled (data/profiles/: flash-attn, xformers, …) is its saved scan: no sources needed."""
 
 from __future__ import annotations
 
@@ -67,7 +68,8 @@ if hit is None and len(parts) == 1 and top_of(name):
     hit = locate([top_of(name)], dirs)
 print(json.dumps(hit))
 """
-HINT = "give a source folder, an sdist (.tar.gz, .zip), a wheel, or an installed package's name"
+HINT = ("give a source folder, an sdist (.tar.gz, .zip), a wheel, an installed package's name, or a profiled project "
+        "(envlock doctor --help lists them)")
 
 
 def package_dir(name: str, python: str | None) -> Path | None:
@@ -97,6 +99,13 @@ def load_scan(value: str, python: str | None = None) -> Scan:
 
     path = Path(value).expanduser()
     if not path.exists():
+        from envlock.sources.profiles import profile_named
+        from envlock.sources.saved import saved_scan
+
+        named = profile_named(value)
+        saved = saved_scan(named["name"]) if named else None
+        if saved is not None:  # a project envlock has profiled: its saved scan, no sources needed
+            return saved
         found = package_dir(value, python)
         if found is None or not found.exists():
             raise UsageError(f"--for {value}: no such file or folder, and no installed package of that name",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import tarfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -53,21 +53,24 @@ def member_path(name: str) -> str | None:
     return "/".join(parts) or None
 
 
-def read_sources(path: Path) -> SourceFiles:
-    """The project at `path` (a folder or an archive); SpecError when it is neither or cannot be read."""
+def read_sources(path: Path, keep: Callable[[str], bool] | None = None) -> SourceFiles:
+    """The project at `path` (a folder or an archive); SpecError when it is neither or cannot be read.
+    `keep`: only the paths it accepts are read (an archive's paths without their top folder)."""
     name = path.name.lower()
+    archive = not path.is_dir()
+    wanted = _wanted if keep is None else (lambda rel: _wanted(rel) and keep(rel.split("/", 1)[-1] if archive else rel))
     try:
         if path.is_dir():
-            got = dict(_walk(path))
+            got = dict(_walk(path, wanted))
             return SourceFiles(str(path), {k: v for k, v in got.items() if v is not None},
                                tuple(f"{k} (over {_size(MAX_FILE)})" for k, v in got.items() if v is None))  # fmt: skip
         if name.endswith(".whl"):  # installed layout: the package folder is part of the path
-            files, skipped = _read(_zip_members(path))
+            files, skipped = _read(_zip_members(path), wanted)
             return SourceFiles(str(path), files, tuple(skipped))
         if name.endswith(".zip"):
-            return _strip_top(str(path), _read(_zip_members(path)))
+            return _strip_top(str(path), _read(_zip_members(path), wanted))
         if name.endswith(ARCHIVES):
-            return _strip_top(str(path), _read(_tar_members(path)))
+            return _strip_top(str(path), _read(_tar_members(path), wanted))
     except (OSError, tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
         raise SpecError(f"cannot read {path}: {exc}",
                         hint="give a source folder, an sdist (.tar.gz, .zip) or a wheel that carries sources") from None  # fmt: skip
@@ -83,7 +86,7 @@ def _wanted(rel: str) -> bool:
     return rel.lower().endswith(WANTED)
 
 
-def _walk(root: Path) -> Iterator[tuple[str, str | None]]:
+def _walk(root: Path, wanted: Callable[[str], bool]) -> Iterator[tuple[str, str | None]]:
     count = 0
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
@@ -93,7 +96,7 @@ def _walk(root: Path) -> Iterator[tuple[str, str | None]]:
                 return
             full = Path(dirpath) / f
             rel = full.relative_to(root).as_posix()
-            if not _wanted(rel) or full.is_symlink() or not full.is_file():
+            if not wanted(rel) or full.is_symlink() or not full.is_file():
                 continue
             with open(full, "rb") as fh:
                 data = fh.read(MAX_FILE + 1)
@@ -122,7 +125,7 @@ def _zip_members(path: Path) -> Iterator[tuple[str, object]]:
             yield info.filename, (lambda info=info: zf.open(info))
 
 
-def _read(members: Iterator[tuple[str, object]]) -> tuple[dict[str, str], list[str]]:
+def _read(members: Iterator[tuple[str, object]], wanted: Callable[[str], bool]) -> tuple[dict[str, str], list[str]]:
     files: dict[str, str] = {}
     skipped: list[str] = []
     total = 0
@@ -131,7 +134,7 @@ def _read(members: Iterator[tuple[str, object]]) -> tuple[dict[str, str], list[s
         if rel is None:
             skipped.append(f"{raw!r} (not a plain relative path)")
             continue
-        if opener is None or not _wanted(rel):
+        if opener is None or not wanted(rel):
             continue
         if total > MAX_TOTAL:
             skipped.append(f"{rel} (over {_size(MAX_TOTAL)} read in all)")

@@ -193,12 +193,18 @@ class _Closure:
 
 
 def scan(src: SourceFiles, tables: SourceTables, profile: Mapping[str, Any] | None = None) -> Scan:
-    """Every build unit of `src` and what each needs from outside (a profile adds op builders and notes)."""
+    """Every build unit of `src` and what each needs from outside (a profile adds op builders, JIT calls,
+    -D values and notes, and may keep only some paths and some units)."""
+    profile = profile or {}
+    if profile.get("read"):
+        src = keep_paths(src, profile["read"])
     all_sources = src.sources()
-    py = builder_units(src.files, profile) if profile and profile.get("builders") else []
-    py += [] if profile and profile.get("only_builders") else python_units(src.files)
-    built, notes = build_units(src.files, (profile or {}).get("defines"))
-    notes = dict((profile or {}).get("notes", {}))
+    py = builder_units(src.files, profile) if profile.get("builders") else []
+    py += [] if profile.get("only_builders") else python_units(src.files, tuple(profile.get("jit_calls", ())))
+    built, cut = build_units(src.files, profile.get("defines"))
+    if profile.get("units"):
+        py, built = [u for u in py if u.name in profile["units"]], [u for u in built if u.name in profile["units"]]
+    notes = dict(profile.get("notes", {}))
     closure = _Closure(src, tables)
     units: list[Unit] = []
     for u in py + built:
@@ -212,4 +218,16 @@ def scan(src: SourceFiles, tables: SourceTables, profile: Mapping[str, Any] | No
         whole = PyUnit("all", "all_sources", src.origin, ("*",))  # no Python declares a build: every source
         units.append(closure.run(whole, all_sources, None))
     units.sort(key=lambda u: (u.name, u.where))
-    return Scan(src.origin, tuple(units), src.skipped, (profile or {}).get("name"), tuple(notes))
+    return Scan(src.origin, tuple(units), src.skipped, profile.get("name"), tuple(cut))
+
+
+def keep_paths(src: SourceFiles, globs: Sequence[str]) -> SourceFiles:
+    """Only the files a profile's `read` globs keep (`*` crosses `/`)."""
+    kept = {p: t for p, t in src.files.items() if path_kept(p, globs)}
+    return SourceFiles(src.origin, kept, src.skipped)
+
+
+def path_kept(path: str, globs: Sequence[str]) -> bool:
+    """Whether a profile's `read` globs keep `path`: one glob matches it and no `!glob` does."""
+    return any(fnmatchcase(path, g) for g in globs if not g.startswith("!")) and not any(
+        fnmatchcase(path, g[1:]) for g in globs if g.startswith("!"))
