@@ -283,10 +283,12 @@ def write_channel(specs: Iterable[PackageSpec], channel: Path) -> dict[str, floa
     return {"packages": n, "bytes": size}
 
 
-def build(tk: Toolkit, channel: Path, *, libs: str = "linked", python: str = sys.executable) -> dict[str, object]:
-    """Repackage, write and index; return a report (what went where, sizes, seconds)."""
+def build(tk: Toolkit, channel: Path, *, libs: str = "linked", python: str = sys.executable,
+          extra: Iterable[PackageSpec] = ()) -> dict[str, object]:  # fmt: skip
+    """Repackage, write and index (with `extra` packages: tests/beside_repack.py's); return a report (what went
+    where, sizes, seconds)."""
     start = time.monotonic()
-    specs = [*conda_packages(tk, libs=libs), *host_shims(python)]
+    specs = [*conda_packages(tk, libs=libs), *host_shims(python), *extra]
     stats = write_channel(specs, channel)
     report: dict[str, object] = {
         "channel": str(channel),

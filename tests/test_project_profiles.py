@@ -118,7 +118,7 @@ def test_the_tool_writes_a_table_that_regenerates_byte_for_byte(tmp_path: Path) 
                "source": {"file": sdist.name, "version": "1.0"}}  # fmt: skip
     first = project_profiles.table(profile, sdist)
     assert first == project_profiles.table(profile, sdist)
-    assert "cufft.h" in first and "groups: [cufft]" in first and "arch: [90a]" in first and "nvcc_min: '11.0'" in first
+    assert "cufft.h" in first and "groups: [cufft, nccl]" in first and "arch: [90a]" in first and "nvcc_min: '11.0'" in first
     r = subprocess.run([sys.executable, str(REPO / "tools" / "project_profiles.py"), "check", "flash-attn"],
                        capture_output=True, text=True, timeout=300, env={**base_env(tmp_path), "ENVLOCK_SDIST_CACHE": str(tmp_path / "empty")})  # fmt: skip
     assert r.returncode == 0 and "flash-attn: skipped: no flash_attn-2.8.3.tar.gz in" in r.stdout, r.stdout + r.stderr

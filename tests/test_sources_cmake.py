@@ -298,3 +298,14 @@ def test_a_build_extension_override_is_not_an_extension(tmp_path: Path) -> None:
              "class B(BuildExtension):\n    def build_extension(self, ext):\n        return super().build_extension(ext)\n"
              "CUDAExtension('k', ['csrc/k.cu'])\n")  # fmt: skip
     assert set(units(tmp_path, {"setup.py": setup})) == {"k"}  # not a `*` unit for super().build_extension(ext)
+
+
+def test_a_set_difference_and_a_rocm_conjunction_in_setup_py(tmp_path: Path) -> None:
+    """xFormers' shape: `list(set(a) - set(b))` is within a (not every source), and `torch.version.hip and …`
+    is a branch a CUDA build skips (not a source list of its own)."""
+    setup = ("import glob, torch\nfrom torch.utils.cpp_extension import CUDAExtension\n"
+             "srcs = glob.glob('csrc/*.cu')\nsrcs = list(set(srcs) - set(glob.glob('csrc/x*.cu')))\n"
+             "if torch.version.hip and torch.cuda.is_available():\n    srcs += [f.upper() for f in srcs]\n"
+             "CUDAExtension('k', srcs)\n")  # fmt: skip
+    u = units(tmp_path, {"setup.py": setup, "other/n.cu": "#include <nvrtc.h>\n"})["k"]
+    assert u.sources == ("csrc/k.cu",)  # not other/n.cu, which a `*` would have read

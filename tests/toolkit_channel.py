@@ -180,9 +180,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="the channel directory to write (replaced)")
     ap.add_argument("--libs", default="linked", choices=("all", "linked", "none"), help="shared libraries to package")
     ap.add_argument("--python", default=sys.executable, help="the python the env's `python` shim runs")
+    ap.add_argument("--beside", metavar="PYTHON", help="also nccl, cusparselt and cusparselt-dev, repackaged from "
+                    "this python's NVIDIA wheels (tests/beside_repack.py)")  # fmt: skip
     args = ap.parse_args(argv)
     tk = read_toolkit(Path(args.toolkit), libs=args.libs)
-    report = cuda_repack.build(tk, Path(args.out), libs=args.libs, python=args.python)
+    extra = []
+    if args.beside:
+        from tests import beside_repack
+
+        extra = beside_repack.packages(args.beside, tk.cuda.split(".")[0])
+    report = cuda_repack.build(tk, Path(args.out), libs=args.libs, python=args.python, extra=extra)
     print(json.dumps(report, indent=1))
     return 0
 

@@ -4,7 +4,8 @@ variables, no user site; no `site`, so no .pth file runs) that walks the import 
 the path finder's rules (a package folder or module, then a namespace folder; only folders and file
 names are looked at, nothing is imported: a checkout's `a/__init__.py` never runs, not even for `a.b`), the interpreter's site-packages and the path lines of their .pth files included, and
 maps a distribution's name to its import name through its .dist-info's top_level.txt or RECORD.
-A project envlock has profiled (data/profiles/: flash-attn, xformers, …) is its saved scan: no sources needed."""
+A project envlock has profiled (data/profiles/: flash-attn, xformers, …) is its saved scan, no sources needed,
+unless that name is installed with its C/C++/CUDA sources (a source or editable install: those are read)."""
 
 from __future__ import annotations
 
@@ -98,20 +99,23 @@ def load_scan(value: str, python: str | None = None) -> Scan:
     from envlock.sources.scan import scan
 
     path = Path(value).expanduser()
+    saved = None
     if not path.exists():
         from envlock.sources.profiles import profile_named
         from envlock.sources.saved import saved_scan
 
         named = profile_named(value)
         saved = saved_scan(named["name"]) if named else None
-        if saved is not None:  # a project envlock has profiled: its saved scan, no sources needed
-            return saved
         found = package_dir(value, python)
         if found is None or not found.exists():
+            if saved is not None:  # a project envlock has profiled: its saved scan, no sources needed
+                return saved
             raise UsageError(f"--for {value}: no such file or folder, and no installed package of that name",
                              hint=HINT)  # fmt: skip
         path = found if found.is_dir() else found.parent
     src = read_sources(path)
+    if saved is not None and not src.sources():
+        return saved  # installed without its sources (a wheel): the profile's saved scan says more
     if not src.sources() and not any(p.endswith(".py") for p in src.files):
         raise SpecError(f"--for {value}: no C/C++/CUDA sources in {path}", hint=HINT)
     result = scan(src, source_tables(), profile_for(src.files))

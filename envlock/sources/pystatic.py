@@ -87,6 +87,11 @@ def known_false(test: ast.AST) -> bool | None:
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         inner = known_false(test.operand)
         return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):  # `torch.version.hip and …` is false when one part is; `a or b` when all are
+        verdicts = [known_false(v) for v in test.values]
+        if isinstance(test.op, ast.And):
+            return True if True in verdicts else (False if all(v is False for v in verdicts) else None)
+        return True if all(v is True for v in verdicts) else (False if False in verdicts else None)
     if isinstance(test, ast.Call) and dotted(test.func).rsplit(".", 1)[-1] in FALSE_CALLS:
         return True
     if dotted(test) in FALSE_NAMES:
@@ -190,6 +195,8 @@ class Evaluator:
             return ("s", _product([left[1] or (UNKNOWN,), right[1] or (UNKNOWN,)], ""))
         if isinstance(node.op, ast.Div):
             return ("s", _product([left[1] or (UNKNOWN,), right[1] or (UNKNOWN,)], "/"))
+        if isinstance(node.op, ast.Sub) and left[0] == "l":
+            return left  # `list(set(a) - set(b))`: within a (what is taken away is not needed to know what is built)
         return ("s", (UNKNOWN,)) if isinstance(node.op, ast.Mod) else ("?", ())
 
     @staticmethod
