@@ -26,7 +26,7 @@ if [ "$phase" = prepare ]; then
 fi
 if [ "$phase" = restore ]; then exec "$py" docs/gpu-proof/sources_job.py restore; fi
 out=${OUT:-./gpu-proof-out}; mkdir -p "$out"
-export PYTHONUNBUFFERED=1 EXT_PYTHON="$py"
+export PYTHONUNBUFFERED=1
 "$py" docs/gpu-proof/sources_job.py run "$out" .whl-35 2>&1 | tee -a "$out/sources.log"
 rc=${PIPESTATUS[0]}
 "$py" docs/gpu-proof/sources_job.py restore

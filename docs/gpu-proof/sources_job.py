@@ -25,6 +25,7 @@ import datetime
 import json
 import os
 import re
+import shutil
 import sys
 import tarfile
 import time
@@ -37,6 +38,7 @@ sys.path.insert(0, str(HERE))
 import extensions_job as ej  # noqa: E402  (its WORK is EXT_WORK: set above)
 from seed_job import first_error, missing_headers  # noqa: E402
 
+ej.PY = os.path.abspath(shutil.which(ej.PY) or ej.PY)  # inside `envlock run`, a bare `python3` is the env's
 WORK, PY = ej.WORK, ej.PY
 PROBE = HERE / "sources35_probe"  # a JIT source of the tests' own that includes nccl.h and cusparseLt.h
 #: project -> how it builds, what doctor's finding is, what runs on the GPU. `for`: the --for value resolve and
@@ -66,6 +68,8 @@ def setup(assets: Path) -> dict:
         return json.loads(done.read_text())
     WORK.mkdir(parents=True, exist_ok=True)
     wheels = sorted(str(p) for p in assets.glob("*.whl"))
+    if not wheels:  # a rehearsal whose python has them
+        return {"wheels": [], "facts": ej.facts()}
     rc, out, secs = ej.sh([PY, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile", "--no-cache-dir",
                            "--upgrade", "--target", str(ej.SITE), *wheels])  # fmt: skip
     if rc:
@@ -105,7 +109,10 @@ def make_env(name: str, fors: list[str]) -> tuple[Path, dict]:
     if rc:
         raise SystemExit(f"create {name}: {out2[-2000:]}")
     packages = sorted(set(re.findall(r"^- name: (\S+)", lock.read_text(), re.M)))
-    return prefix, {"resolve_s": resolve_s, "create_s": create_s, "resolve_said": said, "packages": packages}
+    spec = next(iter(sorted((proj / "environments").glob("*.yml"))), None)
+    m = re.search(r"^\s*with: \[(.*?)\]", spec.read_text(), re.M) if spec else None
+    groups = [g.strip() for g in m.group(1).split(",")] if m else []
+    return prefix, {"resolve_s": resolve_s, "create_s": create_s, "resolve_said": said, "with": groups, "packages": packages}
 
 
 def build(project: str, env_name: str, prefix: Path, assets: Path, jobs: int) -> dict:
@@ -143,6 +150,18 @@ def build(project: str, env_name: str, prefix: Path, assets: Path, jobs: int) ->
             "missing_headers": missing_headers(out), "missing_libraries": libs, "ran": ran, "max_jobs": jobs}  # fmt: skip
 
 
+def judge(pred: dict, out: dict) -> dict:
+    """Strict: "builds" holds when it built and its op ran on the GPU; "fails: missing X" when it failed on a
+    header or library doctor named (a failure about anything else is a prediction that did not hold)."""
+    toolchain = out["missing_headers"] + out["missing_libraries"]
+    if pred["verdict"].startswith("fails: missing"):
+        ok = not out["ok"] and bool(set(toolchain) & set(pred.get("missing", [])))
+        return {"match": ok, "why": "failed on what doctor named" if ok else "did not fail on what doctor named"}
+    if pred["verdict"] == "builds":
+        return {"match": bool(out["ok"]), "why": "built and ran" if out["ok"] else f"failed: {out.get('first_error')}"}
+    return {"match": False, "why": f"doctor said {pred['verdict']!r}"}
+
+
 def run_env(name: str, prefix: Path, assets: Path) -> dict:
     projects = [p for p, s in PROJECTS.items() if name in s["envs"]]
     fors = [a for p in PROJECTS.values() for a in ("--for", p["for"])]
@@ -158,7 +177,7 @@ def run_env(name: str, prefix: Path, assets: Path) -> dict:
     with concurrent.futures.ThreadPoolExecutor(len(projects)) as pool:
         futs = {p: pool.submit(build, p, name, prefix, assets, jobs) for p in projects}
         outs = {p: f.result() for p, f in futs.items()}
-    rows = {p: {"prediction": preds[p], "outcome": outs[p], "judge": ej.judge(preds[p], outs[p])} for p in projects}
+    rows = {p: {"prediction": preds[p], "outcome": outs[p], "judge": judge(preds[p], outs[p])} for p in projects}
     for p, r in rows.items():
         ej.log(f"{name} {p}: predicted {r['prediction']['verdict']!r}; ok={r['outcome']['ok']} {r['outcome']['seconds']} s "
                f"{r['outcome'].get('first_error') or ''} {r['outcome'].get('ran')}"[:500])  # fmt: skip
@@ -205,9 +224,8 @@ def table(record: dict) -> str:
     """docs/gpu.md's table: one row per project and env."""
     lines = ["| project | how | env (toolkit moved away) | doctor's prediction | outcome | seconds | ran on the GPU / first error | held |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
-    names = {"base": "default dev set", "for": "`resolve --for` (" + ", ".join(
-        w.split("--with ")[1].split(" ")[0] for s in record.get("envs", {}).get("for", {}).get("resolve_said", [])
-        for w in s.split(";") if "--with " in w) + ")"}  # fmt: skip
+    names = {"base": "default dev set",
+             "for": "`resolve --for` (--with " + ", ".join(record.get("envs", {}).get("for", {}).get("with", [])) + ")"}
     for name in ("base", "for"):
         for p, row in record.get("setups", {}).get(name, {}).get("projects", {}).items():
             o, pr, j = row["outcome"], row["prediction"], row["judge"]
