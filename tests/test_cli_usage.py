@@ -98,7 +98,7 @@ USAGE = [
     (["update"], "missing argument", "envlock update"),
     (["create", "NAME", "--lock", "x.yml"], "either a lock NAME or --lock NAME|FILE", None),
     (["create", "--locked", "--frozen"], "contradict", None),
-    (["doctor", "--for", "flash-attn"], "--for flash-attn: no such file or folder, and no installed package", None),
+    (["doctor", "--for", "no-such-project"], "--for no-such-project: no such file or folder, and no installed package", None),
     (["diff", "one.yml"], "needs two locks", None),
     (["export", "dockerfile", "--platform"], "option '--platform' requires an argument", "envlock export dockerfile"),
     (["nonsense"], "no such command 'nonsense'", "envlock"),
