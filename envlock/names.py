@@ -141,3 +141,25 @@ def _escape(char: str) -> str:
     code = ord(char)
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
+
+#: What the path of a CUDA env cannot hold. conda-forge's cuda-nvcc activation appends `-ccbin=$CXX` (CXX is
+#: PREFIX/bin/<triplet>-c++) to NVCC_PREPEND_FLAGS; nvcc splits that variable at whitespace and keeps quotes as
+#: part of a word (`-ccbin="/a b/c++"` names the file `"/a b/c++"` with its quotes), and it runs the host compiler
+#: through `sh -c "…"`, where `$` and a backquote are expanded and `"` ends the quoting. Measured with nvcc 13.0:
+#: tests/test_prefix_path.py.
+_NVCC_CANNOT = {'"': "a double quote", "$": "a dollar sign", "`": "a backquote"}
+
+
+def nvcc_cannot_use(prefix: object) -> str | None:
+    """Why nvcc cannot build in an env at `prefix` (None: it can): the first character it cannot carry, in words."""
+    for ch in str(prefix):
+        if ch.isspace():
+            return {" ": "a space", "\t": "a tab", "\n": "a line break"}.get(ch, f"a whitespace character ({ch!r})")
+        if ch in _NVCC_CANNOT:
+            return f"{_NVCC_CANNOT[ch]} ({ch})"
+    return None
+
+
+def usable_path(prefix: object) -> str:
+    """`prefix` with every character nvcc cannot carry replaced by `-` (what a refusal proposes instead)."""
+    return "".join("-" if ch.isspace() or ch in _NVCC_CANNOT else ch for ch in str(prefix))

@@ -40,7 +40,8 @@ def create_cmd(
 ) -> int:
     """Create (or update) an environment from a lock, verifying every package's sha256.
 
-    The environment: -p PATH, -n NAME, else the lock's own name under the envs dir.
+    The environment: -p PATH, -n NAME, else the lock's own name under the envs dir; a path nvcc cannot read
+    (whitespace, ", $ or a backquote: cuda-nvcc's activation puts it in NVCC_PREPEND_FLAGS) is refused.
     """
     from envlock.commands.resolve import parse_mirrors
     from envlock.models import host_platform

@@ -46,6 +46,7 @@ Check = Callable[[Observation, Tables], list[Finding]]
 #: Every check, in the order the findings are listed. Each reads only the Observation and the tables.
 CHECKS: tuple[Check, ...] = (
     checks_env.check_target,
+    checks_env.check_path,
     checks_env.check_activation,
     checks_env.check_torch,
     checks_env.check_nvcc_found,

@@ -1,6 +1,6 @@
 """Checks of what is diagnosed, torch, nvcc and CUDA_HOME (pure: Observation + Tables -> findings).
 
-Codes: env.target, env.activation, torch.found, nvcc.found, nvcc.skew, nvcc.deepspeed, cuda_home.consistent.
+Codes: env.target, env.path, env.activation, torch.found, nvcc.found, nvcc.skew, nvcc.deepspeed, cuda_home.consistent.
 """
 
 from __future__ import annotations
@@ -94,6 +94,32 @@ def check_target(obs: Observation, t: Tables) -> list[Finding]:
                 + (", envlock's activation in its manifest (as `pixi run` applies it)"
                    if obs.pixi.get("envlock_activation") else ""))
     return [Finding("env.target", "ok", f"{obs.prefix}: {kind}, {how}", details=details)]
+
+
+def check_path(obs: Observation, t: Tables) -> list[Finding]:
+    """env.path: a prefix nvcc cannot build in (whitespace, `"`, `$` or a backquote in its path, envlock.names): said
+    only where it is so. conda-forge's nvcc activation puts `-ccbin=PREFIX/bin/…` in NVCC_PREPEND_FLAGS, and nvcc
+    splits that variable at whitespace (A single input file is required …) and runs its host compiler through sh."""
+    from envlock.names import nvcc_cannot_use, usable_path
+
+    prefix = obs.prefix
+    why = nvcc_cannot_use(prefix) if prefix is not None else None
+    if prefix is None or why is None:
+        return []
+    lock = (obs.meta or {}).get("lock_path")
+    instead = q(usable_path(prefix))
+    hint = (f"re-create it where nvcc can read its path: envlock create --lock {q(lock)} -p {instead}" if lock else
+            f"re-create it at a path without {why} (e.g. {instead}); a conda env cannot be moved")
+    flags = obs.env.get("NVCC_PREPEND_FLAGS")
+    return [Finding(
+        "env.path",
+        "error",
+        f"{prefix} has {why}: nvcc cannot read the `-ccbin=…` path conda-forge's activation puts in "
+        "NVCC_PREPEND_FLAGS there (it splits the variable at whitespace, keeps quotes and runs the host compiler "
+        "through sh), so every nvcc build in this env fails",
+        hint=hint,
+        details={"prefix": str(prefix), "why": why, "NVCC_PREPEND_FLAGS": flags},
+    )]
 
 
 def check_activation(obs: Observation, t: Tables) -> list[Finding]:

@@ -21,6 +21,26 @@ from envlock.seams.fs import new_file_mode
 from envlock.formats.untrusted import read_json
 
 
+def refuse_unusable(prefix: Path, envs: Path | None = None) -> None:
+    """EnvCreateError, before anything is written, for a prefix nvcc cannot build in (see nvcc_cannot_use);
+    `envs`: the envs dir (ENVLOCK_ENVS_DIR), named in the hint when the prefix is in it."""
+    from envlock.errors import HintPart, again
+    from envlock.names import nvcc_cannot_use, usable_path
+
+    why = nvcc_cannot_use(prefix)
+    if why is None:
+        return
+    hint: tuple[HintPart, ...] = ("create it at a path without it: ",
+                                  again("--prefix", usable_path(prefix), drop=("--name",)))
+    if envs is not None and nvcc_cannot_use(envs) and prefix.parent == envs:
+        hint += (", or set ENVLOCK_ENVS_DIR to a folder without it",)
+    raise EnvCreateError(
+        f"{prefix} has {why}: conda-forge's nvcc activation puts `-ccbin={prefix}/bin/…` in NVCC_PREPEND_FLAGS, "
+        f"and nvcc cannot read a path with {why} there (it splits that variable at whitespace, keeps quotes as part "
+        "of the path and runs the host compiler through sh): every nvcc build in the env would fail",
+        hint=hint)
+
+
 def prefix_state(prefix: Path) -> Literal["absent", "empty", "env"]:
     """What is at `prefix`; EnvCreateError for a file or a non-empty dir that is not a conda env."""
     if not prefix.exists():

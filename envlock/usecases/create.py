@@ -197,6 +197,10 @@ def create_env(req: CreateRequest, progress: Progress | None = None) -> CreateRe
     if not packages:
         raise LockfileError(f"{req.lock_path} lists no conda packages for {req.platform}",
                             hint="re-lock with `envlock resolve`")
+    if any(p.name.startswith("cuda-nvcc") for p in packages):  # a path nvcc cannot build in: refused, with why
+        from envlock.seams.prefix import refuse_unusable
+
+        refuse_unusable(req.prefix, envs_dir())
     check_in_play(req.mirrors, {channel_of(p.url) for p in packages}, [w.url for w in lock.pypi_for(req.platform)])
     check_entries(packages, lock.pypi_for(req.platform))  # every name a path is made of: envlock/seams/gate.py
     from envlock.seams.activation import checked_prefix, is_windows

@@ -41,7 +41,7 @@ def unpack(req: UnpackRequest, progress: Any = None) -> Any:
     """Create the archive's env at `req.prefix` offline; returns create's CreateResult."""
     from envlock.seams.dirs import cache_location
     from envlock.usecases.create import CreateRequest, create_env
-    from envlock.seams.prefix import check_writable, prefix_state
+    from envlock.seams.prefix import check_writable, prefix_state, refuse_unusable
 
     try:
         tf = tarfile.open(req.archive, "r:")
@@ -59,6 +59,7 @@ def unpack(req: UnpackRequest, progress: Any = None) -> Any:
     with tf:
         manifest = _read_manifest(tf, req.archive)
         prefix_state(req.prefix)  # a file, or a non-empty dir that is not an env: refused before extracting
+        refuse_unusable(req.prefix)  # a path nvcc cannot build in (create says it too, after extracting)
         check_writable(req.prefix)
         remove_dead(cache_location().path / "unpack", "unpack-*")  # what a killed unpack left (extracted archives)
         with work_dir_in(cache_location().path / "unpack", "unpack-", root=cache_location().path) as work:
