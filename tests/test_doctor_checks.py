@@ -144,8 +144,8 @@ def test_skew_against_the_lock_anchor(nvcc: str, reference: str, skew: str, deep
     got = run(obs)
     assert (got["nvcc.skew"].severity, got["nvcc.deepspeed"].severity) == (skew, deepspeed)
     assert got["nvcc.skew"].details["reference_from"] == "the lock's anchor (torch 2.6.0)"
-    if skew != "ok":
-        assert got["nvcc.skew"].hint == "envlock resolve --torch 2.6.0"
+    if skew != "ok":  # torch lives outside the env (/usr/bin/python3): the toolchain is re-planned beside it
+        assert got["nvcc.skew"].hint == "envlock resolve --torch 2.6.0 --toolchain-only && envlock create"
 
 
 def test_torch_is_the_reference_before_the_anchor_and_without_either_nothing_is_compared() -> None:
@@ -154,7 +154,9 @@ def test_torch_is_the_reference_before_the_anchor_and_without_either_nothing_is_
         got["nvcc.skew"].severity == "error"
         and got["nvcc.skew"].details["reference_from"] == "torch 2.11.0+cu130"
     )
-    assert got["nvcc.skew"].hint == "envlock resolve --torch 2.6.0"  # the fix re-plans the env from its lock
+    # the fix plans from the torch that is the reference (the lock's 2.6.0 would make the same mismatch again)
+    assert got["nvcc.skew"].hint == ("envlock resolve --torch installed --python-exe /usr/bin/python3 "
+                                     "--toolchain-only && envlock create")
     none = run(green(meta=None))
     assert (
         none["nvcc.skew"].severity == "skipped"

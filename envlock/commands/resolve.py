@@ -31,8 +31,8 @@ def parse_mirrors(values: list[str], project_dir: Path = Path("."), *, solving: 
 
 def resolve_cmd(
     torch: str = opt(..., "--torch", metavar="VERSION", help="torch release (2.3.0, 2.3.0+cu118) or 'installed'."),
-    cuda: Optional[str] = opt(None, "--cuda", metavar="X.Y", help="Override the CUDA anchor (default: the CUDA torch was built for)."),
-    torch_source: str = opt("pip", "--torch-source", metavar="[pip|conda-forge]", show_default=False, help="Where torch comes from (default: pip)."),
+    cuda: Optional[str] = opt(None, "--cuda", metavar="X.Y", help="The toolchain's CUDA (default: the CUDA torch was built for; the skew is still measured from torch's, beyond ±1 a warning)."),
+    torch_source: str = opt("pip", "--torch-source", metavar="[pip|conda-forge]", show_default=False, help="Where torch comes from (default: pip; with --toolchain-only, the build the toolchain is planned for)."),
     python: Optional[str] = opt(None, "--python", metavar="X.Y", help="The env's Python (default: 3.11; 3.10 for torch 1.x)."),
     platform: list[str] = options.platform(many=True, default="the host's if it has CUDA, else linux-64"),
     channel: list[str] = opt([], "--channel", metavar="NAME|URL", help="Channel (repeatable; default: conda-forge)."),

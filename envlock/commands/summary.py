@@ -27,6 +27,8 @@ def width() -> int:
 
 
 def rows(result: ResolveResult) -> list[tuple[str, ...]]:
+    from envlock.core.rules import torch_skew
+
     by_platform = {r.platform: r for r in result.results}
     out = []
     for pp in result.plan.platforms:
@@ -41,7 +43,7 @@ def rows(result: ResolveResult) -> list[tuple[str, ...]]:
             cudnn,
             str(len(res.packages)) if res else "-",
             _pypi_cell(result, pp.platform),
-            cand.skew if res else "plan",
+            torch_skew(result.anchor.own_cuda, cand.cuda) if res else "plan",  # from torch's own CUDA
         ))
     return out
 
@@ -119,7 +121,10 @@ def render(result: ResolveResult, project_dir: Path, console: Any) -> None:
 
     a = result.anchor
     cudnn = f", cuDNN {a.cudnn}" if a.cudnn else ""
-    say(f"torch {a.torch} → CUDA {a.cuda}{cudnn}")
+    if a.torch_cuda:  # an override: torch's own CUDA, then the toolchain's
+        say(f"torch {a.torch} (built with CUDA {a.torch_cuda}{cudnn}) → toolchain CUDA {a.cuda} (--cuda)")
+    else:
+        say(f"torch {a.torch} → CUDA {a.cuda}{cudnn}")
     say(f"  ({a.detail})", "dim", indent="  ")
     for line in table(rows(result), cols):
         say(line, indent="    ")

@@ -182,17 +182,23 @@ def _from_override(version: Version, cuda: str, local: str | None, source: Torch
                          [v.tag for v in row.variants])
     known = ", ".join(v.tag for v in row.variants or ()) if row else ""
     detail = f"CUDA {cuda} set by --cuda"
+    own = None  # the CUDA of torch's own build, where it is known and not the override's
+    if local is not None:
+        own = cuda_of_tag(local)  # the build the label names
+    elif row is not None and row.variants is not None and row.variant(cuda) is None and cuda != row.pypi_cuda:
+        own = row.pypi_cuda  # no build of that CUDA: torch's is the default wheel's
     if row is not None and row.variants is not None and row.variant(cuda) is None and cuda != row.pypi_cuda:
         detail += f" (torch {_release_name(version, row)} itself was built for {known})"
     return _anchor(
         table,
         torch=_release_name(version, row),
         cuda=cuda,
-        cudnn=row.cudnn_for(cuda) if row else None,
+        cudnn=row.cudnn_for(own or cuda) if row else None,  # the cuDNN torch itself loads
         source="override",
         detail=detail,
         torch_source=source,
         local_label=local,
+        torch_cuda=own if own != cuda else None,
     )
 
 
@@ -350,7 +356,9 @@ def _from_installed(found: InstalledTorch | None, override: str | None, source: 
         if built:  # what this torch itself was built for, whatever the table says of the release
             check_cuda_major(str(v), override, [built])
         anchor = _from_override(version, override, local, source, table)
-        return replace(anchor, detail=anchor.detail + f" (torch {v} installed in {exe})")
+        return replace(anchor, detail=anchor.detail + f" (torch {v} installed in {exe})",
+                       torch_cuda=built if built and built != override else None,
+                       cudnn=_cudnn_text(found.cudnn) or (None if built else anchor.cudnn))
     if built is None:
         raise AnchorError(
             f"the torch {v} of {exe} is a CPU build (torch.version.cuda is None): it has no CUDA to match",
@@ -385,6 +393,7 @@ def recorded(data: Any, table: TorchTable) -> Anchor | None:
             detail=str(data.get("detail", "")),
             torch_source=data.get("torch_source", "pip"),
             local_label=data.get("local_label"),
+            torch_cuda=str(data["torch_cuda"]) if data.get("torch_cuda") else None,
         )
     except KeyError:
         return None

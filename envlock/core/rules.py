@@ -79,21 +79,33 @@ def virtual_packages(platform: str, cuda: str, glibc: str, tables: CudaTables) -
     return tuple(VirtualPackage(name, version) for name, version in sorted(base.items()))
 
 
+def torch_skew(torch_cuda: str, cuda: str) -> str:
+    """How far nvcc `cuda` is from the CUDA torch was built with: exact, minor-1, minor+5, major+1 … (the label the
+    summary, --json and a lock's plan show; a plan's own `skew` is its window around the anchor)."""
+    (tmaj, tmin), (nmaj, nmin) = minor_key(torch_cuda), minor_key(cuda)
+    if (tmaj, tmin) == (nmaj, nmin):
+        return "exact"
+    return f"major{nmaj - tmaj:+d}" if nmaj != tmaj else f"minor{nmin - tmin:+d}"
+
+
 def complaints(anchor: Anchor, cuda: str, tables: CudaTables) -> tuple[str, ...]:
-    """Which tools would complain about nvcc `cuda` next to torch's `anchor.cuda`."""
-    if cuda == anchor.cuda:
+    """Which tools would complain about nvcc `cuda` next to torch's own CUDA (`anchor.own_cuda`)."""
+    own = anchor.own_cuda
+    if cuda == own:
         return ()
+    if minor_key(cuda)[0] != minor_key(own)[0]:
+        return (f"torch's cpp_extension refuses nvcc {cuda} with torch's CUDA {own} (a major mismatch)",)
     out = [
-        f"torch's cpp_extension warns about the minor mismatch (nvcc {cuda} vs torch {anchor.cuda}) "
+        f"torch's cpp_extension warns about the minor mismatch (nvcc {cuda} vs torch {own}) "
         "but builds"
     ]
-    accepted = tables.deepspeed_ok.get(anchor.cuda_major, ())
-    if not (cuda in accepted and anchor.cuda in accepted):
+    accepted = tables.deepspeed_ok.get(minor_key(own)[0], ())
+    if not (cuda in accepted and own in accepted):
         out.append(
-            f"DeepSpeed refuses nvcc {cuda} with torch {anchor.cuda} (CUDAMismatchException) "
+            f"DeepSpeed refuses nvcc {cuda} with torch {own} (CUDAMismatchException) "
             "unless DS_SKIP_CUDA_CHECK=1"
         )
-    if minor_key(cuda) < minor_key(anchor.cuda) and anchor.torch_source == "pip":
+    if minor_key(cuda) < minor_key(own) and anchor.torch_source == "pip":
         out.append(
             "older CUDA libraries than pip torch's: keep the env's lib dir off the front of "
             "LD_LIBRARY_PATH (envlock's activation appends it)"
@@ -154,13 +166,17 @@ def candidate(
     if not row.verified:
         notes.append(f"CUDA {row.cuda} on conda-forge is not confirmed by envlock's sources")
     cudnn, cudnn_note = (None, None)
-    if options.with_cudnn:
+    pytorch = anchor.torch_source == "conda-forge" and not options.toolchain_only  # in the env, from conda-forge
+    if options.with_cudnn and pytorch and anchor.cudnn is None:
+        cudnn_note = "cuDNN comes with conda-forge's pytorch (its own dependency): not requested apart"
+        notes.append(cudnn_note)
+    elif options.with_cudnn:
         cudnn, cudnn_note = cudnn_spec(anchor, row, tables)
         if cudnn:
             specs.append(cudnn)
         if cudnn_note:
             notes.append(cudnn_note)
-    if anchor.torch_source == "conda-forge":
+    if pytorch:  # --toolchain-only: conda-forge's torch is installed elsewhere, the env has none
         specs.append(f"pytorch =={anchor.torch} cuda{row.cuda.replace('.', '')}*")
     extras, extra_notes, _ = extra_specs(platform, row, options.with_extras, specs, extras_table)
     specs.extend(spec for _, spec in extras)

@@ -251,6 +251,9 @@ def reference(obs: Observation) -> tuple[str, str] | None:
     if torch.get("cuda"):
         return minor_of(torch["cuda"]) or torch["cuda"], f"torch {torch['version']}"
     anchor = obs.anchor
+    if anchor.get("torch_cuda"):  # an override set the toolchain's CUDA elsewhere: measured from torch's, as resolve
+        return str(anchor["torch_cuda"]), (f"the lock's torch {anchor.get('torch', '?')} (its toolchain set to CUDA "
+                                           f"{anchor.get('cuda')} by --cuda)")
     if anchor.get("cuda"):
         return str(anchor["cuda"]), f"the lock's anchor (torch {anchor.get('torch', '?')})"
     return None

@@ -34,9 +34,23 @@ class Hints:
         return f"envlock create --lock {q(lock)} -p {q(self.obs.prefix)}" if lock and self.obs.prefix else None
 
     def replan(self) -> str | None:
-        """`envlock resolve --torch …` with the lock's anchor (None without one)."""
-        torch = self.obs.anchor.get("torch")
-        return f"envlock resolve --torch {torch}" if torch else None
+        """`envlock resolve …` that plans the toolchain from torch's own CUDA, never an override (`--cuda` is what
+        moved it: a fix that kept it would lead back here): the torch doctor asked where there is one, else the
+        lock's release (its label, its source), beside it only (--toolchain-only) where the env has no python of its
+        own. None without either."""
+        obs, anchor = self.obs, self.obs.anchor
+        if obs.torch.get("cuda") and obs.python:
+            return f"{self.installed()} && envlock create"
+        torch = anchor.get("torch")
+        if not torch:
+            return None
+        label = anchor.get("local_label")
+        words = [f"envlock resolve --torch {torch}{'+' + label if label else ''}"]
+        if anchor.get("torch_source") == "conda-forge":
+            words.append("--torch-source conda-forge")
+        if obs.prefix is not None and not (obs.python and PurePath(obs.python).parent == obs.prefix / "bin"):
+            words.append("--toolchain-only")
+        return " ".join(words) + " && envlock create"
 
     def activation(self) -> str:
         """How to run a build inside the env's activation."""

@@ -42,6 +42,9 @@ class Anchor:
     detail: str  # one human sentence: where the answer came from
     torch_source: TorchSource = "pip"
     local_label: str | None = None  # "cu118" when the user gave 2.3.0+cu118
+    # The CUDA torch itself was built with, where an override (--cuda) set the toolchain's elsewhere (None: the
+    # same as `cuda`). The skew is measured from it: envlock.core.rules.torch_skew.
+    torch_cuda: str | None = None
     # What envlock's torch table says of the release besides its CUDA (None: the table does not know it);
     # neither is recorded in a lock nor hashed.
     python_span: tuple[str, str] | None = None  # (oldest, newest) CPython X.Y with torch wheels
@@ -51,6 +54,11 @@ class Anchor:
     def env_name(self) -> str:
         """The default environment name: torch<version>-cu<XY>, e.g. torch2.3.0-cu121."""
         return f"torch{self.torch}-{self.cuda_tag}"
+
+    @property
+    def own_cuda(self) -> str:
+        """The CUDA of torch's own build (`torch_cuda`, else the anchor's)."""
+        return self.torch_cuda or self.cuda
 
     @property
     def cuda_major(self) -> int:
@@ -122,6 +130,7 @@ class PlanOptions:
     with_cudnn: bool = True
     extra_specs: tuple[str, ...] = ()
     with_extras: tuple[str, ...] = ()  # `--with NAME` (extras and bundles of data/extras.yaml)
+    toolchain_only: bool = False  # beside a torch installed elsewhere: no pytorch from conda-forge either
 
 
 @record

@@ -22,6 +22,7 @@ from envlock.names import match_spec_name, strip_credentials
 from envlock.project.derived import Derived
 from envlock.project.derived import render as render_derived
 from envlock.project.layout import LOCK_NAME, lock_dir, spec_path
+from envlock.core.rules import torch_skew
 from envlock.core.tables import ExtrasTables
 
 HASH_VERSION = 1
@@ -65,6 +66,7 @@ def plan_options(spec: EnvSpec, extras: ExtrasTables) -> tuple[PlanOptions, tupl
         with_cudnn=spec.cudnn,
         extra_specs=user,
         with_extras=spec.with_extras,
+        toolchain_only=spec.toolchain_only,
     )
     return options, user
 
@@ -166,7 +168,9 @@ def content_hashes(spec: EnvSpec, plan: Plan) -> dict[str, str]:
 
 
 def anchor_json(anchor: Anchor) -> dict[str, Any]:
-    """The anchor as a lock records it and --json reports it (the table's facts are not part of it)."""
+    """The anchor as a lock records it and --json reports it (the table's facts are not part of it). `torch_cuda`,
+    the CUDA of torch's own build, only where an override set the toolchain's elsewhere: every other lock keeps
+    its bytes."""
     return {
         "torch": anchor.torch,
         "cuda": anchor.cuda,
@@ -175,6 +179,7 @@ def anchor_json(anchor: Anchor) -> dict[str, Any]:
         "detail": anchor.detail,
         "torch_source": anchor.torch_source,
         "local_label": anchor.local_label,
+        **({"torch_cuda": anchor.torch_cuda} if anchor.torch_cuda else {}),
     }
 
 
@@ -195,6 +200,8 @@ def custom_metadata(
             {
                 "cuda": c.cuda,
                 "skew": c.skew,
+                # how far from torch's own CUDA, where that is not the anchor's (an override): see torch_skew
+                **({"torch_skew": torch_skew(plan.anchor.own_cuda, c.cuda)} if plan.anchor.torch_cuda else {}),
                 "nvcc": res.nvcc,
                 "gcc_max": c.gcc_max,
                 "cudnn": res.version_of("cudnn"),

@@ -29,6 +29,15 @@ VERSION = 1
 VERSION_KEY = "envlock_json_version"
 
 
+def record_anchor(anchor: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a lock's anchor a record keeps (doctor's reference and its re-plan fix): torch, its CUDA and
+    cuDNN, its source; where they are set, what the anchor came from, the label, and torch's own CUDA under an
+    override (`torch_cuda`: nvcc.skew measures from it, as resolve does)."""
+    out = {k: anchor.get(k) for k in ("torch", "cuda", "cudnn", "torch_source")}
+    out.update({k: anchor[k] for k in ("source", "local_label", "torch_cuda") if anchor.get(k)})
+    return out
+
+
 def path(prefix: Path) -> Path:
     return prefix / "conda-meta" / NAME
 

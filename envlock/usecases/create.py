@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from envlock.seams.dirs import package_cache_dir
+from envlock.seams import envrecord
+from envlock.seams.dirs import envs_dir, package_cache_dir
 from envlock.errors import EnvCreateError, EnvlockError, HintPart, Interrupted, LockfileError, SpecError, again, either
 from envlock.formats import LockFile, read_to_install
 from envlock.models import CUDNN_NAMES, LockedPackage, replace
@@ -162,7 +163,7 @@ def _env_meta(lock: LockFile, req: CreateRequest, digest: str, state: str, has_c
         "prefix": os.path.realpath(req.prefix),  # the place it was made for (an update's recovery adopts only that)
         "content_hash": lock.content_hash.get(req.platform, ""),
         "platform": req.platform,
-        "anchor": {k: anchor.get(k) for k in ("torch", "cuda", "cudnn", "torch_source")},
+        "anchor": envrecord.record_anchor(anchor),
         "env_name": meta.get("env_name"),
         # additions beyond doctor's contract
         "plan": {k: plan.get(k) for k in ("cuda", "skew", "nvcc")} if plan else {},

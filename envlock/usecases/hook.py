@@ -16,6 +16,7 @@ from typing import Any
 
 from envlock.errors import EnvlockError, SpecError
 from envlock.models import record
+from envlock.seams import envrecord
 
 
 @record
@@ -95,7 +96,7 @@ def hook(prefix: Path, torch_source: str | None, project_dir: Path, lock: str | 
     if chosen is not None:
         meta = read_lock(chosen).envlock_meta(platform)
         anchor = meta.get("anchor") or {}
-        extra = {"anchor": {k: anchor.get(k) for k in ("torch", "cuda", "cudnn", "torch_source")},
+        extra = {"anchor": envrecord.record_anchor(anchor),
                  "env_name": meta.get("env_name"), "installed_from": str(chosen.absolute())}
         if torch_source is None and anchor.get("torch_source") in ("pip", "conda-forge"):
             torch_source = str(anchor["torch_source"])

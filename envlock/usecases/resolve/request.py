@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from envlock.core import anchor as anchors
+from envlock.core.rules import torch_skew
 from envlock.errors import EnvlockError, UsageError
 from envlock.envname import validate_name
 from envlock.formats.spec import EnvSpec, normalise_with, read_cutoff, read_spec
@@ -85,6 +86,8 @@ class ResolveResult:
             platforms[pp.platform] = {
                 "cuda": cand.cuda,
                 "skew": cand.skew,
+                "torch_cuda": self.anchor.own_cuda,  # the CUDA torch was built with, and nvcc's distance from it
+                "torch_skew": torch_skew(self.anchor.own_cuda, cand.cuda),
                 "nvcc": res.nvcc if res else None,
                 "gcc_max": cand.gcc_max,
                 "cudnn": (res.version_of("cudnn") if res else None) or cand.cudnn,
@@ -104,7 +107,7 @@ class ResolveResult:
             "envlock_result_version": 1,
             "name": self.spec.name,
             "dry_run": self.dry_run,
-            "anchor": anchor_json(self.anchor),
+            "anchor": {**anchor_json(self.anchor), "torch_cuda": self.anchor.own_cuda},
             "toolchain_only": self.spec.toolchain_only,
             "exclude_newer": self.spec.exclude_newer,
             "rules_version": self.plan.rules_version,

@@ -184,12 +184,28 @@ def check_mirrors(mirrors: Mapping[str, str], channels: Sequence[str], *, label:
 
 def anchor_warnings(spec: EnvSpec, anchor: Anchor) -> tuple[str, ...]:
     """Warnings about the torch side of the plan that the rules (pure, torch-agnostic) cannot give."""
+    out: tuple[str, ...] = ()
     if spec.torch_source == "pip" and "linux-aarch64" in spec.platforms and anchor.aarch64_cuda_wheels is False:
-        return (
+        out += (
             f"torch {anchor.torch}'s aarch64 wheels on PyPI are CPU-only (CUDA from 2.11): on linux-aarch64 "
             "install a CUDA torch from the PyTorch wheel index or use --torch-source conda-forge",
         )
-    return ()
+    far = skew_beyond_one(anchor)
+    return out + ((far,) if far else ())
+
+
+def skew_beyond_one(anchor: Anchor) -> str | None:
+    """The plain words for an override more than one minor from torch's own CUDA (None: within ±1). A major
+    mismatch never gets here: the anchor refuses it, as torch's extension builder does."""
+    if not anchor.torch_cuda:
+        return None
+    (tmaj, tmin), (amaj, amin) = (tuple(int(p) for p in c.split(".")[:2]) for c in (anchor.torch_cuda, anchor.cuda))
+    if tmaj != amaj or abs(amin - tmin) <= 1:
+        return None
+    return (f"--cuda {anchor.cuda} is {abs(amin - tmin)} minors from CUDA {anchor.torch_cuda}, which torch "
+            f"{anchor.torch} was built with: torch's extension builder only warns about a minor mismatch (a major "
+            "one fails), and envlock's rule keeps nvcc within ±1 of torch's CUDA; without --cuda the toolchain follows "
+            f"torch ({anchor.torch_cuda})")
 
 
 def replaced_lines(spec: EnvSpec, plan: Plan, tables: Tables, written: frozenset[str]) -> tuple[str, ...]:
