@@ -86,7 +86,8 @@ def conda_env(conda_venv: Path, channel_root: Path, tmp_path_factory: pytest.Tem
 def prefix(project: Path, conda_env: dict[str, str], test_channel_url: str,  # noqa: F811
            tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An env made by the `envlock create` command (linux-64, torch 2.3.0 → CUDA 12.1, gcc/gxx, cuda-nvcc)."""
-    target = tmp_path_factory.mktemp("envs") / "cu 121"  # a space on purpose
+    # shell characters on purpose; a space is one nvcc cannot read there, refused by create (test_prefix_path.py)
+    target = tmp_path_factory.mktemp("envs") / "cu(121)&x"
     proc = subprocess.run([*ENVLOCK, "create", "--lock", str(lock_of(project)), "-p", str(target),
                            "--mirror", f"conda-forge={test_channel_url}", "--platform", "linux-64"],
                           env=conda_env, capture_output=True, text=True, timeout=300)
@@ -211,7 +212,7 @@ def test_conda_activate_on_a_full_env_gives_its_python_torch_and_ninja(conda_ven
                                                                        tmp_path: Path) -> None:
     """A full env (python + the PyPI part) under a real `conda activate`: the env's python imports the locked
     torch with the anchor's CUDA, torchrun and ninja come from the env, and deactivate takes all of it away."""
-    prefix = tmp_path / "full env"
+    prefix = tmp_path / "full-env"  # no space: create refuses one nvcc cannot read (tests/test_prefix_path.py)
     proc = subprocess.run([*ENVLOCK, "create", "--lock", str(full_project / "locks" / FULL / "conda-lock.yml"),
                            "-p", str(prefix), "--mirror", f"conda-forge={test_channel_url}", "--platform", "linux-64",
                            "-q"], env=conda_env,

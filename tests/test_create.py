@@ -107,7 +107,8 @@ def test_resolve_create_activate_in_a_real_shell(project: Path, tmp_path: Path, 
     exe = shutil.which(shell)
     if exe is None:
         pytest.skip(f"{shell} is not installed here (.ci/run installs zsh and fish)")
-    prefix = tmp_path / "my envs" / "cu 121"  # spaces on purpose
+    # shell characters on purpose (quoting); a space is one nvcc cannot read, refused: tests/test_prefix_path.py
+    prefix = tmp_path / "my(envs)" / "cu&121"
     result = create_env(req(lock_of(project), prefix, tmp_path, mirror))
     assert result.action == "created" and result.packages > 20
     ext = "fish" if shell == "fish" else "sh"
@@ -137,7 +138,7 @@ def test_resolve_create_activate_in_a_real_shell(project: Path, tmp_path: Path, 
 
 def test_lock_dir_activate_sh_from_resolve(project: Path, tmp_path: Path, mirror: dict[str, str]) -> None:
     """locks/<name>/activate.sh (written by resolve, prefix given at activation time) does the same."""
-    prefix = tmp_path / "a b"
+    prefix = tmp_path / "a;b"  # a shell character (a space is refused: tests/test_prefix_path.py)
     create_env(req(lock_of(project), prefix, tmp_path, mirror))
     ldir = lock_of(project).parent
     assert {"activate.sh", "deactivate.sh", "activate.ps1", "activate.bat"} <= {p.name for p in ldir.iterdir()}
@@ -323,7 +324,8 @@ def test_envlock_json_has_the_keys_doctor_reads(project: Path, tmp_path: Path, m
     assert meta["lock_path"] == str(lock_of(project).absolute())
     assert meta["content_hash"] == lock.content_hash["linux-64"]
     assert meta["platform"] == "linux-64" and meta["env_name"] == NAME
-    assert meta["anchor"] == {"torch": "2.3.0", "cuda": "12.1", "cudnn": "8.9.2.26", "torch_source": "pip"}
+    assert meta["anchor"] == {"torch": "2.3.0", "cuda": "12.1", "cudnn": "8.9.2.26", "torch_source": "pip",
+                              "source": "table"}  # where the anchor came from (doctor's re-plan fix, issue 34.3)
     assert {"envlock_version", "state"} <= set(meta) and meta["state"] == "complete"
 
 
@@ -599,7 +601,7 @@ def test_cache_entries_are_verified_archives(project: Path, tmp_path: Path, mirr
 
 def test_conda_meta_records_are_readable_by_other_users(project: Path, tmp_path: Path, mirror: dict[str, str]) -> None:
     """rattler writes conda-meta/*.json 0600; a shared env needs them (and envlock's record) 0644 under umask 022."""
-    prefix = tmp_path / "shared env"
+    prefix = tmp_path / "shared-env"
     old = os.umask(0o022)
     try:
         create_env(req(lock_of(project), prefix, tmp_path, mirror))

@@ -237,8 +237,9 @@ def doctor(prefix: Path, env: dict[str, str] | None = None) -> dict[str, str]:
 def envs(exported: Path, full: Path, channel_server: Any, wheel_index: Any, test_channel_url: str,
          tmp_path_factory: pytest.TempPathFactory, iso: dict[str, str]) -> dict[str, Any]:
     """`envlock create`'s env, observed, then removed, and the same prefix installed as pixi does (prefix paths
-    are in files: both are made at .pixi/envs/default of one workspace, whose path has a space)."""
-    ws = shutil.copytree(exported, tmp_path_factory.mktemp("pixi ws") / "ws")
+    are in files: both are made at .pixi/envs/default of one workspace, whose path has shell characters; not a
+    space, which create refuses since nvcc cannot read it in NVCC_PREPEND_FLAGS: tests/test_prefix_path.py)."""
+    ws = shutil.copytree(exported, tmp_path_factory.mktemp("pixi(ws)&") / "ws")
     prefix = ws / ".pixi" / "envs" / "default"
     done = envlock("create", "--project-dir", str(full), "-p", str(prefix), "--platform", "linux-64",
                    "--mirror", f"conda-forge={test_channel_url}",

@@ -314,17 +314,19 @@ def test_ctrl_c_during_a_full_env_create_leaves_no_download_and_a_stale_one_is_r
     assert not stale.exists() and list((cache / "wheels").glob(".envlock-fetch-*")) == []
 
 
-# --------------------------------------------------------------------------- paths with spaces and quotes
+# --------------------------------------------------------------------------- paths with shell characters and quotes
 
 
-def test_doctor_and_its_fixes_take_a_prefix_with_a_space_and_a_quote(tmp_path: Path, test_channel: Path) -> None:
-    """'CXX …/envs/with space/… does not run', and fixes printed with the path unquoted."""
+def test_doctor_and_its_fixes_take_a_prefix_with_shell_characters_and_a_quote(tmp_path: Path, test_channel: Path) -> None:
+    """'CXX …/envs/with space/… does not run', and fixes printed with the path unquoted. A space itself is refused
+    by create since issue 34 (nvcc cannot read it in NVCC_PREPEND_FLAGS: tests/test_prefix_path.py); `(`, `&` and
+    a quote still need quoting everywhere a path is printed."""
     import shlex
 
     from tests.lockproject import make_project
 
     project = make_project(tmp_path / "p", test_channel, platforms=("linux-64",))
-    prefix = tmp_path / "envs" / "with space" / "it's"
+    prefix = tmp_path / "envs" / "with(paren)&" / "it's"
     env = {"ENVLOCK_CACHE_DIR": str(tmp_path / "cache"), "ENVLOCK_MIRRORS": f"conda-forge={test_channel.as_uri()}"}
     done = envlock("create", "--project-dir", str(project), "-p", str(prefix), env=env)
     assert done.returncode == 0, done.stderr
@@ -335,7 +337,7 @@ def test_doctor_and_its_fixes_take_a_prefix_with_a_space_and_a_quote(tmp_path: P
     assert "findings" in doc, (doc, done.stderr)
     by_code = {f["code"]: f for f in doc["findings"]}
     compilers = by_code["host_compiler.version"]
-    assert compilers["severity"] == "ok", compilers  # $CXX is the env's g++ under a path with a space
+    assert compilers["severity"] == "ok", compilers  # $CXX is the env's g++ under a path with shell characters
     assert "does not run" not in compilers["message"]
     fix = by_code["header.cusparse.h"]["hint"]
     assert shlex.quote(str(prefix)) in fix and f"-p {prefix} " not in fix, fix

@@ -100,7 +100,7 @@ def test_pack_on_a_connected_machine_then_unpack_offline_and_nvcc_runs(
     packed = {m.rsplit("/", 1)[1] for m in members if m.endswith((".tar.bz2", ".conda"))}
     assert packed == {p.filename for p in lock.packages_for("linux-64")}  # exactly the lock's packages
 
-    prefix = tmp_path / "node" / "cu 121"
+    prefix = tmp_path / "node" / "cu&121"
     env = offline_env(tmp_path)
     proc = cli("unpack", str(archive), "-p", str(prefix), "--json", env=env)
     assert proc.returncode == 0, proc.stderr

@@ -24,11 +24,12 @@ BASE = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/nonexistent", "LC_ALL"
 
 @pytest.fixture(scope="module")
 def prefixes(project: Path, tmp_path_factory: pytest.TempPathFactory, test_channel_url: str) -> dict[str, Path]:  # noqa: F811
-    """A linux-64 prefix (path with a space) and a win-64 prefix, created once."""
+    """A linux-64 prefix (a path with shell characters: a space is one nvcc cannot read there, refused by create,
+    tests/test_prefix_path.py) and a win-64 prefix (with a space), created once."""
     root = tmp_path_factory.mktemp("run")
     out = {}
     for platform in ("linux-64", "win-64"):
-        prefix = root / f"env {platform}"
+        prefix = root / (f"env({platform})" if platform.startswith("linux") else f"env {platform}")
         create_env(CreateRequest(lock_of(project), prefix, platform, cache_dir=root / "pkgs",
                                  mirrors={"conda-forge": test_channel_url}))
         out[platform] = prefix

@@ -198,7 +198,8 @@ def create_env(req: CreateRequest, progress: Progress | None = None) -> CreateRe
     if not packages:
         raise LockfileError(f"{req.lock_path} lists no conda packages for {req.platform}",
                             hint="re-lock with `envlock resolve`")
-    if any(p.name.startswith("cuda-nvcc") for p in packages):  # a path nvcc cannot build in: refused, with why
+    if req.platform.startswith("linux") and any(p.name.startswith("cuda-nvcc") for p in packages):
+        # a path nvcc cannot build in (cuda-nvcc's Linux activation: NVCC_PREPEND_FLAGS): refused, with why
         from envlock.seams.prefix import refuse_unusable
 
         refuse_unusable(req.prefix, envs_dir())

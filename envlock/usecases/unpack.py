@@ -59,7 +59,8 @@ def unpack(req: UnpackRequest, progress: Any = None) -> Any:
     with tf:
         manifest = _read_manifest(tf, req.archive)
         prefix_state(req.prefix)  # a file, or a non-empty dir that is not an env: refused before extracting
-        refuse_unusable(req.prefix)  # a path nvcc cannot build in (create says it too, after extracting)
+        if str(manifest.get("platform", "")).startswith("linux"):
+            refuse_unusable(req.prefix)  # a path nvcc cannot build in (create says it too, after extracting)
         check_writable(req.prefix)
         remove_dead(cache_location().path / "unpack", "unpack-*")  # what a killed unpack left (extracted archives)
         with work_dir_in(cache_location().path / "unpack", "unpack-", root=cache_location().path) as work:
