@@ -58,8 +58,11 @@ def document(scan: Scan, head: Mapping[str, Any]) -> dict[str, Any]:
     cuda = [n for u in scan.units for n in u.needs if n.provider.kind == "cuda" and not n.conditional]
     outside = {n.name: n.provider.why or n.provider.kind for u in scan.units for n in u.needs
                if n.provider.kind in KEEP[1:] and not n.conditional}  # fmt: skip
+    stated = requirements(summary(facts))
+    if "arch" not in stated and any(u.kind in ("extension", "jit", "builder") for u in scan.units):
+        stated["arch"] = ["TORCH_CUDA_ARCH_LIST (unset: torch's build targets the visible GPU)"]
     project = {
-        **requirements(summary(facts)),
+        **stated,
         "cuda_headers": sorted({n.name for n in cuda if n.what == "header"}),
         "cuda_libraries": sorted({n.name for n in cuda if n.what == "library"}),
         "groups": scan.groups(),
