@@ -7,11 +7,13 @@ resolve adapter, nor lets typer build the other thirteen commands), so start-up 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import os
 import signal
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import envlock  # its import owns Ctrl-C until main() runs (see envlock/__init__.py)
@@ -106,8 +108,12 @@ def report_error(err: EnvlockError, *, as_json: bool, verbose: bool = False, arg
     above the two lines with --verbose.
     """
     from envlock import messages, wrapping
-    from envlock.names import printable
-    from envlock.seams.net import scrub
+    from envlock.names import printable, scrub
+
+    if "://" in f"{err.message}{err.hint}{getattr(err, 'detail', '')}":  # only a URL's text can quote a secret
+        from envlock.seams.config import remember_configured_secrets
+
+        remember_configured_secrets(args or [])  # the secrets in force, from every source, whatever it quotes
 
     hint = err.hint
     if args is not None and any(not isinstance(p, str) for p in err.hint_parts):
@@ -283,6 +289,39 @@ def _fast(own: list[str], args: list[str]) -> Any:
     return None if kwargs is None else (func, kwargs)
 
 
+class _Scrubbed:
+    """sys.stdout or sys.stderr while a command runs: every text written passes envlock.names.scrub (credentials
+    of URLs, and every secret in force wherever it appears). Anything else is the stream's own."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        from envlock.names import scrub
+
+        self._stream.write(scrub(text) if text else text)
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _scrubbed_output(args: list[str]) -> Iterator[None]:
+    """The secrets in force for this run (its command line and environment now; envlock.toml and pip's
+    configuration as they are read), and the process's output scrubbed of them until it returns."""
+    from envlock.names import forget_secrets, remember_secrets
+
+    forget_secrets()
+    remember_secrets(*args, *(v for v in os.environ.values() if "://" in v))
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Scrubbed(out), _Scrubbed(err)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code (never raises, never prints a traceback)."""
     args = sys.argv[1:] if argv is None else argv
@@ -294,7 +333,7 @@ def run(argv: list[str] | None = None) -> int:
     from envlock.seams.conda import one_command  # no rattler: what the command's solves share
 
     try:
-        with sigint, one_command(process_exits=_EXITS_AFTER_RUN):
+        with sigint, one_command(process_exits=_EXITS_AFTER_RUN), _scrubbed_output(args):
             from envlock import environ
 
             try:

@@ -1,5 +1,5 @@
 """What strings name: a conda package's file name, a wheel's file name, a match spec's package name, a
-URL without its credentials, a name as a terminal may show it.
+URL without its credentials (and a text without the secrets in force), a name as a terminal may show it.
 
 One parser each (pure, imports nothing of envlock), used by every reader, writer and report.
 """
@@ -9,8 +9,9 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 CONDA_SUFFIXES = (".conda", ".tar.bz2")
 # Where a conda match spec's name ends: a space, a version operator, or a bracketed key=value part.
@@ -69,24 +70,115 @@ def match_spec_name(spec: str) -> str:
     return split_match_spec(spec)[0]
 
 
+# --------------------------------------------------------------------------- credentials
+#
+# The one credential rule. A URL's userinfo (`user:password@`, a token alone, any characters, percent-encoded or
+# not) ends at the authority's last `@` (RFC 3986: the authority ends at the first `/`, `?` or `#`); conda's token
+# is `/t/<token>` ANYWHERE in the path (conda.common.url.split_anaconda_token searches the whole URL: `/api/t/<tk>/`
+# too), `/%74/` its percent-encoded spelling. `strip_credentials` removes them from one URL (what a lock, a spec, a
+# cache key records); `scrub` from every URL in a text, and then every secret in force (`remember_secrets`: the
+# command line, the environment, envlock.toml, pip's configuration, as each is read) wherever it appears, whatever
+# a URL parser would make of the text around it (a password with a space, a '/', a quote).
+
+_AUTHORITY_END = re.compile(r"[/?#]")
+_TOKEN_SEGMENTS = frozenset({"t", "%74"})
+#: A URL in a text: its authority runs to whitespace or / ? # (a password may hold quotes and <), its path to a quote.
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#]*[^\s'\"<>]*")
+_URL_START = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+#: Secrets shorter than this are removed from URLs only: replacing every "pw" in a text would garble it.
+MIN_SECRET = 3
+_IN_FORCE: set[str] = set()  # the process's secrets in force (this module's one piece of state)
+
+
+def _url_parts(url: str) -> tuple[str, str, str]:
+    """(scheme, authority, path) of a URL, split as RFC 3986 splits it (the query and fragment dropped)."""
+    scheme, _, rest = url.partition("://")
+    m = _AUTHORITY_END.search(rest)
+    end = m.start() if m else len(rest)
+    tail = rest[end:]
+    stop = min((i for i in (tail.find("?"), tail.find("#")) if i >= 0), default=len(tail))
+    return scheme, rest[:end], tail[:stop]
+
+
 def strip_credentials(url: str, marked: bool = False) -> str:
-    """`url` without `user:password@` (a token alone, percent-encoded, all the same) and conda's `/t/<token>/`
-    segment (`/%74/` too), the one URL rule; envlock.seams.net.scrub applies it to every URL in a text. `marked`: they
-    become `***@` and `/t/***/` (the user sees a login was used).
-    """
+    """`url` without its userinfo and without conda's `/t/<token>` segments wherever they are in its path (see
+    above). `marked`: they become `***@` and `/t/***` (the user sees a login was used). A query or fragment of a
+    URL that carried credentials may carry a token too: dropped with them."""
     if "://" not in url or ("@" not in url and "/t/" not in url and "/%74/" not in url):
         return url  # nothing to strip (the common case: hundreds of package URLs per lock)
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = ("***@" if marked else "") + netloc.rsplit("@", 1)[-1]
-    segs = parts.path.split("/")
-    if len(segs) > 2 and segs[1] in ("t", "%74"):  # conda's token segment: /t/<token>/channel
-        segs = segs[:1] + (["t", "***"] if marked else []) + segs[3:]
-    if netloc == parts.netloc and segs == parts.path.split("/"):
-        return url
-    # A query or fragment of a URL that carried credentials may carry a token too: dropped with them.
-    return urlunsplit((parts.scheme, netloc, "/".join(segs), "", ""))
+    scheme, authority, path = _url_parts(url)
+    changed = "@" in authority and authority.rsplit("@", 1)[0] != "***"  # `***@`: already marked, nothing left
+    if changed:
+        authority = ("***@" if marked else "") + authority.rsplit("@", 1)[1]
+    segs, out, i = path.split("/"), [], 0
+    while i < len(segs):
+        if i > 0 and segs[i] in _TOKEN_SEGMENTS and i + 1 < len(segs) and segs[i + 1] != "***":  # /t/<token>, anywhere
+            out += ["t", "***"] if marked else []
+            i, changed = i + 2, True
+            continue
+        out.append(segs[i])
+        i += 1
+    return f"{scheme.lower()}://{authority}{'/'.join(out)}" if changed else url
+
+
+def url_secrets(text: str, *, users: bool = False) -> set[str]:
+    """Every secret the URLs in `text` carry, each with its percent-decoded and -encoded spellings: the
+    password (a user name alone: the token; `users`: every user name too), conda tokens. Generous where a parser
+    is not: a URL runs to the end of its line (a password may hold a space), and a userinfo holding a raw '/'
+    (`https://u:pa/ss@host`) counts up to the line's last '@' when what precedes its first '/' holds a ':' that is
+    no port's."""
+    found: set[str] = set()
+    for m in _URL_START.finditer(text):  # each URL runs to the end of its line: a value may hold spaces
+        end = min((i for i in (text.find("\n", m.end()), text.find("\r", m.end())) if i >= 0), default=len(text))
+        rest = text[m.end() : end]
+        _scheme, authority, path = _url_parts(text[m.start() : end])
+        infos = [authority.rsplit("@", 1)[0]] if "@" in authority else []
+        first = rest.split("/", 1)[0]
+        if "@" in rest and ":" in first and not first.rsplit(":", 1)[1].isdigit():  # host:port is no password
+            infos.append(rest[: rest.rindex("@")])
+        for info in infos:
+            user, sep, password = info.partition(":")
+            found.update([password, *([user] if users else [])] if sep and password else [user])
+        segs = path.split("/")
+        found.update(segs[i + 1] for i in range(1, len(segs) - 1) if segs[i] in _TOKEN_SEGMENTS and segs[i + 1])
+    import json  # noqa: PLC0415 - only where a URL carries a secret
+
+    # A parser that stops at one of these characters (WHATWG's URL parser at '\\', most at / ? # and whitespace)
+    # shows the secret cut there: each piece is a secret too.
+    found |= {piece for s in found for piece in re.split(r"[\\/?#@\s]", s) if piece != s}
+    forms = {f for s in found if s for f in (s, unquote(s), quote(s, safe=""), quote(unquote(s), safe=""), quote(s))}
+    forms |= {g for f in forms for g in (json.dumps(f)[1:-1], printable(f))}  # as --json and a terminal show it
+    return {f for f in forms if len(f) >= MIN_SECRET}
+
+
+def remember_secrets(*texts: str) -> None:
+    """Add the secrets of these URLs (or texts holding URLs) to those in force: `scrub` removes them from every
+    text from now on (the command line and environment at start; config and pip's configuration as read)."""
+    for text in texts:
+        if "://" in text:
+            _IN_FORCE.update(url_secrets(text))
+
+
+def secrets_in_force() -> frozenset[str]:
+    return frozenset(_IN_FORCE)
+
+
+def forget_secrets() -> None:
+    """A new command starts with none in force (cli.run, several runs in one process)."""
+    _IN_FORCE.clear()
+
+
+def scrub(text: str, *, marked: bool = False, secrets: Iterable[str] = ()) -> str:
+    """`text` without credentials: every URL in it through `strip_credentials`, then every secret in force (and
+    those of the URLs in `secrets`) replaced by `***` wherever it appears. The one scrubber: errors, warnings,
+    every line a command prints, logs and `--json` pass through it."""
+    extra = url_secrets("\n".join(secrets), users=True) if secrets else set()
+    for secret in sorted(_IN_FORCE | extra, key=len, reverse=True):  # first: a URL's stripping may cut one apart
+        if secret in text:
+            text = text.replace(secret, "***")
+    if "://" in text and ("@" in text or "/t/" in text or "/%74/" in text):
+        text = _URL_IN_TEXT.sub(lambda m: strip_credentials(m.group(0), marked), text)
+    return text
 
 
 def has_credentials(url: str) -> bool:

@@ -41,6 +41,7 @@ import http.server
 import io
 import json
 import os
+import re
 import socket
 import sys
 import struct
@@ -1807,8 +1808,9 @@ class Fault:
     Content-Length and half the body, then drop the connection), "stall:SECONDS" (sleep, then answer
     normally), "corrupt" (flip the first 64 body bytes, same length), "reset" (close without any response),
     "redirect:BASE" (302 to BASE + the same path, e.g. another host's server).
-    Paths may start with a conda token segment `/t/<token>/`: it is recorded and stripped, so
-    `http://user:pw@127.0.0.1:PORT/t/TOKEN/conda-forge` serves the channel (the Authorization header is logged).
+    Paths may start with a conda token segment `/t/<token>/` (or `/<prefix>/t/<token>/`, as `/api/t/`): it is
+    recorded and stripped with the prefix, so `http://user:pw@127.0.0.1:PORT/t/TOKEN/conda-forge` serves the
+    channel (the Authorization header is logged).
     """
 
     pattern: str
@@ -1846,8 +1848,9 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
     def _answer(self, owner: ChannelServer, *, head: bool) -> None:
         path = self.path.split("?", 1)[0]
         self._token = None
-        if path.startswith("/t/") and path.count("/") >= 3:
-            self._token, path = path[3:].split("/", 1)[0], "/" + path[3:].split("/", 1)[1]
+        token = re.match(r"(?:/[^/]+)?/t/([^/]*)(/.*)", path)  # /t/<token>/…, or /<one prefix>/t/<token>/… (/api/t/)
+        if token is not None:
+            self._token, path = token.group(1), token.group(2)
             self.path = path
         owner = _Logging(owner, self)  # type: ignore[assignment]
         fault = owner._take_fault(path)

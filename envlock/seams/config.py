@@ -33,7 +33,7 @@ from typing import Any
 from envlock.seams.dirs import Location, cache_location, envs_location, user_config_dir
 from envlock.errors import SpecError
 from envlock.seams.mirror_urls import MirrorMap, parse_entry
-from envlock.names import strip_credentials
+from envlock.names import remember_secrets, strip_credentials
 
 CONFIG_NAME = "envlock.toml"
 ENV_MIRRORS = "ENVLOCK_MIRRORS"
@@ -124,6 +124,7 @@ def load(cli: Sequence[str] = (), project_dir: Path = Path(".")) -> Config:
     if env_text.strip():
         layers.append((ENV_MIRRORS, [parse_entry(t, source=ENV_MIRRORS) for t in split_entries(env_text)]))
     cli_pairs = [parse_entry(t) for t in cli]
+    remember_secrets(*(f"{k} {u}" for _, pairs in layers for k, u in pairs), *(f"{k} {u}" for k, u in cli_pairs))
     if cli_pairs:
         layers.append(("--mirror", cli_pairs))
     merged: dict[str, Entry] = {}
@@ -165,3 +166,27 @@ def _read_file(path: Path) -> list[tuple[str, str]]:
                             hint='e.g. conda-forge = "https://mirror.example.org/conda-forge"')
         out.append(parse_entry(f"{key}={value}", base=path.parent.absolute(), source=str(path)))
     return out
+
+
+def remember_configured_secrets(args: Sequence[str] = ()) -> None:
+    """Every secret the user's configuration holds, read as text (parsed or not: a file that does not parse may
+    still be quoted by an error): the user's and the project's envlock.toml (--project-dir in `args`, else the
+    current folder) and pip's config files. Never raises: the error reporter calls it on its way out."""
+    from envlock.seams.pypi.pipconf import pip_config_files
+
+    project = Path(".")
+    for i, a in enumerate(args):
+        if a == "--project-dir" and i + 1 < len(args):
+            project = Path(args[i + 1])
+        elif a.startswith("--project-dir="):
+            project = Path(a.split("=", 1)[1])
+    try:
+        paths = [user_config_dir() / CONFIG_NAME, project / CONFIG_NAME, *pip_config_files()]
+    except Exception:  # noqa: BLE001 - best effort: a broken setting is the error being reported
+        paths = []
+    for path in paths:
+        try:
+            with open(path, "rb") as fh:
+                remember_secrets(fh.read(1 << 20).decode("utf-8", "replace"))
+        except (OSError, ValueError):
+            continue

@@ -10,7 +10,7 @@
   (pypi/index.py), the mirror's page reader (pypi/wheels.py) and the metadata reader (pypi/requires.py) use it.
 * `download()`: a body cut off mid-way starts the file again from its first byte (Retry ends at the headers).
 * `parallel()`: a thread pool sharing one session; Ctrl-C -> Interrupted.
-* `scrub()`: the one credential scrubber (URLs in locks, messages, logs, `--json`).
+* `scrub()`: envlock.names.scrub, the one credential scrubber, re-exported for the seams (URLs in messages, logs).
 * `with_ca_fallback()`: rattler's client where the system has no CA certificates (certifi's bundle).
 
 ``requests`` is imported by the functions that use the network only: importing this module stays cheap.
@@ -19,17 +19,16 @@
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from envlock.errors import ChannelError, Interrupted, UsageError
 from envlock.models import record
-from envlock.names import strip_credentials
+from envlock.names import scrub as scrub  # the one scrubber lives in envlock.names; the seams call it here
 
 if TYPE_CHECKING:
     import requests
@@ -77,7 +76,29 @@ def session(http: HttpSettings | None = None, *, pool: int = 16) -> requests.Ses
     s = requests.Session()
     s.mount("http://", adapter)
     s.mount("https://", adapter)
+    s.auth = _url_login  # a URL's login as Basic auth in UTF-8 (requests' own took latin-1 and crashed on '€')
     return s
+
+
+def _url_login(r: Any) -> Any:
+    """requests' auth hook: the Basic `Authorization` of the request URL's `user:password@` (percent-decoded), its
+    bytes UTF-8 as rattler and uv send them (requests encodes latin-1: a password holding '€' raised
+    UnicodeEncodeError, an internal error); none on the URL: the user's ~/.netrc, as requests would read it
+    (its own netrc lookup is skipped once a session has an auth hook). A redirect keeps a login only as
+    carry_credentials allows."""
+    import base64  # noqa: PLC0415
+
+    from requests.utils import get_netrc_auth  # noqa: PLC0415
+
+    from envlock.names import split_userinfo  # noqa: PLC0415
+
+    _plain, user, password = split_userinfo(r.url)
+    if user is None and password is None:
+        user, password = get_netrc_auth(r.url) or (None, None)
+    if user is not None or password is not None:
+        raw = f"{user or ''}:{password or ''}".encode("utf-8", "surrogateescape")
+        r.headers["Authorization"] = "Basic " + base64.b64encode(raw).decode("ascii")
+    return r
 
 
 def timeout_of(http: HttpSettings | None = None) -> float | None:
@@ -289,26 +310,6 @@ def parallel(items: Sequence[Any], worker: Callable[[Any, threading.Event, Any],
 
 
 # --------------------------------------------------------------------------- credentials
-
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
-
-
-def scrub(text: str, *, marked: bool = False, secrets: Iterable[str] = ()) -> str:
-    """`text` without credentials: each URL in it loses `user:password@` and conda's `/t/<token>/` segment.
-
-    `marked`: the userinfo becomes `***@` (the user sees their login was applied); `secrets`: URLs whose
-    user name and password are blanked wherever they appear in the text (exception messages echo them).
-    The one scrubber: lock URLs, messages, logs and `--json` all pass through it.
-    """
-    if "://" in text and ("@" in text or "/t/" in text or "/%74/" in text):
-        text = _URL.sub(lambda m: strip_credentials(m.group(0), marked), text)
-    for url in secrets:
-        parts = urlsplit(url)
-        for secret in (parts.password, parts.username):
-            if secret:
-                text = text.replace(secret, "***")
-    return text
-
 
 # --------------------------------------------------------------------------- TLS
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from envlock.errors import AnchorError
+from envlock.names import remember_secrets
 
 
 def pip_config_files(environ: Mapping[str, str] | None = None) -> list[Path]:
@@ -65,8 +66,10 @@ def _pip_setting(env: Mapping[str, str], key: str) -> tuple[str, str] | None:
     """(value, where) of one pip option: PIP_<KEY>, else [install], else [global] of the config files."""
     var = "PIP_" + key.upper().replace("-", "_")
     if env.get(var, "").strip():
+        remember_secrets(env[var])  # a credential in it is a secret every output hides from now on
         return env[var].strip(), var
     merged = _merged_pip_config(env)
+    remember_secrets(*(v for v, _ in merged.values()))
     # pip applies every [global] value first and every [install] value after it.
     for section in ("install", "global"):
         hit = merged.get(f"{section}.{key}")
