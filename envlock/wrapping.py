@@ -52,16 +52,17 @@ def _atoms(text: str) -> list[str]:
 
 
 def _split_long(word: str, room: int) -> list[str]:
-    """A word wider than a line: a command at its spaces (each piece but the last ending in ' \\'), a path,
-    URL or list after a '/' or a ',', else anywhere."""
-    if ("`" in word or "'" in word) and " " in word:
+    """A word wider than a line: a command at its spaces outside single quotes (each piece but the last ending in
+    ' \\'), a path, URL or list after a '/' or a ',', else anywhere."""
+    words = _shell_words(word) if "`" in word or "'" in word else [word]
+    if len(words) > 1:
         pieces: list[str] = []
         line = ""
-        for w in word.split(" "):
+        for w in words:
             if len(w) + 4 > room:  # one word wider than a line: it cannot be kept whole, so it is cut
                 if line:
                     pieces.append(line + " \\")
-                cut = _split_long(w, room - 2)  # its last piece may still get the ' \\' of a break
+                cut = _cut(w, room - 2)  # its last piece may still get the ' \\' of a break
                 pieces += cut[:-1]
                 line = cut[-1]
             elif line and len(line) + 1 + len(w) + 2 > room:
@@ -70,10 +71,31 @@ def _split_long(word: str, room: int) -> list[str]:
             else:
                 line = f"{line} {w}" if line else w
         return [*pieces, line]
+    return _cut(word, room)
+
+
+def _shell_words(text: str) -> list[str]:
+    """`text` split at its spaces outside single quotes (a quoted path with a space stays one word)."""
+    out, word, quoted = [], "", False
+    for ch in text:
+        if ch == "'":
+            quoted = not quoted
+        if ch == " " and not quoted:
+            out.append(word)
+            word = ""
+        else:
+            word += ch
+    return [*out, word]
+
+
+def _cut(word: str, room: int) -> list[str]:
+    """One word wider than a line, cut after the last '/' or ',' that fits (never inside a name, so a reader can
+    join the pieces back: one ending in '/' at a line's end continues on the next), even where that leaves a short
+    line; anywhere only where a name alone is wider than a line."""
     out = []
     while len(word) > room:
-        cut = max(word.rfind(sep, 1, room) for sep in "/,")  # after a '/' or a ',': never inside a name
-        cut = cut + 1 if cut > room // 2 else room
+        cut = max(word.rfind(sep, 1, room) for sep in "/,")
+        cut = cut + 1 if cut > 0 else room
         out.append(word[:cut])
         word = word[cut:]
     return [*out, word]

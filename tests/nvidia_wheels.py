@@ -78,9 +78,9 @@ def cache_dir() -> Path:
     env = os.environ.get("ENVLOCK_NVIDIA_WHEELS_DIR")
     if env:
         return Path(env)
-    import platformdirs
+    from tests.suitecache import suite_cache
 
-    return platformdirs.user_cache_path("envlock-tests") / "nvidia-wheels"
+    return suite_cache() / "nvidia-wheels"
 
 
 def _wheel_path(dest: Path, name: str, version: str) -> Path | None:

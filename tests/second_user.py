@@ -24,17 +24,32 @@ def second_user() -> tuple[list[str], dict[str, str]]:
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv to run a second user")
     as_other = ["setpriv", f"--reuid={UID}", f"--regid={GID}", "--clear-groups", sys.executable]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    # its temporary files (uv's, rattler's) where it can write them: this user's $TMPDIR may be closed to it
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "TMPDIR": str(reachable_tmp())}
     probe = subprocess.run([*as_other, "-c", "import envlock.cli"], capture_output=True, text=True, cwd="/", env=env)
     if probe.returncode != 0:
         pytest.skip(f"uid {UID} cannot import envlock from here: {probe.stderr.strip().splitlines()[-1:]}")
     return as_other, env
 
 
+def reachable_tmp() -> Path:
+    """A temporary root the second user can reach: $TMPDIR when every folder on its way lets others in (o+x), else
+    the first of /tmp and /var/tmp that does (a 0700 or a user's private TMPDIR, a long one under a 0700 home)."""
+    for root in (Path(tempfile.gettempdir()), Path("/tmp"), Path("/var/tmp")):
+        try:
+            resolved = root.resolve()
+            if resolved.is_dir() and all(p.stat().st_mode & 0o001 for p in (resolved, *resolved.parents)):
+                return resolved
+        except OSError:
+            continue
+    pytest.skip("no temporary folder another user can reach ($TMPDIR, /tmp and /var/tmp are closed to others)")
+
+
 @contextmanager
 def open_dir(prefix: str, mode: int = 0o755) -> Iterator[Path]:
-    """A temporary folder outside pytest's 0700 tmp_path, so that the second user can reach it."""
-    path = Path(tempfile.mkdtemp(prefix=prefix))
+    """A temporary folder outside pytest's 0700 tmp_path (and, where $TMPDIR is closed to others, outside
+    $TMPDIR: reachable_tmp), so that the second user can reach it."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=reachable_tmp()))
     try:
         path.chmod(mode)
         yield path

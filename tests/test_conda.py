@@ -4,7 +4,7 @@
 `conda create --file locks/<name>/conda-linux-64.lock` and `conda env create -f environments/<name>.yml`
 from the test channel (conda's channel_alias points "conda-forge" at it over file://; the explicit lock's
 canonical https://conda.anaconda.org URLs are found in a package cache seeded with the channel's files).
-conda is installed once into a cache dir (ENVLOCK_TEST_CACHE, default ~/.cache/envlock-tests) and reused.
+conda is installed once into the suite's cache (tests/suitecache.py: ENVLOCK_TEST_CACHE, else the user cache dir) and reused.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SHARED
+from tests.suitecache import suite_cache
 from tests.test_activation import snapshots
 from tests.test_create import lock_of, project, project_124  # noqa: F401 - session fixtures
 from tests.test_pypi_part import NAME as FULL, full_project  # noqa: F401 - session fixture
@@ -38,7 +39,7 @@ def conda_venv() -> Path:
     if not (CONDA_TOOL / "install.sh").is_file() or not wheels:
         pytest.skip(f"the real conda is not beside the checkout (looked for {CONDA_TOOL}/install.sh)")
     key = hashlib.sha256(wheels[-1].read_bytes() + (CONDA_TOOL / "install.sh").read_bytes()).hexdigest()[:16]
-    root = Path(os.environ.get("ENVLOCK_TEST_CACHE") or Path.home() / ".cache" / "envlock-tests")
+    root = suite_cache()
     venv = root / f"conda-{key}"
     root.mkdir(parents=True, exist_ok=True)
     with open(root / f"conda-{key}.lock", "w") as lock:

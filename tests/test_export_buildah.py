@@ -55,7 +55,9 @@ def inputs(tmp_path_factory: pytest.TempPathFactory, buildah: imagebuild.Buildah
         channel = imagebuild.docker_channel(tmp / "channel")
     except RuntimeError as exc:  # the wheels cannot be downloaded
         pytest.skip(f"NVIDIA wheels unavailable: {exc}")
-    cache = Path(__import__("platformdirs").user_cache_dir("envlock-tests")) / "docker-wheels"
+    from tests.suitecache import suite_cache
+
+    cache = suite_cache() / "docker-wheels"
     try:
         index = imagebuild.package_index(tmp / "index", cache)
     except RuntimeError as exc:

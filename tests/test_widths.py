@@ -16,7 +16,9 @@ import re
 import shutil
 import struct
 import sys
+import tempfile
 import termios
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,14 +43,21 @@ def on_a_terminal(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int,
 
 
 @pytest.fixture(scope="module")
-def work(tmp_path_factory: pytest.TempPathFactory, test_channel: Path) -> Path:
-    """A short working dir (paths in messages stay short enough to be worth reading) with one locked project."""
+def work(tmp_path_factory: pytest.TempPathFactory, test_channel: Path) -> Iterator[Path]:
+    """A short working dir (paths in messages stay short enough to be worth reading) with one locked project: under
+    /tmp where $TMPDIR is long (a path wider than a line is kept whole in a command to paste: envlock/wrapping.py)."""
     from tests.lockproject import make_project
 
-    root = Path(tmp_path_factory.mktemp("w"))
-    make_project(root / "p", test_channel, platforms=("linux-64",), name="t")
-    shutil.copytree(test_channel, root / "cf", symlinks=True)
-    return root
+    base = Path(tmp_path_factory.getbasetemp())
+    short = len(str(base)) > 40 and os.access("/tmp", os.W_OK)
+    root = Path(tempfile.mkdtemp(prefix="w", dir="/tmp")) if short else Path(tmp_path_factory.mktemp("w"))
+    try:
+        make_project(root / "p", test_channel, platforms=("linux-64",), name="t")
+        shutil.copytree(test_channel, root / "cf", symlinks=True)
+        yield root
+    finally:
+        if short:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def _env(work: Path) -> dict[str, str]:

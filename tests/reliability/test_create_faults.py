@@ -20,6 +20,7 @@ from tests.channelbuilder import ChannelServer, PackageSpec, build_channel
 from tests.paused_envlock import LAUNCHER
 from tests.paused_envlock import environ as paused_env
 from tests.reliability.conftest import LOCK, MINORS, TORCH, snapshot
+from tests.output import flat
 
 ENVLOCK = [sys.executable, "-m", "envlock"]
 PKG = "*/linux-64/*.tar.bz2"
@@ -239,7 +240,7 @@ def _wait_line(proc: subprocess.Popen[str], needle: str, timeout: float = 120) -
         if not line:
             raise AssertionError(f"ended (exit {proc.wait()}) before printing {needle!r}: {''.join(seen)}")
         seen.append(line)
-        if needle in " ".join("".join(seen).split()):  # a notice is folded to 80 columns: read its lines as one
+        if needle in flat("".join(seen)):  # a notice is folded to 80 columns (a long path cut after a '/'): as one
             return "".join(seen)
     raise AssertionError(f"no {needle!r} within {timeout} s")
 
@@ -300,7 +301,7 @@ def test_two_creates_of_one_prefix_are_serialised_and_the_second_names_the_holde
     out1, err1 = first.communicate(timeout=120)
     assert first.returncode == 0, err1
     assert second.returncode == 0, err2
-    assert f"waiting for the environment {prefix}, held by pid {first.pid} (envlock create" in " ".join(err2.split())
+    assert f"waiting for the environment {prefix}, held by pid {first.pid} (envlock create" in flat(err2)
     assert json.loads(out1)["action"] == "created" and json.loads(out2)["action"] == "unchanged"
 
 
