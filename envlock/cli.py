@@ -337,9 +337,14 @@ def run(argv: list[str] | None = None) -> int:
             from envlock import environ
 
             try:
-                environ.check()  # every ENVLOCK_* setting's form: a bad one is a usage error (exit 2)
+                unknown = environ.check()  # every ENVLOCK_* setting's form: a bad one is a usage error (exit 2)
             except environ.BadSetting as bad:
                 raise UsageError(bad.message, hint=bad.hint) from None
+            if unknown:
+                from envlock.wrapping import say
+
+                for line in unknown:
+                    say("warning", line)
             fast = _fast(own, args)
             if fast is not None:  # the same function typer would call, with the same arguments
                 result = fast[0](**fast[1])
@@ -365,6 +370,11 @@ def run(argv: list[str] | None = None) -> int:
                 return report_error(interrupted, as_json=as_json)
         # typer >= 0.28 raises its vendored click's exceptions, older typer plain click's: match by name.
         kinds = {cls.__name__ for cls in type(exc).__mro__}
+        if "NoArgsIsHelpError" in kinds and getattr(exc, "ctx", None) is not None:
+            # `envlock` (or `envlock export`) alone: its help on stdout, exit 0, as `envlock --help` (click >= 8.2
+            # made it a usage error, which printed the whole help as one `error:` paragraph)
+            sys.stdout.write(exc.ctx.get_help() + "\n")  # type: ignore[attr-defined]  # a click exception, matched by class name
+            return 0
         if "UsageError" in kinds:
             return report_error(usage_error(exc, own, app), as_json=as_json, args=args, app=app)
         if "ClickException" in kinds:

@@ -31,6 +31,10 @@ NUMBERS: dict[str, tuple[str, str, bool, float]] = {
     "ENVLOCK_UV_TIMEOUT": ("seconds one uv run may take", "600", False, 1e-9),
 }
 DIRECTORIES = ("ENVLOCK_CACHE_DIR", "ENVLOCK_ENVS_DIR", "ENVLOCK_CONFIG_DIR")
+#: The settings a user sets; an unknown ENVLOCK_* name a slip (up to three letters) from one of them is warned
+#: about (a misspelt setting would be ignored), any other is another tool's (an activated env's ENVLOCK_PREFIX, the
+#: exported Dockerfile's ENVLOCK_UID, a test suite's: five letters or more from every setting) and left alone.
+SETTINGS = (*NUMBERS, *DIRECTORIES, "ENVLOCK_MIRRORS", "ENVLOCK_DEBUG")
 
 
 def number(name: str, environ: Mapping[str, str] | None = None) -> float:
@@ -51,8 +55,9 @@ def number(name: str, environ: Mapping[str, str] | None = None) -> float:
     return value
 
 
-def check(environ: Mapping[str, str] | None = None) -> None:
-    """Every ENVLOCK_* setting's form (BadSetting naming the first bad one)."""
+def check(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Every ENVLOCK_* setting's form (BadSetting naming the first bad one); the warnings to say: one per
+    ENVLOCK_* name a slip from a setting (`ENVLOCK_HTTP_TIMOUT`: did you mean ENVLOCK_HTTP_TIMEOUT?)."""
     env = os.environ if environ is None else environ
     for name in NUMBERS:
         number(name, env)
@@ -64,6 +69,30 @@ def check(environ: Mapping[str, str] | None = None) -> None:
                              "or `unset ENVLOCK_MIRRORS`")
     for name in DIRECTORIES:
         text = env.get(name, "")
-        if text and ("\0" in text or os.path.isfile(text)):
-            raise BadSetting(f"{name}={text!r} is not a directory",
+        if text and not _directory_or_makeable(text):
+            raise BadSetting(f"{name}={text!r} is not a directory (nor a path one can be made at)",
                              f"point it at a directory (made if missing), or unset it: `unset {name}`")
+    unknown = [n for n in env if n.startswith("ENVLOCK_") and n not in SETTINGS]
+    return [w for w in map(_misspelt, sorted(unknown)) if w]
+
+
+def _directory_or_makeable(text: str) -> bool:
+    """A directory, or a path whose nearest existing ancestor is one (`/dev/null` and `/dev/null/x` are neither)."""
+    if "\0" in text:
+        return False
+    path = os.path.abspath(os.path.expanduser(text))
+    while True:
+        if os.path.lexists(path):
+            return os.path.isdir(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            return False
+        path = parent
+
+
+def _misspelt(name: str) -> str | None:
+    """The warning for an ENVLOCK_* name a slip from a setting (None: not one)."""
+    from envlock.names import slip_of
+
+    near = slip_of(name, SETTINGS, edits=3)
+    return f"{name} is not a setting envlock reads (it changes nothing): did you mean {near}?" if near else None

@@ -255,3 +255,28 @@ def nvcc_cannot_use(prefix: object) -> str | None:
 def usable_path(prefix: object) -> str:
     """`prefix` with every character nvcc cannot carry replaced by `-` (what a refusal proposes instead)."""
     return "".join("-" if ch.isspace() or ch in _NVCC_CANNOT else ch for ch in str(prefix))
+
+def slip_of(word: str, names: Iterable[str], edits: int = 2) -> str | None:
+    """The name in `names` that `word` is one slip from (at most `edits` letters added, dropped or changed, not
+    equal; case aside): what a typo of a setting or a channel looks like (`conda-forg`, `ENVLOCK_HTTP_TIMOUT`)."""
+    word = word.lower()
+    best: tuple[int, str] | None = None
+    for name in dict.fromkeys(names):
+        d = _distance(word, name.lower(), edits)
+        if 0 < d <= edits and (best is None or d < best[0]):
+            best = (d, name)
+    return best[1] if best else None
+
+
+def _distance(a: str, b: str, cap: int) -> int:
+    """Levenshtein distance of a and b, cut at cap + 1 (short strings: a setting's or a channel's name)."""
+    if abs(len(a) - len(b)) > cap:
+        return cap + 1
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+        if min(row) > cap:
+            return cap + 1
+    return row[-1]

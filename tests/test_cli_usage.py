@@ -95,10 +95,9 @@ USAGE = [
     (["resolve", "--torch", "2.7.1", "--torch-source", "conda"], "'conda' is not a torch source", None),
     (["resolve", "--torch", "2.7.1", "--toolchain-only", "--python", "3.11"], "--toolchain-only locks no python",
      None),
-    (["update"], "missing argument", "envlock update"),
+    (["update", "--lock"], "option '--lock' requires an argument", "envlock update"),  # `update` alone moves all
     (["create", "NAME", "--lock", "x.yml"], "either a lock NAME or --lock NAME|FILE", None),
     (["create", "--locked", "--frozen"], "contradict", None),
-    (["doctor", "--for", "no-such-project"], "--for no-such-project: no such file or folder, and no installed package", None),
     (["diff", "one.yml"], "needs two locks", None),
     (["export", "dockerfile", "--platform"], "option '--platform' requires an argument", "envlock export dockerfile"),
     (["nonsense"], "no such command 'nonsense'", "envlock"),

@@ -154,7 +154,7 @@ def test_diff_git_lock_added_since_ref(repo, test_channel, capsys) -> None:
     [
         (["--git", "no-such-ref"], "git ref 'no-such-ref' does not exist", "use a branch, tag or commit"),
         (["--git", "--upload-pack=x"], "does not exist", "use a branch"),
-        (["one.yml"], "needs two locks", "envlock diff A.yml B.yml"),
+        (["one.yml"], "needs two locks", "envlock diff A B (lock NAMEs or files)"),
         (["--git", "HEAD", "a", "b"], "at most one lock path", "envlock diff --git"),
     ],
 )

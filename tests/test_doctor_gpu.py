@@ -154,14 +154,15 @@ def test_doctor_runs_the_real_nvcc_list_and_reads_the_arch_list(tmp_path: Path) 
     assert set(got["arch_list.nvcc"]["details"]["nvcc_arches"]) == NVCC_13_0
 
 
-def test_for_a_name_that_is_neither_a_path_nor_an_installed_package_is_a_usage_error(tmp_path: Path) -> None:
-    """(nor a profiled project: `--for flash-attn` reads FlashAttention's saved scan since issue 35.4)"""
+def test_for_a_name_that_is_neither_a_path_nor_an_installed_package_exits_1(tmp_path: Path) -> None:
+    """(nor a profiled project: `--for flash-attn` reads FlashAttention's saved scan since issue 35.4). A well-formed
+    value envlock cannot serve exits 1, as a -p PATH that is not there (docs/reference.md)."""
     r = subprocess.run(
         [sys.executable, "-m", "envlock", "doctor", "--for", "no-such-project"],
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     error, hint = logical_lines(r.stderr.strip())  # each folded to 80 columns
-    assert r.returncode == 2 and error.startswith("error: --for no-such-project: no such file or folder")
+    assert r.returncode == 1 and error.startswith("error: --for no-such-project: no such file or folder")
     assert hint.startswith("hint: give a source folder, an sdist")
 
 

@@ -328,6 +328,23 @@ def test_update_dry_run_shows_the_move_and_writes_nothing(locked_with_demos, cha
     assert snapshot(project) == before
 
 
+def test_update_with_no_package_moves_every_package_within_the_rules(locked_with_demos, channels, capsys) -> None:
+    """`envlock update` alone was a usage error; like pixi's, cargo's and poetry's `update` it moves everything
+    (`--dry-run` first shows what would move and writes nothing)."""
+    project = locked_with_demos
+    new_cf = f"conda-forge={channels[1].as_uri()}"
+    before = snapshot(project)
+    code, out, err = cli(capsys, "update", "--dry-run", "--project-dir", str(project), "--mirror", new_cf)
+    assert code == 0, err
+    assert "~  demo-a" in out and "~  demo-b" in out and out.rstrip().endswith("dry run: nothing written")
+    assert snapshot(project) == before
+    code, out, err = cli(capsys, "update", "--project-dir", str(project), "--mirror", new_cf)
+    assert code == 0, err
+    versions = {(p.platform, p.name): p.version for p in read_lock(lock_file(project)).packages}
+    assert {versions[(pl, n)] for pl in ("linux-64", "win-64") for n in ("demo-a", "demo-b")} == {"1.1"}
+    assert cli(capsys, "check", "--project-dir", str(project))[0] == 0
+
+
 def test_update_with_nothing_newer_moves_nothing(locked_with_demos, channels, capsys) -> None:
     project = locked_with_demos
     before = snapshot(project)

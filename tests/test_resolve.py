@@ -376,7 +376,10 @@ def test_a_failed_first_resolve_leaves_no_project_dir_behind(tmp_path) -> None:
 
 @pytest.mark.parametrize("command", ["resolve", "resolve-full", "lock", "update", "create"])
 def test_an_unusable_cache_dir_is_named_not_blamed_on_the_project(tmp_path, cf, test_channel, command) -> None:
-    """The issue's case: an unwritable cache dir said "check that environments/ and locks/ are writable"."""
+    """The issue's case: an unwritable cache dir said "check that environments/ and locks/ are writable". A path no
+    directory can be made at is refused before the command starts, naming the setting (issue 34.7: every ENVLOCK_*
+    checked up front, exit 2 as for any malformed setting); a directory that cannot be written is named when it is
+    used (exit 1: a well-formed value envlock cannot serve)."""
     from tests.lockproject import make_project, snapshot
 
     project = make_project(tmp_path / "p", test_channel, platforms=("linux-64",))
@@ -392,10 +395,10 @@ def test_an_unusable_cache_dir_is_named_not_blamed_on_the_project(tmp_path, cf, 
     before = snapshot(project)
     proc = subprocess.run([*ENVLOCK, *args, "--project-dir", str(project)], capture_output=True, text=True,
                           timeout=120, env={**os.environ, "ENVLOCK_CACHE_DIR": str(cache)})
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2, proc.stderr
     error, hint = logical_lines(proc.stderr)
-    assert error == f"error: envlock's cache dir {cache} cannot be used: Not a directory"
-    assert hint.startswith("hint: set ENVLOCK_CACHE_DIR to a directory you can write") and "environments/" not in hint
+    assert error == f"error: ENVLOCK_CACHE_DIR='{cache}' is not a directory (nor a path one can be made at)"
+    assert hint.startswith("hint: point it at a directory") and "environments/" not in hint
     assert snapshot(project) == before and not (tmp_path / "env").exists()
 
 

@@ -66,7 +66,7 @@ def test_an_edited_torch_replaces_envlocks_own_lines_without_a_warning(toolchain
     code, out, err = cli(capsys, "lock", "--project-dir", str(project), "--mirror", cf)
     assert code == 0, err
     assert "replaced by the plan" not in out + err, out + err
-    assert "warning" not in out + err
+    assert not re.search(r"^\s*warning:", out + err, re.M)
     text = spec.read_text()
     assert "  - cuda-version=12.4\n" in text and "cuda-version=12.1" not in text  # envlock's lines, renewed
 
@@ -88,7 +88,8 @@ def test_a_full_envs_torch_edit_warns_about_no_line_envlock_wrote(full: Path, tm
     edit(spec, "  torch: 2.7.1\n", "  torch: 2.6.0\n")
     code, out, err = cli(capsys, "lock", "--project-dir", str(project), "--mirror", ncf)
     assert code == 0, err
-    assert "warning" not in out + err, out + err
+    # envlock's own warning lines (the test index's server thread may print a broken pipe to stderr)
+    assert not re.search(r"^\s*warning:", out + err, re.M), out + err
     assert "    - torch==2.6.0\n" in spec.read_text()
     assert {w.version for w in read_lock(project / "locks" / FULL / "conda-lock.yml").pypi if w.name == "torch"} == {"2.6.0"}
 

@@ -207,6 +207,7 @@ def hook_cmd(
         help="The lock the env was installed from (its anchor is recorded for doctor). Default: the project's one "
         "lock whose packages are exactly the env's; none matching records no anchor."),
     project_dir: str = options.project_dir(),
+    quiet: bool = opt(False, "-q", "--quiet", help="No `wrote` lines and no summary."),
 ) -> int:
     """Add envlock's activation to an env another tool made (conda create --file, conda env create, conda-lock
     install, conda-pack): `conda activate` then sets what `envlock run` sets, and doctor knows the lock's anchor."""
@@ -218,6 +219,8 @@ def hook_cmd(
     source = check_torch_source(torch_source, "--torch-source", UsageError) if torch_source is not None else None
     path = _target_prefix(prefix, env_name)
     done = hook(path, source, Path(project_dir), lock)
+    if quiet:
+        return 0
     from envlock.wrapping import columns, fold
 
     width = columns(sys.stderr)

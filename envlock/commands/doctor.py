@@ -24,9 +24,9 @@ PROFILED = "flash-attn, xformers, causal-conv1d, mamba-ssm, flashinfer, apex, bi
 
 
 def render_human(findings: list[Finding], *, colour: bool, width: int = 80) -> str:
-    """One line per check, cut to `width` (the whole message is in --json); then what to do, each piece of
-    advice once: the findings that share a fix are named together above it (a warning's or an error's whole
-    message first, folded to the width); a summary line."""
+    """One line per check, its message folded under itself to `width` (never cut: a pipe or a CI log keeps all of
+    it); then what to do, each piece of advice once: the findings that share a fix are named together above it (a
+    warning's or an error's whole message first, folded to the width); a summary line."""
     from envlock.doctor import summary
     from envlock.names import printable
     from envlock.wrapping import fold, lines_of
@@ -34,13 +34,13 @@ def render_human(findings: list[Finding], *, colour: bool, width: int = 80) -> s
     code_w = min(max((len(f.code) for f in findings), default=0), max(12, width // 3))
     lines = []
     for f in findings:
-        text = f"{f.severity:<7} {f.code:<{code_w}}  {printable(f.message)}"  # a message may quote a path or a record
-        if len(text) > width:
-            text = text[: width - 1].rstrip() + "…"
+        head = f"{f.severity:<7} {f.code:<{code_w}}  "
+        rest = " " * len(head) if len(head) <= width // 2 else " " * 10
+        folded = lines_of(printable(f.message), head, rest, width)  # a message may quote a path or a record
         if colour:
             tag = typer.style(f"{f.severity:<7}", fg=_COLOURS[f.severity], bold=f.severity == "error")
-            text = tag + text[7:]
-        lines.append(text)
+            folded[0] = tag + folded[0][7:]
+        lines += folded
     groups: dict[str, list[Finding]] = {}
     for f in findings:
         if f.hint and f.severity != "ok":

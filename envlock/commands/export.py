@@ -27,6 +27,7 @@ def dockerfile_cmd(
         False, "--devcontainer", help="Also write .devcontainer/devcontainer.json beside the Dockerfile."
     ),
     project_dir: str = options.project_dir(),
+    quiet: bool = opt(False, "-q", "--quiet", help="No `wrote` lines and no build command (warnings still)."),
 ) -> int:
     """A multi-stage Dockerfile that installs the lock into /opt/env, activated by ENV, checked at build time.
 
@@ -44,6 +45,8 @@ def dockerfile_cmd(
     warn(result.warnings)
     if not result.written:
         sys.stdout.write(result.text)
+        return 0
+    if quiet:
         return 0
     from envlock.wrapping import columns, fold, fold_command
 
@@ -67,6 +70,7 @@ def explicit_cmd(
     ),
     force: bool = opt(False, "--force", help="Replace existing files."),
     project_dir: str = options.project_dir(),
+    quiet: bool = opt(False, "-q", "--quiet", help="No `wrote` lines and no install command (warnings still)."),
 ) -> int:
     """@EXPLICIT files with every package URL on a mirror, for `conda create --file` behind it."""
     from envlock.commands.resolve import parse_mirrors
@@ -74,7 +78,7 @@ def explicit_cmd(
     from envlock.usecases.export.service import warn
     from envlock.wrapping import columns, fold, fold_command
 
-    options.platforms(platform)
+    platform = options.platforms(platform)
     out = STDOUT if output is not None and str(output) == "-" else output
     project = Path(project_dir)
     result = export_explicit(ExplicitRequest(
@@ -84,6 +88,8 @@ def explicit_cmd(
     warn(result.warnings)
     if not result.written:
         sys.stdout.write(next(iter(result.texts.values())))
+        return 0
+    if quiet:
         return 0
     width = columns(sys.stderr)
     lines = [ln for path in result.written for ln in fold(f"wrote {printable(str(path))}", width)]

@@ -31,6 +31,14 @@ def _out(line: str = "") -> None:
     sys.stdout.write("".join(f"{ln}\n" for ln in fold(printable(line), columns(sys.stdout), "    ")))
 
 
+def _warn(warnings: list[str]) -> None:
+    """Warnings on stderr (what -q still says)."""
+    from envlock.wrapping import say
+
+    for warning in warnings:
+        say("warning", printable(warning))
+
+
 def _dump(doc: Any) -> None:
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
 
@@ -62,6 +70,7 @@ def check_cmd(
     ),
     project_dir: str = options.project_dir(),
     as_json: bool = options.as_json(),
+    quiet: bool = opt(False, "-q", "--quiet", help="No rows: the exit code, and the `error:` line when a lock is stale."),
 ) -> int:
     """Exit 0 if every lock matches its spec, else 1 naming what changed. No network, no solve."""
     from envlock.usecases.resolve import check
@@ -72,17 +81,19 @@ def check_cmd(
     if as_json:
         _dump(report.to_json())
         return 0 if report.fresh else 1
+    # One row per lock that is fresh and per change of one that is not: what, the lock, the platforms it is
+    # about (`all`: a change of the whole lock), why.
     rows: list[list[str]] = []
     for env in report.envs:
         if env.fresh:
-            rows.append(["fresh", env.name, "-", ", ".join(env.platforms)])
-        # One line per change, naming every platform it applies to.
+            rows.append(["fresh", env.name, ",".join(env.platforms) or "all", "matches its spec"])
         grouped: dict[tuple[str, str], list[str]] = {}
         for c in env.changes:
-            grouped.setdefault((c.kind, c.message), []).append(c.platform or "-")
+            grouped.setdefault((c.kind, c.message), []).append(c.platform or "all")
         for (kind, message), platforms in grouped.items():
             rows.append([kind, env.name, ",".join(dict.fromkeys(platforms)), message])
-    _columns(rows)
+    if not quiet:
+        _columns(rows)
     err = report.error()
     if err is not None:
         raise err
@@ -105,6 +116,7 @@ def lock_cmd(
     refresh: bool = opt(
         False, "--refresh", help="Move the resolution cutoff (envlock.exclude_newer) to now and re-lock."
     ),
+    quiet: bool = options.quiet(),
     verbose: bool = options.verbose(),
 ) -> int:
     """Re-lock stale environments from environments/*.yml; files whose bytes would not change are not touched."""
@@ -112,13 +124,16 @@ def lock_cmd(
     from envlock.usecases.resolve import lock
 
     project = Path(project_dir)
-    with reporting(wanted(as_json=as_json)):
+    with reporting(wanted(as_json=as_json, quiet=quiet)):
         outcomes = lock(
             project, names or (), all_=all_, settings=_settings(mirror, offline, allow_insecure, project),
             refresh=refresh,
         )
     if as_json:
         _dump({"envlock_result_version": 1, "environments": [o.to_json(project) for o in outcomes]})
+        return 0
+    if quiet:  # no summary; a warning is still said
+        _warn([f"{o.name}: {w}" for o in outcomes for w in o.warnings])
         return 0
     for o in outcomes:
         if o.action == "fresh":
@@ -163,7 +178,10 @@ def _shown(path: Path, base: Path) -> str:
 
 
 def update_cmd(
-    packages: list[str] = arg(..., metavar="PKG...", help="Packages to move; everything else stays as locked."),
+    packages: Optional[list[str]] = arg(
+        None, metavar="[PKG]...", help="Packages to move; everything else stays as locked (none named: every "
+        "package moves, within the rules).", show_default=False
+    ),
     lock_name: Optional[str] = opt(
         None, "--lock", metavar="NAME", help="Only this lock, locks/NAME/ (default: every lock that has them)."
     ),
@@ -174,9 +192,11 @@ def update_cmd(
     offline: bool = options.offline(),
     allow_insecure: bool = options.allow_insecure(),
     as_json: bool = options.as_json(),
+    quiet: bool = options.quiet(),
     verbose: bool = options.verbose(),
 ) -> int:
-    """Re-solve with every other package held at its locked version (per platform); show what moved."""
+    """Move the named packages, every other one held at its locked version (per platform); with none named, move
+    every package within the rules. Show what moved."""
     from envlock.progress import reporting, wanted
     from envlock.usecases.resolve import update
 
@@ -186,30 +206,31 @@ def update_cmd(
             raise UsageError("--lock and --name name two different locks", hint="give --lock NAME alone")
         lock_name = old_name
     project = Path(project_dir)
-    with reporting(wanted(as_json=as_json)):
+    with reporting(wanted(as_json=as_json, quiet=quiet)):
         outcomes = update(
-            project, packages, name=lock_name, dry_run=dry_run,
+            project, packages or (), name=lock_name, dry_run=dry_run,
             settings=_settings(mirror, offline, allow_insecure, project),
         )
     failed = [o for o in outcomes if o.error is not None]
     if as_json:
         _dump({"envlock_result_version": 1, "environments": [o.to_json(project) for o in outcomes]})
         return failed[0].error.exit_code if failed and failed[0].error else 0
-    for o in outcomes:
+    for o in outcomes if not quiet else ():
         if o.diff is None:
             continue
         _out(f"{o.name}:")
         if o.cutoff:
             _out(f"  resolution cutoff moved: {o.cutoff[0] or 'none'} → {o.cutoff[1]}")
         if o.diff.empty:
-            _out("  nothing moved (the named packages are already at the newest version the rules allow)"
+            which = "the named packages are" if packages else "every package is"
+            _out(f"  nothing moved ({which} already at the newest version the rules allow)"
                  + ("; nothing written" if not o.written and not dry_run else ""))
         _render_platforms(o.diff, indent="  ")
         for f in o.written:
             _out(f"  wrote {_shown(f, project)}")
         for f in o.removed:
             _out(f"  removed {_shown(f, project)} (not in the new lock)")
-    if dry_run:
+    if dry_run and not quiet:
         _out("dry run: nothing written")
     if failed:  # the others were updated: one error for the first that was not, naming the rest
         first = failed[0].error
@@ -241,7 +262,8 @@ def _render_platforms(diff: LockDiff, indent: str = "") -> None:
 
 def diff_cmd(
     paths: Optional[list[str]] = arg(
-        None, metavar="[A B | LOCK]", help="Two locks (A B), or with --git one lock path (optional).", show_default=False
+        None, metavar="[A B | LOCK]", help="Two locks (A B), or with --git one (optional); each a NAME (locks/NAME/) "
+        "or a FILE (a conda-lock.yml, @EXPLICIT file or pixi.lock anywhere).", show_default=False
     ),
     git: Optional[str] = opt(
         None, "--git", metavar="REF", help="Compare the working tree's locks with their version at REF."
@@ -259,14 +281,14 @@ def diff_cmd(
                 "--git takes at most one lock path",
                 hint="envlock diff --git HEAD~1 [locks/NAME/conda-lock.yml]",
             )
-        diffs = diff_git(Path(project_dir), git, Path(given[0]) if given else None)
+        diffs = diff_git(Path(project_dir), git, _lock_or_file(project_dir, given[0]) if given else None)
     else:
         if len(given) != 2:
             raise UsageError(
                 "envlock diff needs two locks, or --git REF",
-                hint="envlock diff A.yml B.yml, or envlock diff --git HEAD~1",
+                hint="envlock diff A B (lock NAMEs or files), or envlock diff --git HEAD~1",
             )
-        diffs = [diff_files(Path(given[0]), Path(given[1]))]
+        diffs = [diff_files(_lock_or_file(project_dir, given[0]), _lock_or_file(project_dir, given[1]))]
     if as_json:
         _dump({"envlock_result_version": 1, "diffs": [d.to_json() for d in diffs]})
         return 0
@@ -278,6 +300,15 @@ def diff_cmd(
             _out(f"no differences ({total} packages on {len(d.platforms)} platform(s))")
         _render_platforms(d)
     return 0
+
+
+def _lock_or_file(project_dir: str, value: str) -> Path:
+    """A lock NAME (locks/NAME/conda-lock.yml of the project, as every command names a lock) or a FILE as given."""
+    if options.is_lock_name(value):
+        from envlock.usecases.create import find_lock
+
+        return find_lock(Path(project_dir), value)
+    return Path(value)
 
 
 # --------------------------------------------------------------------------- create --locked / --frozen

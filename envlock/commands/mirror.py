@@ -46,7 +46,7 @@ def mirror_cmd(
     from envlock.usecases.mirror import MirrorRequest
     from envlock.usecases.mirror import mirror as run_mirror
 
-    options.platforms(platform)
+    platform = options.platforms(platform)
     if not args:
         raise UsageError("which directory? `envlock mirror` needs the DIR to mirror into",
                          hint=("e.g. every lock of the project into ./mirror: ", again(args=("mirror",))))

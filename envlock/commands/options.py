@@ -97,9 +97,17 @@ def platform(choices: tuple[str, ...] = CUDA_PLATFORMS, *, many: bool = False, d
                help=f"Platform{' (repeatable)' if many else ''}; default: {default}.")
 
 
+def many(values: list[str] | None) -> list[str]:
+    """A repeatable option's values, each of which may be a comma list: `--with curand,nvtx` is `--with curand
+    --with nvtx` (README: one rule for options). For options whose values hold no comma (--with, --platform)."""
+    return [v.strip() for value in values or () for v in value.split(",") if v.strip()]
+
+
 def platforms(values: Any, choices: tuple[str, ...] = CUDA_PLATFORMS) -> Any:
-    """--platform's value(s) as given when each is one of `choices`; else the usage error naming them (and why
-    for macOS: torch there has no CUDA)."""
+    """--platform's value(s) when each is one of `choices` (a repeatable one's comma lists split: `many`); else
+    the usage error naming them (and why for macOS: torch there has no CUDA)."""
+    if isinstance(values, list):
+        values = many(values)
     for value in [values] if isinstance(values, str) else (values or ()):
         if value not in choices:
             why = ": torch on macOS has no CUDA, so there is no CUDA toolchain to lock" if value in _MACOS else ""

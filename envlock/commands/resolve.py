@@ -43,6 +43,7 @@ def resolve_cmd(
     project_dir: str = options.project_dir(),
     dry_run: bool = opt(False, "--dry-run", help="Anchor and plan only: no solve, no network, no files."),
     as_json: bool = options.as_json(),
+    quiet: bool = options.quiet(),
     verbose: bool = options.verbose(),
     timestamp: bool = opt(False, "--timestamp", help="Record the creation time in the lock."),
     python_exe: Optional[str] = opt(None, "--python-exe", metavar="PYTHON", help="The python whose torch `--torch installed` means (default: the active venv's or conda env's python, else python3 on PATH)."),
@@ -56,7 +57,7 @@ def resolve_cmd(
     ),
     with_: list[str] = opt(
         [], "--with", metavar="GROUP", help="Add a group of CUDA headers (repeatable): curand, profiler-api, cufft, nvrtc, nvtx, "
-        "cufile, nvml, cupti, nvjitlink, npp, nvjpeg, or the bundles deepspeed, all."
+        "cufile, nvml, cupti, nvjitlink, npp, nvjpeg, or the bundles deepspeed, all; a comma list takes several."
     ),
     for_: list[str] = opt(
         [], "--for", metavar="SOURCE", help="Add the --with groups these sources need (repeatable): a source folder, an sdist or "
@@ -66,7 +67,7 @@ def resolve_cmd(
     """Anchor on torch's CUDA, plan the toolchain, solve every platform and write spec + locks."""
     from envlock.usecases.resolve import ResolveRequest, resolve
 
-    options.platforms(platform)
+    platform = options.platforms(platform)
     if old_name is not None:
         options.deprecated("--name NAME", "--lock NAME", "resolve")
         if lock is not None and lock != old_name:
@@ -99,7 +100,7 @@ def resolve_cmd(
         toolchain_only=toolchain_only,
         pip=tuple(pip),
         exclude_newer=_checked_cutoff(exclude_newer),
-        with_extras=_checked_with(with_),
+        with_extras=_checked_with(with_, quiet=quiet),
     )
     try:
         asked = req.read()  # --torch, --cuda, --torch-source, --platform, --channel: read once, here
@@ -107,10 +108,16 @@ def resolve_cmd(
         raise _as_usage(err) from None
     from envlock.progress import reporting, wanted
 
-    with reporting(wanted(as_json=as_json)):  # status lines on a terminal only
+    with reporting(wanted(as_json=as_json, quiet=quiet)):  # status lines on a terminal only
         result = resolve(req, asked=asked)
     if as_json:
         sys.stdout.write(json.dumps(result.to_json(project), indent=2, sort_keys=True) + "\n")
+    elif quiet:  # no summary; a warning is still said
+        from envlock.names import printable
+        from envlock.wrapping import say
+
+        for warning in result.warnings:
+            say("warning", printable(warning))
     else:
         render_summary(result, project)
     return 0
@@ -170,18 +177,31 @@ def _checked_cutoff(value: str | None) -> str | None:
         raise _as_usage(err) from None
 
 
-def _checked_with(values: list[str]) -> tuple[str, ...]:
-    if not values:
+def _checked_with(values: list[str], *, quiet: bool = False) -> tuple[str, ...]:
+    """--with's groups (comma lists split): each a group of envlock's extras table; a name of the default set
+    (`cusparse`: every lock has it) is answered as such and left out; anything else is a usage error."""
+    names = options.many(values)
+    if not names:
         return ()
     from envlock.formats.spec import normalise_with
     from envlock.core.tables import extras_tables
 
-    known = extras_tables().names
-    for name in normalise_with(values):
-        if name not in known:
+    tables = extras_tables()
+    out = []
+    for name in normalise_with(names):
+        if name in tables.default_set:
+            if not quiet:
+                from envlock.wrapping import say
+
+                say("note", f"--with {name}: {tables.default_set[name]} is in the default set: every lock has it, "
+                            "so it is not a group to add")
+            continue
+        if name not in tables.names:
             raise UsageError(f"--with {name!r} is not a group envlock knows",
-                             hint=f"one of: {', '.join(known)} (envlock/data/extras.yaml)")
-    return tuple(values)
+                             hint=f"one of: {', '.join(tables.names)} (envlock/data/extras.yaml); every lock has "
+                                  f"{', '.join(tables.default_set)} already")
+        out.append(name)
+    return tuple(out)
 
 
 #: The command a plain `envlock resolve ...` line runs without typer (envlock/commands/fastargs.py).

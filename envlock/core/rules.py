@@ -179,6 +179,7 @@ def candidate(
     if pytorch:  # --toolchain-only: conda-forge's torch is installed elsewhere, the env has none
         specs.append(f"pytorch =={anchor.torch} cuda{row.cuda.replace('.', '')}*")
     extras, extra_notes, _ = extra_specs(platform, row, options.with_extras, specs, extras_table)
+    partial = {label for label, _, is_partial in extras_table.expand(options.with_extras) if is_partial}
     specs.extend(spec for _, spec in extras)
     notes.extend(extra_notes)
     if options.python:
@@ -195,6 +196,7 @@ def candidate(
         notes=tuple(notes),
         complaints=complaints(anchor, row.cuda, tables),
         extras=tuple(extras),
+        optional_extras=tuple(spec for label, spec in extras if label in partial),
     )
 
 

@@ -111,6 +111,7 @@ class Candidate:
     complaints: tuple[str, ...] = ()  # which tools would complain about this nvcc minor
     relaxed: bool = False  # cuDNN widened to any build of torch's cuDNN major (the pinned one failed)
     extras: tuple[tuple[str, str], ...] = ()  # (`--with` label, match spec) the extras added to `specs`
+    optional_extras: tuple[str, ...] = ()  # those of a partial bundle (`all`): left out, with a note, where the channel lacks them
 
 
 @record

@@ -92,17 +92,18 @@ def mirrors_in_force(cli: Sequence[str] = (), project_dir: Path = Path("."), *, 
     config = load(cli, project_dir)
     if not solving:
         return config.mirrors
-    kept, unconfirmed = dict(config.mirrors), {}
+    kept, unconfirmed, origins = dict(config.mirrors), {}, dict(config.mirrors.origins)
     for e in config.entries:
         if not e.origin.startswith("project "):
             continue
-        users = next((url for url, origin in e.shadows if origin.startswith("user ")), None)
+        users = next(((url, origin) for url, origin in e.shadows if origin.startswith("user ")), None)
         if users is not None:
-            kept[e.key] = users  # the user's own setting, whatever the project's file says
+            kept[e.key], origins[e.key] = users  # the user's own setting, whatever the project's file says
         else:
             del kept[e.key]
             unconfirmed[e.key] = f"{strip_credentials(e.url, marked=True)} ({e.origin.split(' ', 1)[1]})"
-    return MirrorMap(kept, strict=config.mirrors.strict, unconfirmed=unconfirmed)
+    return MirrorMap(kept, strict=config.mirrors.strict, unconfirmed=unconfirmed,
+                     origins={k: o for k, o in origins.items() if k in kept})
 
 
 def load(cli: Sequence[str] = (), project_dir: Path = Path(".")) -> Config:
@@ -134,7 +135,8 @@ def load(cli: Sequence[str] = (), project_dir: Path = Path(".")) -> Config:
             shadows = ((old.url, old.origin), *old.shadows) if old and old.origin != origin else ()
             merged[key] = Entry(key, url, origin, shadows)
     entries = tuple(merged[k] for k in sorted(merged))
-    mirrors = MirrorMap({e.key: e.url for e in entries}, strict={k for k, _ in cli_pairs})
+    mirrors = MirrorMap({e.key: e.url for e in entries}, strict={k for k, _ in cli_pairs},
+                        origins={e.key: e.origin for e in entries})
     return Config(mirrors, entries, tuple(files), cache_location(), envs_location())
 
 

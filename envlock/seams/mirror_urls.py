@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from envlock.errors import Retry, SpecError, UsageError
-from envlock.names import file_url_path, strip_credentials
+from envlock.names import file_url_path, slip_of, strip_credentials
 
 PYPI = "pypi"
 MIRROR_MANIFEST = "envlock-mirror.json"  # the file `envlock mirror` writes at its directory's root
@@ -23,19 +23,21 @@ _SCHEMES = ("http://", "https://", "file://")
 
 
 class MirrorMap(dict[str, str]):
-    """key -> URL to fetch from; `strict`: the keys given on the command line; `unconfirmed`: for a solve (resolve,
-    lock, update), the project's own mirrors that the user's config, ENVLOCK_MIRRORS or --mirror do not name with
+    """key -> URL to fetch from; `strict`: the keys given on the command line; `origins`: key -> where it comes
+    from (`--mirror`, `ENVLOCK_MIRRORS`, `project PATH`, `user PATH`: envlock.seams.config); `unconfirmed`: for a
+    solve (resolve, lock, update), the project's own mirrors that the user's config, ENVLOCK_MIRRORS or --mirror do not name with
     the same URL (key -> `URL (FILE)`): left out of the map, and refused where a channel in play would use them.
 
-    A strict key that no channel in play uses is refused (a typo such as `conda-forg=`); entries from
-    ENVLOCK_MIRRORS and config files are site-wide, so an unused one is simply not used.
+    One rule for every source (check_in_play): an entry no channel in play uses is not used (a site names mirrors
+    for many projects); one whose key is a typo of a channel in play (`conda-forg=`) is refused, naming its source.
     """
 
     def __init__(self, items: Mapping[str, str] | Iterable[tuple[str, str]] = (), strict: Iterable[str] = (),
-                 unconfirmed: Mapping[str, str] | None = None) -> None:
+                 unconfirmed: Mapping[str, str] | None = None, origins: Mapping[str, str] | None = None) -> None:
         super().__init__(items)
         self.strict = frozenset(strict)
         self.unconfirmed = dict(unconfirmed or {})
+        self.origins = dict(origins or {})
 
 
 def _error(source: str) -> type[SpecError] | type[UsageError]:
@@ -160,28 +162,33 @@ def refuse_unconfirmed(mirrors: Mapping[str, str], channels: Iterable[str], inde
 
 def check_in_play(mirrors: Mapping[str, str], channels: Iterable[str], wheel_urls: Iterable[str] = (),
                   *, pypi: bool = False) -> None:
-    """Refuse a command-line mirror that no channel in play uses, naming the ones that are.
+    """Refuse a mirror entry whose key is a typo of a channel in play (`conda-forg=` beside conda-forge), wherever
+    it comes from (--mirror and ENVLOCK_MIRRORS: a usage error; an envlock.toml: its file named), naming the ones in
+    play. An entry no channel in play uses and that is no typo of one (`nvidia=` for a CUDA 12 lock, `pypi=` for
+    a toolchain) is simply not used: one rule for every source (docs/reference.md).
 
     `channels`: the conda channels the command reads (names or URLs); `wheel_urls`: URLs of the PyPI part
     (wheels, or the index URLs it is locked from); `pypi` (or any wheel URL) puts the PyPI part in play.
     """
-    strict = getattr(mirrors, "strict", frozenset())
-    if not strict:
+    if not mirrors:
         return
     chans, wheels = sorted({key_prefix(c) for c in channels}), sorted({u.rstrip("/") + "/" for u in wheel_urls})
     pypi = pypi or bool(wheels)
-    for key in sorted(strict):
+    names = sorted({display(u) for u in chans}) + ([PYPI] if pypi else [])
+    origins = getattr(mirrors, "origins", {})
+    for key in sorted(mirrors):
         prefix = key_prefix(key)
-        if key == PYPI and pypi:
+        if (key == PYPI and pypi) or any(u.startswith(prefix) for u in (*chans, *wheels)):
             continue
-        if any(u.startswith(prefix) for u in (*chans, *wheels)):
-            continue
-        names = sorted({display(u) for u in chans}) + ([PYPI] if pypi else [])
-        example = names[0] if names else "conda-forge"
-        raise UsageError(
-            f"--mirror {key}=… names no channel in play here (in play: {', '.join(names) or 'none'})",
-            hint=f"mirror one of those (--mirror {example}=URL; nvidia= covers its labels, pypi= the PyPI part), "
-                 f"or drop --mirror {key}=…",
+        near = slip_of(strip_credentials(key).rstrip("/"), [*names, *{n.split("/", 1)[0] for n in names}])
+        if near is None:
+            continue  # not used here
+        origin = origins.get(key, "--mirror")
+        source = origin if origin in ("--mirror", "ENVLOCK_MIRRORS") else origin.partition(" ")[2] + ": [mirrors]"
+        raise _error(origin)(
+            f"{source} {key}=… names no channel in play here (in play: {', '.join(names)}); a typo of {near}?",
+            hint=f"mirror one of those (--mirror {near}=URL; nvidia= covers its labels, pypi= the PyPI part), "
+                 f"or drop {source} {key}=…",
         )
 
 

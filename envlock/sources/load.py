@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from envlock.errors import SpecError, UsageError
+from envlock.errors import SpecError
 from envlock.sources.scan import Scan
 
 _FIND = r"""
@@ -110,8 +110,9 @@ def load_scan(value: str, python: str | None = None) -> Scan:
         if found is None or not found.exists():
             if saved is not None:  # a project envlock has profiled: its saved scan, no sources needed
                 return saved
-            raise UsageError(f"--for {value}: no such file or folder, and no installed package of that name",
-                             hint=HINT)  # fmt: skip
+            # a well-formed value envlock cannot serve: exit 1, as a -p PATH that is not there (docs/reference.md)
+            raise SpecError(f"--for {value}: no such file or folder, and no installed package of that name",
+                            hint=HINT)  # fmt: skip
         path = found if found.is_dir() else found.parent
     src = read_sources(path)
     if saved is not None and not src.sources():

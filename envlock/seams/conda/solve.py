@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import rattler
 import rattler.exceptions
@@ -21,8 +21,8 @@ from envlock.seams.conda.channels import canonical_channel_url, check_channel_se
 from envlock.seams.conda.errors import mapped, translate
 from envlock.errors import ChannelError, SolveError, SpecError
 from envlock.formats import dependency_order
-from envlock.models import Candidate, LockedPackage, Plan, PlatformPlan, PlatformResult
-from envlock.names import strip_credentials
+from envlock.models import Candidate, LockedPackage, Plan, PlatformPlan, PlatformResult, replace
+from envlock.names import match_spec_name, strip_credentials
 from envlock.seams.net import HttpSettings, settings
 
 if TYPE_CHECKING:
@@ -216,8 +216,15 @@ class RattlerSolver:
                     return PlatformResult(pp.platform, cand, tuple(packages), tuple(a.recorded for a in attempts))
             chans = [self._channel(c)[0] for c in cand.channels]
             attempt = await solve_why.attempt_of(self._gateway_for(), chans, pp.platform, cand, raw)
+            optional_only = False  # the extras it lacks are all a partial bundle's: no reason to leave the minor
+            if attempt.lacking_extra and cand.optional_extras:
+                found, without = await self._without_lacking(pp.platform, cand, keep, attempts)
+                if isinstance(found, PlatformResult):
+                    return found
+                optional_only = without is not None
+                attempt = without or attempt  # what failed once those groups were left out (a cuDNN, say)
             attempts.append(attempt)
-            if attempt.lacking_extra:
+            if attempt.lacking_extra and not optional_only:
                 lacking.add(cand.cuda)
             elif len(attempts) == 1:  # can any CUDA minor change this at all?
                 why = await solve_why.blocker(self._gateway_for(), chans, pp.platform, cand, self._extras,
@@ -227,6 +234,32 @@ class RattlerSolver:
                     raise solve_explain.blocked(pp.platform, attempt, why) from None
             return None
         return PlatformResult(pp.platform, cand, tuple(packages), tuple(a.recorded for a in attempts))
+
+    async def _without_lacking(self, platform: str, cand: Candidate, keep: Sequence[LockedPackage],
+                               attempts: list) -> tuple[PlatformResult | None, Any]:  # type: ignore[type-arg]  # solve_report.Attempt, imported lazily
+        """`--with all` (a partial bundle): the candidate without the groups its channel has no build of for the CUDA
+        minor, each left out with a note, when those are all it lacks (docs/usage.md). (its result, or None; when it
+        still does not solve, the Attempt that says why: the minor's other variants, a relaxed cuDNN, are tried
+        next; None when it lacks more than such groups)."""
+        from envlock.seams.conda.extras import missing_extras
+
+        chans = [self._channel(c)[0] for c in cand.channels]
+        blamed = await missing_extras(self._gateway_for(), chans, platform, cand)
+        gone = {spec for cause in blamed for label, spec in cand.extras
+                if label == cause.asked and match_spec_name(spec) == cause.package}
+        if not blamed or not gone <= set(cand.optional_extras):
+            return None, None
+        reduced = replace(cand, specs=tuple(s for s in cand.specs if s not in gone),
+                          extras=tuple((label, s) for label, s in cand.extras if s not in gone),
+                          optional_extras=tuple(s for s in cand.optional_extras if s not in gone),
+                          notes=(*cand.notes, *(f"{cause.said(platform, cand.cuda)} (left out)" for cause in blamed)))
+        try:
+            packages = await self._solve_candidate(platform, reduced, keep)
+        except rattler.exceptions.SolverError as exc:
+            from envlock.seams.conda import why as solve_why
+
+            return None, await solve_why.attempt_of(self._gateway_for(), chans, platform, reduced, str(exc))
+        return PlatformResult(platform, reduced, tuple(packages), tuple(a.recorded for a in attempts)), None
 
     def _fetch_failure(self, exc: BaseException, platform: str, cand: Candidate, attempts: list) -> ChannelError:  # type: ignore[type-arg]  # solve_report.Attempt, imported lazily (the report is loaded only on a failure)
         """A channel of `cand` could not be fetched: named, with what was tried before (conda/errors.py)."""

@@ -204,16 +204,16 @@ def update(
     settings: SolveSettings | None = None,
     tables: Tables | None = None,
 ) -> list[UpdateOutcome]:
-    """`envlock update PKG…`: re-solve with every other package held at its locked version (per platform).
+    """`envlock update PKG…`: re-solve with every other package held at its locked version (per platform);
+    `envlock update` (no package): every package moves, within the rules (the plan's pins, the skew rule).
 
-    The spec's resolution cutoff moves to now (what lets the named packages move at all). Without `name`, an
+    The spec's resolution cutoff moves to now (what lets the packages move at all). Without `name`, an
     environment that cannot be updated comes back with its error, and the others are updated and written.
     """
     settings = settings or SolveSettings()
     tables = tables or shipped_tables()
     wanted = frozenset(p.strip().lower() for p in packages if p.strip())
-    if not wanted:
-        raise SpecError("name at least one package to update", hint="e.g. envlock update cuda-nvcc cudnn")
+    every = not wanted  # no package named: all of them
     statuses = _select(project_dir, [name] if name else [], tables, naming=lambda n: again("--lock", n))
     cache_dir()
     jobs: list[tuple[EnvStatus, LockFile]] = []
@@ -231,10 +231,12 @@ def update(
                 hint=f"restore locks/{status.name}/ from git, or re-lock it with `envlock lock {status.name}`",
             )
         old = read_lock(status.lock_path)
-        if wanted & ({p.name for p in old.packages} | {w.name for w in old.pypi}):
+        if every or wanted & ({p.name for p in old.packages} | {w.name for w in old.pypi}):
             jobs.append((status, old))
     names_in = {p.name for _, old in jobs for p in old.packages} | {w.name for _, old in jobs for w in old.pypi}
     unknown = sorted(wanted - names_in)
+    if every and not jobs:
+        raise LockfileError("there is no lock to update", hint="lock one first with `envlock resolve --torch VERSION`")
     if unknown or not jobs:
         raise SpecError(
             f"{', '.join(unknown or sorted(wanted))} is not in {name or 'any lock'}",
@@ -243,8 +245,9 @@ def update(
         )
     solved, failed = [], []
     for status, old in jobs:
+        move = frozenset({p.name for p in old.packages} | {w.name for w in old.pypi}) if every else wanted
         try:
-            solved.append(_update_one(project_dir, status, old, wanted, settings, tables))
+            solved.append(_update_one(project_dir, status, old, move, settings, tables))
         except Interrupted:
             raise
         except EnvlockError as exc:
