@@ -18,13 +18,19 @@ def logical_lines(text: str) -> list[str]:
         if out and line.startswith(" ") and _LABEL.match(out[-1]):
             joined = out[-1].removesuffix(" \\")
             # a word wider than a line (a path, a URL) stands alone on its lines, cut after a '/': joined back
-            # without a space
-            cut = previous.endswith("/") and " " not in previous
+            # without a space (a quoted path may hold a space: a line that ends inside its quotes is a cut too)
+            cut = previous.endswith("/") and (" " not in previous or _open_quote(joined))
             out[-1] = joined + ("" if cut else " ") + line.strip()
         else:
             out.append(line)
         previous = _LABEL.sub("", line).strip()
     return out
+
+
+def _open_quote(text: str) -> bool:
+    """Whether `text` ends inside a single-quoted shell word: a quote that opened a word (after a space, `=` or `(`;
+    an apostrophe, torch's, opens none) and is not closed (`'"'"'`, a quote inside a quoted word, aside)."""
+    return re.search(r"(?:^|[\s=(])'[^']*$", text.replace("'\"'\"'", "")) is not None
 
 
 def unfolded(text: str) -> str:
