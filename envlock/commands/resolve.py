@@ -56,8 +56,9 @@ def resolve_cmd(
         None, "--exclude-newer", metavar="ISO", help="Resolution cutoff, ISO UTC (default: the spec's, else now)."
     ),
     with_: list[str] = opt(
-        [], "--with", metavar="GROUP", help="Add a group of CUDA headers (repeatable): curand, profiler-api, cufft, nvrtc, nvtx, "
-        "cufile, nvml, cupti, nvjitlink, npp, nvjpeg, or the bundles deepspeed, all; a comma list takes several."
+        [], "--with", metavar="GROUP", help="Add a group of CUDA headers (repeatable, or a comma list): curand, profiler-api, "
+        "cufft, nvrtc, nvtx, cufile, nvml, cupti, nvjitlink, npp, nvjpeg; beside the toolkit nccl, cusparselt, cudss, "
+        "cutensor, cutlass, libaio, eigen; or the bundles deepspeed, all (envlock/data/extras.yaml)."
     ),
     for_: list[str] = opt(
         [], "--for", metavar="SOURCE", help="Add the --with groups these sources need (repeatable): a source folder, an sdist or "
