@@ -76,7 +76,8 @@ def test_doctor_for_an_installed_dotted_name_imports_nothing(tmp_path: Path) -> 
     unit = next(f for f in json.loads(r.stdout)["findings"] if f["code"].startswith("source."))
     assert unit["details"]["source"] == str(site / "flash_attn_core") and not installed.exists()
     r = _envlock("doctor", "--for", "a.nope", "--python-exe", python, cwd=work, env=env)
-    assert r.returncode == 2 and r.stderr.startswith("error: --for a.nope: no such file or folder") and not checkout.exists()
+    # exit 1: a well-formed value envlock cannot serve (docs/reference.md's table; issue 34.7), as a missing -p PATH
+    assert r.returncode == 1 and r.stderr.startswith("error: --for a.nope: no such file or folder") and not checkout.exists()
 
 
 def _deep(n: int) -> str:
