@@ -102,8 +102,7 @@ def mirrors_in_force(cli: Sequence[str] = (), project_dir: Path = Path("."), *, 
         else:
             del kept[e.key]
             unconfirmed[e.key] = f"{strip_credentials(e.url, marked=True)} ({e.origin.split(' ', 1)[1]})"
-    return MirrorMap(kept, strict=config.mirrors.strict, unconfirmed=unconfirmed,
-                     origins={k: o for k, o in origins.items() if k in kept})
+    return MirrorMap(kept, strict=config.mirrors.strict, unconfirmed=unconfirmed, origins=origins)
 
 
 def load(cli: Sequence[str] = (), project_dir: Path = Path(".")) -> Config:

@@ -170,13 +170,14 @@ def check_in_play(mirrors: Mapping[str, str], channels: Iterable[str], wheel_url
     `channels`: the conda channels the command reads (names or URLs); `wheel_urls`: URLs of the PyPI part
     (wheels, or the index URLs it is locked from); `pypi` (or any wheel URL) puts the PyPI part in play.
     """
-    if not mirrors:
+    keys = {*mirrors, *getattr(mirrors, "unconfirmed", {})}  # a project's unconfirmed entry may be a typo too
+    if not keys:
         return
     chans, wheels = sorted({key_prefix(c) for c in channels}), sorted({u.rstrip("/") + "/" for u in wheel_urls})
     pypi = pypi or bool(wheels)
     names = sorted({display(u) for u in chans}) + ([PYPI] if pypi else [])
     origins = getattr(mirrors, "origins", {})
-    for key in sorted(mirrors):
+    for key in sorted(keys):
         prefix = key_prefix(key)
         if (key == PYPI and pypi) or any(u.startswith(prefix) for u in (*chans, *wheels)):
             continue
