@@ -174,6 +174,16 @@ def test_quiet_is_taken_wherever_there_is_output_to_quiet(command: str, project:
     assert loud[1].strip() and out == "" and err == ""
 
 
+def test_export_pixi_takes_quiet_as_the_other_exports_do(project: Path, capsys, tmp_path: Path) -> None:
+    """docs/reference.md: `-q` wherever a command prints more than its result; `export pixi` printed its `wrote`
+    lines and install command with no way to quiet them (exit 2 for -q)."""
+    loud = cli(capsys, "export", "pixi", "--project-dir", str(project), "-o", str(tmp_path / "a"))
+    code, out, err = cli(capsys, "export", "pixi", "-q", "--project-dir", str(project), "-o", str(tmp_path / "b"))
+    assert loud[0] == code == 0, (loud, err)
+    assert "wrote" in loud[2] and "pixi install --frozen" in loud[2]
+    assert out == err == "" and (tmp_path / "b" / "pixi.lock").read_bytes() == (tmp_path / "a" / "pixi.lock").read_bytes()
+
+
 def test_check_quiet_still_says_what_is_stale(project: Path, capsys) -> None:
     edit(spec_file(project), "  cudnn: true\n", "  cudnn: false\n")
     code, out, err = cli(capsys, "check", "-q", "--project-dir", str(project))

@@ -116,6 +116,7 @@ def pixi_cmd(
     ),
     force: bool = opt(False, "--force", help="Replace existing files (and a pixi.lock holding other environments)."),
     project_dir: str = options.project_dir(),
+    quiet: bool = opt(False, "-q", "--quiet", help="No `wrote` lines and no install command (warnings still)."),
 ) -> int:
     """A pixi workspace of the lock: pixi.lock holding exactly its packages, pixi.toml with envlock's activation.
 
@@ -127,6 +128,8 @@ def pixi_cmd(
 
     result = export_pixi(PixiRequest(lock=options.chosen_lock(project_dir, name, lock), output=output,
                                      feature=feature, manifest=manifest, force=force))
+    if quiet:
+        return 0
     width = columns(sys.stderr)
     lines = [ln for path in result.written for ln in fold(f"wrote {printable(str(path))}", width)]
     lines += [ln for path in result.unchanged for ln in fold(f"unchanged {printable(str(path))}", width)]
