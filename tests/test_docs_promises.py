@@ -8,8 +8,11 @@ fails here instead of staying in the docs untrue.
 from __future__ import annotations
 
 import ast
+import io
+import json
 import re
 import shlex
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -194,3 +197,46 @@ def test_the_parser_refuses_what_envlock_refuses(command: str) -> None:
     """The parse above is envlock's own: it refuses a wrong command line (a parser that takes anything proves
     nothing)."""
     assert _parses(shlex.split(command)[1:])
+
+
+# --------------------------------------------------------------------------- the limits table's words
+
+
+def _limits_rows() -> dict[str, str]:
+    """first cell -> last cell of docs/security.md's limits table."""
+    text = SECURITY.read_text(encoding="utf-8")
+    table = text[text.index("## Limits"):text.index("## Attack table")]
+    rows = [[c.strip() for c in line.strip().strip("|").split(" | ")] for line in table.splitlines() if line.startswith("| ")]
+    return {r[0]: r[-1] for r in rows if len(r) == 3}
+
+
+def _said(cell: str) -> str:
+    """The `error: …` text a cell quotes, with its placeholders (… and N) as regular expressions."""
+    (quoted,) = re.findall(r"`error: (.*?)`", cell)
+    return ".*".join(re.escape(part) for part in re.split(r"…| N\b", quoted)).replace(r"line\ .*", r"line\ \d+")
+
+
+def test_the_limits_table_quotes_the_errors_envlock_words() -> None:
+    from envlock.errors import SpecError
+    from envlock.formats.untrusted import MiB, SPEC_CAP, load_yaml, over_cap
+    from envlock.errors import ArchiveError
+    from envlock.usecases.unpack import _read_manifest
+
+    rows = _limits_rows()
+    spec_row = next(v for k, v in rows.items() if k.startswith("a spec"))
+    assert re.fullmatch(_said(spec_row), f"x {over_cap(int(1.5 * MiB), SPEC_CAP)}"), spec_row
+    alias_row = next(v for k, v in rows.items() if k.startswith("YAML aliases"))
+    with pytest.raises(SpecError) as refused:
+        load_yaml("a: &x [1]\nb: *x\n", "spec.yml", SpecError, hint="h", cap=SPEC_CAP)
+    assert re.fullmatch(_said(alias_row), refused.value.message), (alias_row, refused.value.message)
+    manifest_row = next(v for k, v in rows.items() if k.startswith("manifest fields"))
+    data = json.dumps({"envlock_pack_version": 1, "members": {}, "lock": 7, "platform": "linux-64", "channels": {}})
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        info = tarfile.TarInfo("envlock-pack.json")
+        info.size = len(data)
+        tf.addfile(info, io.BytesIO(data.encode()))
+    buf.seek(0)
+    with tarfile.open(fileobj=buf) as tf, pytest.raises(ArchiveError) as refused:
+        _read_manifest(tf, Path("x.tar"))
+    assert re.fullmatch(_said(manifest_row), refused.value.message), (manifest_row, refused.value.message)

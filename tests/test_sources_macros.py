@@ -137,3 +137,28 @@ def test_doctor_says_not_needed_by_this_build_where_e081238_said_may_fail(tmp_pa
     g = doctor(prefix_with(tmp_path / "b", cudart_stub, "curand"), base_env(tmp_path), for_=(str(tree),), scans=scans)["source.p._C"]
     assert g.severity == "warning" and "would fail to build: missing cufft.h" in g.message
     assert "needed: FFT_LEVEL is 2 (setup.py:10 by default" in g.message and "--with cufft" in g.message
+
+
+GUARDED = {
+    "setup.py": "from setuptools import setup\nsetup(ext_modules=[CUDAExtension('p', ['a.cu'], include_dirs=['inc'])])\n",
+    "a.cu": '#include "phmap.h"\n#include "cfg.h"\n#include "half.h"\n#include "open.h"\n',
+    # torch-sparse's third_party/parallel-hashmap: a lowercase guard, so never a build switch
+    "inc/phmap.h": "// header\n#if !defined(phmap_h_guard_)\n#define phmap_h_guard_\n#include <cufft.h>\n"
+                   "#if CUDA_VERSION >= 12000\n#include <npp.h>\n#endif\n#endif // phmap_h_guard_\n",
+    "inc/cfg.h": "#pragma once\n#ifndef CFG_H\n#define CFG_H 1\n#include <nvrtc.h>\n#endif\n",
+    # not a whole-file guard: the #ifndef closes before the end, or has a branch for a second inclusion
+    "inc/half.h": "#ifndef HALF_H\n#define HALF_H\n#include <cupti.h>\n#endif\n#include <cuda_runtime.h>\n",
+    "inc/open.h": "#ifndef OPEN_H\n#define OPEN_H\n#include <nvjpeg.h>\n#else\n#include <curand.h>\n#endif\n",
+}  # fmt: skip
+
+
+def test_a_header_in_an_include_guard_is_read_as_on_its_first_inclusion(tmp_path: Path) -> None:
+    """Before: "cufft.h: phmap_h_guard_ is not known before the build" made all of torch-sparse's
+    third_party/parallel-hashmap conditional."""
+    u = unit_of(write(tmp_path, GUARDED))
+    got = {n.name: (n.conditional, n.because) for n in u.needs if n.provider.kind == "cuda"}  # type: ignore[attr-defined]
+    assert got["cufft.h"] == (False, "") and got["nvrtc.h"] == (False, "")  # `#if !defined(X)`, `#ifndef X`
+    assert got["npp.h"][0] is True and got["npp.h"][1] == "CUDA_VERSION is not known before the build"  # what the guard wraps is still read
+    assert got["cupti.h"] == (True, "HALF_H is not known before the build")  # not the whole file
+    assert got["nvjpeg.h"][0] is True and got["curand.h"][0] is True  # an #else for a second inclusion
+    assert not any("guard" in b or "CFG_H" in b for _, b in got.values())

@@ -15,6 +15,9 @@ Each include says why (`because`): for one skipped by the build's own macros, wh
 is not defined"); for one the scanner cannot decide, which macro it does not know; for one the build's
 macros select, which macro did ("WITH_NVTX is defined (setup.py:12)"). A macro the build's own switches
 leave undefined (`undefined(name)`, given by the caller) is 0 in `#if`, not unknown.
+A header wholly wrapped in an include guard (its first directive `#ifndef X` or `#if !defined(X)`, the next
+`#define X`, its matching `#endif` the last directive) is read as on its first inclusion: X is not defined
+there, so its contents count (unless the build itself defines X).
 An expression nested deeper than MAX_DEPTH, or longer than MAX_TOKENS, is undecidable (never a RecursionError).
 """
 
@@ -37,6 +40,7 @@ KNOWN: dict[str, bool | int] = {
     "BUILD_FOR_WINDOWS": False,
 }  # fmt: skip
 _DIRECTIVE = re.compile(r"^\s*#\s*(\w+)\s*(.*)$")
+_GUARD_IF = re.compile(r"^!\s*defined\s*(?:\(\s*([A-Za-z_]\w*)\s*\)|\s([A-Za-z_]\w*))$")
 _INCLUDE = re.compile(r'^\s*([<"])([^>"]+)[>"]')
 _COMMENTS = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
 _TOKEN = re.compile(r"\s*(defined|\d+[uUlL]*|[A-Za-z_]\w*|&&|\|\||==|!=|>=|<=|[()!<>])")
@@ -208,6 +212,28 @@ def includes(text: str, macros: Macros | None = None, undefined: Callable[[str],
     return got, computed
 
 
+def _guard(lines: list[str], macros: Macros) -> tuple[int, str] | None:
+    """(the line of the opening directive, the macro) of an include guard wrapping the whole file, if any."""
+    found = [(n, m.group(1), m.group(2).strip()) for n, line in enumerate(lines, 1)
+             if (m := _DIRECTIVE.match(line))]  # fmt: skip
+    found = [d for d in found if not (d[1] == "pragma" and d[2] == "once")]  # `#pragma once` beside a guard
+    if len(found) < 3 or found[-1][1] != "endif" or found[1][1] != "define":
+        return None
+    (line, word, rest), name = found[0], ""
+    if word == "ifndef":
+        name = rest.split()[0] if rest.split() else ""
+    elif word == "if" and (m := _GUARD_IF.match(rest)):
+        name = m.group(1) or m.group(2)
+    if not name or (found[1][2].split() or [""])[0] != name or macros.get(name) is not None:
+        return None  # not a guard, or one the build itself defines (or rules out)
+    depth = 0
+    for _, w, _ in found[:-1]:  # the opening #if must stay open until the last #endif
+        depth += 1 if w in ("if", "ifdef", "ifndef") else -1 if w == "endif" else 0
+        if depth == 0 or (depth == 1 and w in ("elif", "else")):
+            return None  # closed early, or a branch for the second inclusion
+    return line, name
+
+
 def read(text: str, macros: Macros | None = None, undefined: Callable[[str], bool] | None = None,
          notes: Mapping[str, str] | None = None) -> tuple[list[Include], list[int], list[Include]]:  # fmt: skip
     """`includes`, and the includes the build's macros skip (each with the macro that decided it)."""
@@ -218,12 +244,16 @@ def read(text: str, macros: Macros | None = None, undefined: Callable[[str], boo
     out: list[Include] = []
     skipped: list[Include] = []
     computed: list[int] = []
-    for number, line in enumerate(strip_comments(text).splitlines(), 1):
+    lines = strip_comments(text).splitlines()
+    guard = _guard(lines, macros or {})
+    for number, line in enumerate(lines, 1):
         m = _DIRECTIVE.match(line)
         if not m:
             continue
         word, rest = m.group(1), m.group(2).strip()
-        if word in ("if", "ifdef", "ifndef"):
+        if guard is not None and number == guard[0]:
+            stack.append([True, True, "", False])  # first inclusion: the guard macro is not defined yet
+        elif word in ("if", "ifdef", "ifndef"):
             if word == "if":
                 value = evaluate(rest, defined)
                 expr = rest
