@@ -91,14 +91,20 @@ def lock_pypi_part(
     pypi_locked: Mapping[str, Sequence[PypiPackage]] | None = None,
     upgrade: Sequence[str] = (),
     prefer: Mapping[str, Sequence[PypiPackage]] | None = None,
+    allow_insecure: bool = False,
 ) -> tuple[list[PlatformResult], PypiPart]:
     """Solve the conda part (rattler) and compile the PyPI part (uv) at once; one error if either fails.
 
     `solve_conda(plan, locked=, optional=)` solves the conda part; it is called once uv is started, so what it
     loads first (the solver's module, rattler) overlaps uv's run instead of delaying it."""
+    from envlock.seams.conda.channels import check_channel_security
     from envlock.seams.pypi import compile as pypi_compile
     from envlock.seams.pypi import part as pypi_part
 
+    index, extras = pypi_part.spec_indexes(spec.torch_label, spec.torch_source, mirrors)
+    for url in (index.url, *(e.url for e in extras), *([mirrors[PYPI]] if PYPI in mirrors else [])):
+        # plain http off loopback, as for a channel: refused before uv or envlock asks it anything
+        check_channel_security(url, allow_insecure=allow_insecure, what="package index")
     request = compile_request(spec, anchor, mirrors=mirrors, offline=offline, pypi_locked=pypi_locked,
                               upgrade=upgrade, prefer=prefer)
     from envlock import progress

@@ -66,6 +66,30 @@ def test_create_pack_and_mirror_refuse_plain_http_off_loopback(command: str, whe
             assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.parametrize("where", ["PIP_INDEX_URL", "pip.conf extra-index-url", "--mirror pypi=", "torch metadata"])
+def test_resolve_refuses_a_plain_http_package_index_off_loopback(where: str, tmp_path: Path,
+                                                                  test_channel_url: str) -> None:
+    """docs/security.md: the package indexes the user names are refused over plain http off loopback as channels are
+    (issue 33.8). resolve checked its channels only: uv and the torch metadata lookup asked an http index."""
+    ip = _non_loopback_ip()
+    with AnyPathServer({}, host=ip) as server:
+        index = f"{server.url}/simple/"
+        env = cli_env(tmp_path, PIP_CONFIG_FILE=os.devnull)
+        torch = ["--torch", "2.16.0" if where == "torch metadata" else "2.3.0"]  # 2.16.0: not in envlock's table
+        if where in ("PIP_INDEX_URL", "torch metadata"):
+            env["PIP_INDEX_URL"] = index
+        if where == "pip.conf extra-index-url":
+            (tmp_path / "pip.conf").write_text(f"[global]\nextra-index-url = {index}\n")
+            env["PIP_CONFIG_FILE"] = str(tmp_path / "pip.conf")
+        mirror = ["--mirror", f"pypi={index}"] if where == "--mirror pypi=" else []
+        args = ["resolve", *torch, "--platform", "linux-64", "--mirror", f"conda-forge={test_channel_url}", *mirror,
+                "--project-dir", str(tmp_path / "p")]
+        done = envlock(*args, env=env)
+        error = assert_refused(done, "plain http", "package index")
+        assert "--allow-insecure" in done.stderr, error
+        assert server.paths == [] and not (tmp_path / "p" / "locks").exists()  # refused before any request
+
+
 # --------------------------------------------------------------------------- file:// URLs in a lock
 
 

@@ -26,14 +26,14 @@ def fetch_url(channel: str, mirrors: Mapping[str, str]) -> str:
     return channel_fetch_url(channel, mirrors)
 
 
-def check_channel_security(url: str, *, allow_insecure: bool) -> None:
-    """http:// is allowed only for 127.0.0.1/localhost unless --allow-insecure."""
+def check_channel_security(url: str, *, allow_insecure: bool, what: str = "channel") -> None:
+    """http:// is allowed only for 127.0.0.1/localhost unless --allow-insecure (`what`: "channel", "package index")."""
     if not url.startswith("http://") or allow_insecure:
         return
     host = url.split("://", 1)[1].split("/", 1)[0].rsplit("@", 1)[-1].split(":")[0]
     if host not in ("127.0.0.1", "localhost", "[::1]", "::1"):
         raise SpecError(
-            f"channel {strip_credentials(url)} uses plain http",
+            f"{what} {strip_credentials(url)} uses plain http",
             hint="use https, or pass --allow-insecure if you trust the network path",
         )
 

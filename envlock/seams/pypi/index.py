@@ -157,7 +157,7 @@ class _Client:
 
 
 def torch_cuda_from_index(
-    version: str, settings: IndexSettings | None = None, *, offline: bool = False
+    version: str, settings: IndexSettings | None = None, *, offline: bool = False, allow_insecure: bool = False
 ) -> TorchMetadata:
     """CUDA/cuDNN of torch `version`'s default Linux x86_64 wheel, from the cache or the user's index."""
     settings = settings or IndexSettings()
@@ -176,6 +176,9 @@ def torch_cuda_from_index(
             f"the package index {redact(index)} (from {origin}) is not an http(s) URL",
             hint=("envlock reads torch metadata over http(s) only; ", Setting("--cuda", "X.Y")),
         )
+    from envlock.seams.conda.channels import check_channel_security
+
+    check_channel_security(index, allow_insecure=allow_insecure, what="package index")  # plain http off loopback
     log.debug("asking %s (from %s) for torch %s", redact(index), origin, public)
     data = _fetch(public, settings, index)
     _write_cache(public, settings, data)

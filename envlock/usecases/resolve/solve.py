@@ -88,7 +88,7 @@ def sources(asked: Asked, settings: SolveSettings, *, python_exe: str | None = N
     def index(version: str) -> Any:
         from envlock.seams.pypi import torch_cuda_from_index
 
-        return torch_cuda_from_index(version, offline=offline)
+        return torch_cuda_from_index(version, offline=offline, allow_insecure=settings.allow_insecure)
 
     return anchors.Sources(installed=installed, conda_forge=conda_forge, index=index)
 
@@ -342,7 +342,8 @@ def _solve(spec: EnvSpec, anchor: Anchor, plan: Plan, settings: SolveSettings, h
         held = {p: [w for w in hold.pypi_for(p) if w.name not in move] for p in spec.platforms} if hold else None
         upgrade = sorted(move & {w.name for w in hold.pypi}) if hold else []
         results, part = lock_pypi_part(spec, anchor, conda_part, plan, mirrors=settings.mirrors, offline=settings.offline,
-                                       locked=locked, pypi_locked=held, upgrade=upgrade, prefer=prefer)
+                                       locked=locked, pypi_locked=held, upgrade=upgrade, prefer=prefer,
+                                       allow_insecure=settings.allow_insecure)
         pypi = part.packages
         warnings += part.warnings
         undated = part.undated
