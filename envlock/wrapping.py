@@ -144,7 +144,12 @@ def fold_command(lead: str, command: str, width: int = WIDTH) -> list[str]:
     out: list[str] = []
     line = lead.rstrip() if len(lead) + len(words[0]) > width else lead + words.pop(0)
     for w in words:
-        if len(line) + 1 + len(w) + 2 > width:
+        if len(w) + 4 + 2 > width:  # a path wider than a line: cut after a '/' that fits, as every printed path is
+            pieces = _cut(w, width - 4 - 2)
+            out.append(line + " \\")
+            out += ["    " + p for p in pieces[:-1]]
+            line = "    " + pieces[-1]
+        elif len(line) + 1 + len(w) + 2 > width:
             out.append(line + " \\")
             line = "    " + w
         else:

@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.output import drain, logical_lines
 
@@ -111,3 +113,26 @@ def test_every_command_fits_80_columns_on_success_and_failure(work: Path) -> Non
             assert labels == ["error", "hint"], (name, shown)
         seen.append(name)
     assert len(seen) == len(CASES)
+
+
+@given(st.lists(st.text(alphabet="abcdefghij_-.", min_size=1, max_size=30), min_size=1, max_size=12))
+@settings(max_examples=200, deadline=None)
+def test_a_command_with_a_path_wider_than_a_line_folds_within_it_and_reads_back(parts: list[str]) -> None:
+    """`export pixi`'s `install it with: pixi install … --manifest-path PATH` printed a path wider than a line whole
+    (87 columns under pytest's tmp folder: the width check of test_options_rule failed); it is cut after a '/',
+    as every printed path is, and the pieces join back."""
+    from envlock.wrapping import fold_command
+
+    path = "/tmp/" + "/".join(parts) + "/pixi.toml"
+    command = f"pixi install --frozen --manifest-path {path}"
+    lines = fold_command("install it with: ", command, 80)
+    assert all(len(ln) <= 80 for ln in lines), lines
+    words: list[str] = []
+    for ln in lines:
+        ln = ln.removeprefix("install it with: ").removesuffix(" \\").strip()
+        for w in ln.split(" "):
+            if words and words[-1].endswith("/") and words[-1].startswith("/"):
+                words[-1] += w
+            else:
+                words.append(w)
+    assert " ".join(words) == command
