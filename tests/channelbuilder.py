@@ -43,7 +43,6 @@ import json
 import os
 import re
 import socket
-import sys
 import struct
 import tarfile
 import threading
@@ -53,6 +52,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tests.loopserver import LoopbackServer
 
 # 2024-01-01T00:00:00Z in ms: a fixed `timestamp` keeps repodata reproducible (and old enough that
 # `exclude_newer` filters do not hide packages by accident).
@@ -1941,15 +1942,8 @@ class _Logging:
         self._owner._record(record)
 
 
-class _ThreadingServer(http.server.ThreadingHTTPServer):
-    daemon_threads = True
+class _ThreadingServer(LoopbackServer):
     owner: ChannelServer
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that went away mid-answer (a test interrupted or killed it) is no error of the server."""
-        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
-            return
-        super().handle_error(request, client_address)
 
 
 class ChannelServer:

@@ -10,7 +10,7 @@ import json
 import shutil
 import stat
 import threading
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -20,6 +20,7 @@ from tests.output import unfolded
 from envlock.formats import read_lock
 from tests.channelbuilder import ChannelServer
 from tests.lockproject import snapshot
+from tests.loopserver import LoopbackServer
 from tests.test_create import assert_one_error, cli, lock_of, project, project_124  # noqa: F401 - fixtures
 from tests.test_pack import connected_env, offline_env
 from tests.test_pypi_part import NAME as FULL, full_project  # noqa: F401 - session fixture
@@ -37,7 +38,7 @@ class StaticServer:
             def log_message(self, format: str, *args: object) -> None:  # noqa: A002
                 outer.paths.append(self.path)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
+        self.httpd = LoopbackServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
         threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
 
     @property

@@ -78,3 +78,48 @@ def test_a_folded_path_reads_back_whole_whatever_its_length(segments: list[str],
     assert all(len(ln) <= width for ln in lines), lines
     (whole,) = logical_lines("\n".join(lines))
     assert path in whole.replace(" \\ ", " ") and path in flat("\n".join(lines)), lines
+
+
+def test_a_client_that_hangs_up_leaves_no_traceback_for_the_next_test(capfd: pytest.CaptureFixture[str]) -> None:
+    """CI failed test_check's test_missing_lock_is_named on a BrokenPipeError traceback printed by an earlier test's
+    fake index thread (socketserver prints a handler's error to stderr). Every loopback server is one class that
+    takes a hang-up as no error; the test servers must not build their own from ThreadingHTTPServer."""
+    import socket
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler
+
+    from tests.loopserver import LoopbackServer
+
+    done = threading.Event()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.end_headers()
+            try:
+                time.sleep(0.2)  # the client has gone by now
+                for _ in range(64):
+                    self.wfile.write(b"x" * 65536)
+            finally:
+                done.set()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = LoopbackServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        with socket.create_connection(server.server_address[:2]) as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            s.recv(1)  # the answer has begun: hang up
+        assert done.wait(10)
+        time.sleep(0.1)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "Traceback" not in capfd.readouterr().err
+    others = [p.relative_to(TESTS).as_posix() for p in TESTS.rglob("*.py")
+              if p.name != "loopserver.py" and "ThreadingHTTPServer(" in p.read_text()
+              and p.name != "test_suite_setup.py"]
+    assert others == [], f"servers built without tests/loopserver.py: {others}"

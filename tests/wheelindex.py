@@ -24,9 +24,11 @@ import threading
 import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import quote, unquote
+
+from tests.loopserver import LoopbackServer
 
 #: Upload time of every default-index file (before any test's resolution cutoff).
 UPLOADED = "2024-01-01T00:00:00Z"
@@ -229,7 +231,7 @@ class WheelIndex:
     login: tuple[str, str] | None = None  # (user, password) every request must send as Basic authorization
     token: str | None = None  # every path must start with /t/<token>/
     authorizations: list[str] = field(default_factory=list)  # the Authorization headers received
-    _server: ThreadingHTTPServer | None = None
+    _server: LoopbackServer | None = None
     _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -282,9 +284,8 @@ class WheelIndex:
         return None
 
 
-class _Server(ThreadingHTTPServer):
-    # uv opens many connections at once; the default backlog of 5 drops SYNs (and uv's retries time out).
-    request_queue_size = 256
+class _Server(LoopbackServer):
+    pass
 
 
 def _norm(name: str) -> str:

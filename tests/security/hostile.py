@@ -24,6 +24,7 @@ from envlock.formats import render_conda_lock, render_package_section
 from envlock.models import LockedPackage, PypiPackage
 from envlock.names import file_url_path
 from tests.channelbuilder import PackageSpec, python_packages, write_package
+from tests.loopserver import LoopbackServer
 
 ENVLOCK = [sys.executable, "-m", "envlock"]
 CF = "https://conda.anaconda.org/conda-forge"
@@ -143,7 +144,7 @@ class AnyPathServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.httpd = http.server.ThreadingHTTPServer((host, 0), Handler)
+        self.httpd = LoopbackServer((host, 0), Handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.url = f"http://{host}:{self.port}"
