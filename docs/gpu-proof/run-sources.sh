@@ -19,8 +19,11 @@ if [ "$phase" = prepare ]; then
   target=${SRC35_TARGET_PY:-3.12}
   "$py" -m pip download -q -d .whl-35 --python-version "$target" --platform manylinux_2_28_x86_64 \
     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --only-binary :all: \
-    py-rattler==0.28.0 zstandard platformdirs || exit 1
-  "$py" -m tests.sdists .whl-35 causal-conv1d==1.7.0 || exit 1
+    py-rattler==0.28.0 zstandard platformdirs packaging || exit 1
+  "$py" -m tests.sdists .whl-35 causal-conv1d==1.7.0 torch-sparse==0.6.18 || exit 1
+  # apex has no sdist on the index: the `git archive` its profile names (tools/project_profiles.py fetch apex)
+  "$py" tools/project_profiles.py fetch apex || exit 1
+  cp "${ENVLOCK_SDIST_CACHE:-$HOME/.cache/envlock-sdists}/apex-6424da3b.tar.gz" .whl-35/ || exit 1
   du -sh .whl-35; ls .whl-35
   exit 0
 fi

@@ -45,7 +45,7 @@ PROBE = HERE / "sources35_probe"  # a JIT source of the tests' own that includes
 #: doctor read; `envs`: the envs it is built in (its prediction decides the outcome expected in each).
 PROJECTS = {
     "probe35": {"how": "jit", "for": str(PROBE), "unit": "probe35", "envs": ("base", "for"),
-                "run": "import torch, sys; sys.path.insert(0, {probe!r}); import probe_op; print(probe_op.run())"},
+                "run": "import torch, sys; sys.path.insert(0, {probe}); import probe_op; print(probe_op.run())"},
     "causal-conv1d": {"how": "setup.py", "sdist": "causal_conv1d-1.7.0.tar.gz", "for": "causal-conv1d",
                       "unit": "causal_conv1d_cuda", "envs": ("base",),
                       "env": {"CAUSAL_CONV1D_FORCE_BUILD": "TRUE"},
@@ -58,8 +58,39 @@ PROJECTS = {
                              "y = causal_conv1d_fn(x, w, None, activation='silu'); "
                              "ref = torch.nn.functional.conv1d(torch.nn.functional.pad(x.float(), (3, 0)), w.float().unsqueeze(1), groups=64); "
                              "ref = torch.nn.functional.silu(ref); err = (y.float() - ref).abs().max().item(); "
-                             "assert err < 2e-2, err; print('causal_conv1d_fn max error', err)"},
+                             "assert err < 2e-2, err; print('causal-conv1d causal_conv1d_fn max error', err)"},
+    # NVIDIA Apex at the commit of its profile (a `git archive`: no sdist on the index), only its NCCL allocator
+    # (APEX_NCCL_ALLOCATOR=1): setup.py JIT-builds _nccl_version_getter (nccl.h) and builds _apex_nccl_allocator
+    # (nccl.h, -lnccl): NCCL is group `nccl` (35.1), not in the default dev set
+    "apex": {"how": "setup.py", "sdist": "apex-6424da3b.tar.gz", "for": "{assets}/apex-6424da3b.tar.gz",
+             "unit": "_apex_nccl_allocator", "envs": ("base", "for"), "env": {"APEX_NCCL_ALLOCATOR": "1"},
+             "run": "import torch, _apex_nccl_allocator as a; pool = torch.cuda.MemPool(a.get_nccl_allocator()); "
+                    "ctx = torch.cuda.use_mem_pool(pool); ctx.__enter__(); x = torch.ones(1 << 20, device='cuda'); "
+                    "s = (x * 2).sum().item(); ctx.__exit__(None, None, None); assert s == 2 * (1 << 20), s; "
+                    "print('apex ncclMemAlloc pool: 4 MiB tensor, sum', s)"},
+    # torch-sparse 0.6.18: its metis.h/-lmetis sit behind WITH_METIS, an environment switch setup.py reads and
+    # leaves off (35.2: a macro the build decides); built for CUDA only (FORCE_ONLY_CUDA=1) and only its spmm
+    # extension (of 13: one device call can finish), its op called through torch.ops (the package imports
+    # torch_scatter, which is not here)
+    "torch-sparse": {"how": "setup.py", "sdist": "torch_sparse-0.6.18.tar.gz", "for": "{assets}/torch_sparse-0.6.18.tar.gz",
+                     "unit": "torch_sparse._*_*", "envs": ("base",), "env": {"FORCE_ONLY_CUDA": "1"},
+                     "patch": ["main_files = [path for path in main_files if 'hip' not in path]",
+                               "main_files = [path for path in main_files if 'hip' not in path and "
+                               "osp.basename(path) == 'spmm.cpp']  # envlock GPU proof: spmm only"],
+                     "run": "import glob, importlib.util, torch; d = importlib.util.find_spec('torch_sparse').submodule_search_locations[0]; "
+                            "torch.ops.load_library(glob.glob(d + '/_spmm_cuda*.so')[0]); "
+                            "rowptr = torch.tensor([0, 2, 3, 4], device='cuda'); col = torch.tensor([0, 2, 1, 0], device='cuda'); "
+                            "val = torch.tensor([1.0, 2.0, 3.0, 4.0], device='cuda'); mat = torch.randn(3, 8, device='cuda'); "
+                            "out = torch.ops.torch_sparse.spmm_sum(None, rowptr, col, val, None, None, mat); "
+                            "dense = torch.zeros(3, 3, device='cuda'); dense[0, 0], dense[0, 2], dense[1, 1], dense[2, 0] = 1, 2, 3, 4; "
+                            "err = (out - dense @ mat).abs().max().item(); assert err < 1e-4, err; "
+                            "print('torch-sparse spmm_sum on the GPU, max error', err)"},
 }  # fmt: skip
+
+
+def for_of(project: str, assets: Path) -> str:
+    """The --for value doctor and resolve read for a project (a carried sdist, a profile name, the probe's tree)."""
+    return PROJECTS[project]["for"].replace("{assets}", str(assets))
 
 
 def setup(assets: Path) -> dict:
@@ -140,12 +171,12 @@ def build(project: str, env_name: str, prefix: Path, assets: Path, jobs: int) ->
         target.mkdir(parents=True, exist_ok=True)
         rc, out, secs = 0, "", 0.0
     if rc == 0:
-        rc, out2, secs2 = ej.sh(wrap + [PY, "-c", spec["run"].format(probe=str(PROBE))], env, timeout=420)
+        rc, out2, secs2 = ej.sh(wrap + [PY, "-c", spec["run"].replace("{probe}", repr(str(PROBE)))], env, timeout=420)
         out, secs = out + out2, round(secs + secs2, 1)
     (WORK / "logs").mkdir(parents=True, exist_ok=True)
     (WORK / "logs" / f"{tag}.log").write_text(out)
     libs = list(dict.fromkeys(re.findall(r"cannot find -l([\w+.-]+)", out)))
-    ran = [ln for ln in out.splitlines() if ln.startswith(("probe35 ", "causal_conv1d_fn"))]
+    ran = [ln for ln in out.splitlines() if ln.startswith(tuple(f"{p} " for p in PROJECTS))]
     return {"ok": rc == 0, "exit": rc, "seconds": secs, "first_error": None if rc == 0 else first_error(out),
             "missing_headers": missing_headers(out), "missing_libraries": libs, "ran": ran, "max_jobs": jobs}  # fmt: skip
 
@@ -164,7 +195,7 @@ def judge(pred: dict, out: dict) -> dict:
 
 def run_env(name: str, prefix: Path, assets: Path) -> dict:
     projects = [p for p, s in PROJECTS.items() if name in s["envs"]]
-    fors = [a for p in PROJECTS.values() for a in ("--for", p["for"])]
+    fors = [a for p in PROJECTS for a in ("--for", for_of(p, assets))]
     rc, out, secs = ej.envlock("run", "-p", str(prefix), "--", PY, "-m", "envlock", "doctor", "--json", *fors, timeout=300)
     try:
         doc = json.loads(out[out.index("{"): out.rindex("}") + 1])
@@ -206,7 +237,7 @@ def run(out: Path, assets: Path) -> dict:
         start = time.monotonic()
         record["channel"] = channel()
         base, record["envs"]["base"] = make_env("base", [])
-        fors, record["envs"]["for"] = make_env("for", [PROJECTS["probe35"]["for"]])
+        fors, record["envs"]["for"] = make_env("for", [for_of(p, assets) for p in PROJECTS if "for" in PROJECTS[p]["envs"]])
         record["prepare_s"] = round(time.monotonic() - start, 1)
         save()
         record["hidden"] = ej.hide_toolkit()
