@@ -47,7 +47,7 @@ PROJECTS = {
     "probe35": {"how": "jit", "for": str(PROBE), "unit": "probe35", "envs": ("base", "for"),
                 "run": "import torch, sys; sys.path.insert(0, {probe}); import probe_op; print(probe_op.run())"},
     "causal-conv1d": {"how": "setup.py", "sdist": "causal_conv1d-1.7.0.tar.gz", "for": "causal-conv1d",
-                      "unit": "causal_conv1d_cuda", "envs": ("base",),
+                      "unit": "causal_conv1d_cuda", "envs": ("base",), "jobs": 6,
                       "env": {"CAUSAL_CONV1D_FORCE_BUILD": "TRUE"},
                       # one arch (sm_90) instead of its nine: one device call can finish (said in the record)
                       "patch": ["    # HACK: The compiler flag", '    cc_flag = ["-gencode", "arch=compute_90,code=sm_90"]'
@@ -204,9 +204,11 @@ def run_env(name: str, prefix: Path, assets: Path) -> dict:
     (WORK / f"doctor-{name}.json").write_text(json.dumps(doc, indent=1))
     ej.log(f"{name}: doctor exit {rc} in {secs} s: {doc.get('summary')}")
     preds = {p: ej.predict(doc, PROJECTS[p]["unit"]) for p in PROJECTS}
-    jobs = max(2, (os.cpu_count() or 16) // max(1, len(projects)))
+    every = sum(PROJECTS[p].get("jobs", 2) for s in ("base", "for") for p in PROJECTS if s in PROJECTS[p]["envs"])
+    share = max(1.0, (os.cpu_count() or 16) / every)
     with concurrent.futures.ThreadPoolExecutor(len(projects)) as pool:
-        futs = {p: pool.submit(build, p, name, prefix, assets, jobs) for p in projects}
+        futs = {p: pool.submit(build, p, name, prefix, assets, max(2, int(PROJECTS[p].get("jobs", 2) * share)))
+                for p in projects}  # fmt: skip
         outs = {p: f.result() for p, f in futs.items()}
     rows = {p: {"prediction": preds[p], "outcome": outs[p], "judge": judge(preds[p], outs[p])} for p in projects}
     for p, r in rows.items():
@@ -236,15 +238,23 @@ def run(out: Path, assets: Path) -> dict:
         record["setup"] = setup(assets)
         start = time.monotonic()
         record["channel"] = channel()
-        base, record["envs"]["base"] = make_env("base", [])
-        fors, record["envs"]["for"] = make_env("for", [for_of(p, assets) for p in PROJECTS if "for" in PROJECTS[p]["envs"]])
+        prefixes = {}
+        for name, fors in (("base", []), ("for", [for_of(p, assets) for p in PROJECTS if "for" in PROJECTS[p]["envs"]])):
+            try:
+                prefixes[name], record["envs"][name] = make_env(name, fors)
+            except SystemExit as exc:  # the other env's builds still run and are recorded
+                record["envs"][name] = {"error": str(exc)[-3000:]}
+                ej.log(f"env {name} failed: {str(exc)[-1500:]}")
         record["prepare_s"] = round(time.monotonic() - start, 1)
         save()
         record["hidden"] = ej.hide_toolkit()
         ej.log(f"toolkit moved away: {record['hidden']}")
-        for name, prefix in (("base", base), ("for", fors)):
-            record["setups"][name] = run_env(name, prefix, assets)
-            save()
+        # both envs' builds at the same time (one device call): each build's MAX_JOBS is its share of the cores
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            futs = {name: pool.submit(run_env, name, prefix, assets) for name, prefix in prefixes.items()}
+            for name, fut in futs.items():
+                record["setups"][name] = fut.result()
+                save()
     finally:
         ej.restore_toolkit()
         save()
