@@ -421,6 +421,34 @@ def test_a_feature_goes_into_an_existing_manifest_and_nothing_else_changes(full:
     before = {p.name: p.read_bytes() for p in manifest.parent.iterdir()}
     assert envlock(*args).returncode == 0  # again: the block is replaced by the same bytes
     assert {p.name: p.read_bytes() for p in manifest.parent.iterdir()} == before
+    assert "run `envlock export pixi" in new and "in the project folder, FILE being this file" in new  # outside it
+
+
+def regenerate_command(manifest_text: str) -> list[str]:
+    """The command a generated manifest says writes it again, to run as written in the project folder."""
+    import shlex
+
+    (line,) = [ln for ln in manifest_text.splitlines() if "Re-generate: in the project folder: " in ln]
+    return shlex.split(line.split("Re-generate: in the project folder: ", 1)[1])
+
+
+@pytest.mark.parametrize("where", ["locks/" + NAME, ".", "tools/pixi ws"])
+def test_an_export_inside_the_project_names_the_command_that_writes_it_again(full: Path, tmp_path: Path,
+                                                                              iso: dict[str, str], where: str) -> None:
+    """The manifest's header said `-o <this folder>`: inside the project it names the very command (run there, it
+    writes the same bytes), and a moved copy of the project still says the same."""
+    project = shutil.copytree(full, tmp_path / "project")
+    out = project / where
+    assert envlock("export", "pixi", NAME, "--project-dir", str(project), "-o", str(out), "--force", env=iso).returncode == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.name.startswith(("pixi.", "envlock-activate"))}
+    command = regenerate_command((out / "pixi.toml").read_text())
+    assert command[:4] == ["envlock", "export", "pixi", NAME] and "<" not in " ".join(command), command
+    done = envlock(*command[1:], cwd=project, env=iso)
+    assert done.returncode == 0, done.stderr
+    assert {n: (out / n).read_bytes() for n in before} == before
+    moved = shutil.move(project, tmp_path / "moved")
+    assert envlock(*command[1:], cwd=moved, env=iso).returncode == 0
+    assert {n: (Path(moved) / where / n).read_bytes() for n in before} == before
 
 
 def test_a_feature_is_refused_where_it_would_change_what_the_manifest_says(full: Path, tmp_path: Path) -> None:

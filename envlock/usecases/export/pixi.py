@@ -57,7 +57,7 @@ def export_pixi(req: PixiRequest) -> PixiResult:
     if req.feature is None:
         folder = (req.output or Path(".")).resolve()
         manifest_path, env = folder / pixiexport.MANIFEST, "default"
-        outputs = {folder / n: t for n, t in pixiexport.whole(lock, lock_path).items()}
+        outputs = {folder / n: t for n, t in pixiexport.whole(lock, lock_path, folder).items()}
     else:
         manifest_path, env, outputs = _feature(req, lock, lock_path)
     lock_file = manifest_path.parent / pixiexport.LOCK
@@ -127,7 +127,7 @@ def _feature(req: PixiRequest, lock: LockFile, lock_path: Path) -> tuple[Path, s
         raise SpecError(f"{manifest} does not exist", hint="run `pixi init` there first, or name another --manifest") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"cannot read {manifest}: {exc}", hint="check the path and its permissions") from None
-    values = pixiexport.manifest(lock, lock_path, feature)
+    values = pixiexport.manifest(lock, lock_path, feature, manifest.parent, manifest.name)
     nl = "\r\n" if "\r\n" in text else "\n"
     block = feature_block(values, feature, pyproject=pyproject, nl=nl)
     new = insert_feature(text, block, feature, pyproject=pyproject, what=str(manifest), platforms=values.platforms)
