@@ -47,7 +47,15 @@ def test_real_torch_2_7_1_locks_its_cuda_12_6_wheels_from_the_configured_index(t
     assert wheels["nvidia-cuda-runtime-cu12"].version.startswith("12.6.")  # the anchor's CUDA
     assert wheels["nvidia-cudnn-cu12"].version.startswith("9.5.")  # and its cuDNN
     assert "ninja" in wheels and "cuda-nvcc" in {p.name for p in lock.packages}
-    assert all(w.url.startswith("https://") for w in wheels.values())  # no machine-local file:// URL
+    # No machine-local file:// URL but one inside a file:// index this machine's pip configuration names (this machine
+    # has two as extra indexes: since issue 34 item 2 resolve locks a wheel there, and create reads it there).
+    from envlock.seams.pypi.pipconf import configured_extra_index_urls, configured_index_url
+
+    env = _machine_env(tmp_path / "cache")
+    indexes = [configured_index_url(env)[0], *configured_extra_index_urls(env)[0]]
+    local = [u.rsplit("/simple", 1)[0].rstrip("/") + "/" for u in indexes if u.startswith("file://")]
+    stray = [w.url for w in wheels.values() if not w.url.startswith("https://") and not w.url.startswith(tuple(local))]
+    assert stray == [], (stray, indexes)
     # Metadata only: uv's cache holds no 800 MB torch wheel (nor the 2.5 GB of nvidia wheels).
     assert _size(tmp_path / "cache" / "uv") < 100 * 2**20
 

@@ -203,7 +203,9 @@ def test_a_toolkit_dir_made_from_the_wheels_gives_an_env_that_compiles(wheels, t
     assert by["compile.nvcc"]["severity"] == "ok"
     assert by["header_group.curand"]["severity"] == "ok" and by["header_group.profiler-api"]["severity"] == "ok"
     ds = {c.split(".", 2)[2]: f["severity"] for c, f in by.items() if c.startswith("deepspeed.op.")}
-    assert [op for op, sev in ds.items() if sev == "warning"] == ["gds"]  # cufile.h is not in `--with deepspeed`
+    # cufile.h (gds) is not in `--with deepspeed`; libaio.h (async_io, gds) and CUTLASS (evoformer_attn) are groups
+    # beside the toolkit since issue 35.1 (--with libaio, --with cutlass), not in it either
+    assert sorted(op for op, sev in ds.items() if sev == "warning") == ["async_io", "evoformer_attn", "gds"]
     assert (prefix / T / "lib" / "libcurand.so").resolve().stat().st_size > 10_000_000  # the real cuRAND
 
 
