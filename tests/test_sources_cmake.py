@@ -309,3 +309,35 @@ def test_a_set_difference_and_a_rocm_conjunction_in_setup_py(tmp_path: Path) -> 
              "CUDAExtension('k', srcs)\n")  # fmt: skip
     u = units(tmp_path, {"setup.py": setup, "other/n.cu": "#include <nvrtc.h>\n"})["k"]
     assert u.sources == ("csrc/k.cu",)  # not other/n.cu, which a `*` would have read
+
+
+# ------------------------------------------------------------------------------------------- beside a setup.py
+
+OWN_SETUP = ("from setuptools import setup\nfrom torch.utils.cpp_extension import CUDAExtension\n"
+             "setup(ext_modules=[CUDAExtension('p._C', ['csrc/k.cu', 'csrc/bind.cpp'])])\n")  # fmt: skip
+LIB = cmake("add_library(standalone SHARED csrc/k.cu csrc/bind.cpp)\ntarget_link_libraries(standalone PRIVATE CUDA::cufft)\n")
+
+
+def test_cmake_or_meson_beside_a_setup_py_that_builds_its_own_extensions_is_not_a_build(tmp_path: Path) -> None:
+    """Before: torch-sparse 0.6.18's CMakeLists.txt (its standalone C++ library) was a unit `torchsparse` beside
+    the setup.py extensions pip builds, asking for what only that other build links."""
+    got = units(tmp_path / "a", {"setup.py": OWN_SETUP, **LIB})
+    assert set(got) == {"p._C"} and "cufft" not in needs(got["p._C"])
+    meson = {"meson.build": "project('p', 'cuda')\ndependency('cuda', modules: ['cufft'])\n"}
+    assert set(units(tmp_path / "b", {"setup.py": OWN_SETUP, **meson})) == {"p._C"}
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [OWN_SETUP.replace("from setuptools", "import subprocess\nsubprocess.check_call(['cmake', '-S', '.'])\nfrom setuptools"),
+     "from skbuild import setup\nsetup(name='p')\n",
+     "from setuptools import setup, Extension\nclass CMakeExtension(Extension):\n    pass\n"
+     "setup(ext_modules=[CMakeExtension('wrapper', sources=['csrc/k.cu'])])\n",
+     OWN_SETUP + "# pyproject names scikit-build-core\n"],
+)  # fmt: skip
+def test_cmake_is_still_read_where_the_build_is_cmake_s(tmp_path: Path, setup: str) -> None:
+    files = {"setup.py": setup, **LIB}
+    if "pyproject" in setup:
+        files["pyproject.toml"] = '[build-system]\nbuild-backend = "scikit_build_core.build"\n'
+    got = units(tmp_path, files)
+    assert "standalone" in got and needs(got["standalone"])["cufft"] == ("cuda", "cufft", False)

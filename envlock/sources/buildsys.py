@@ -2,13 +2,18 @@
 scikit-build-core, meson-python —, else a top-level CMakeLists.txt or meson.build), the `-D` values it is
 configured with, and what CMake's and meson's names for libraries stand for (data/buildsystems.yaml).
 
-    build_units(files, defines)   the CMake and meson units of a project (cmake.py, meson.py), and notes
+    build_units(files, defines, setup_builds)   the CMake and meson units of a project (cmake.py, meson.py),
+                                  and notes; none where setup.py builds its own extensions (pip builds from
+                                  setup.py: a CMakeLists.txt beside it, as torch-sparse's, is another build)
+    drives_cmake(text)            whether a setup.py hands its build to CMake or meson (scikit-build, a
+                                  CMakeExtension, a `cmake` command it runs)
     link_uses(item, where, cond)  one CMake link item (CUDA::cufft, cublas, -lnccl, a .so path) as Uses
     package(name)                 find_package(NAME) / dependency('name') from the table
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 import posixpath
 import re
@@ -24,6 +29,8 @@ CMAKE_BACKENDS = ("scikit_build_core", "py_build_cmake", "cmake_build_extension"
 MESON_BACKENDS = ("mesonpy",)
 _STATIC = re.compile(r"_static(_nocallback|_pic)?$|_lto$")
 _LIBNAME = re.compile(r"[A-Za-z0-9_+.-]+")
+_DRIVERS = ("skbuild", "scikit_build_core", "cmake_build_extension", "py_build_cmake", "cmake", "mesonpy", "mesonbuild")
+_COMMANDS = frozenset({"cmake", "cmake3", "meson", "ctest"})
 
 
 @functools.cache
@@ -138,10 +145,39 @@ def _defines(table_: Any, args: Any) -> dict[str, str]:
     return out
 
 
-def build_units(files: Mapping[str, str], defines: Mapping[str, str] | None = None) -> tuple[list[PyUnit], list[str]]:
+def drives_cmake(text: str) -> bool:
+    """Whether a setup.py hands its build to CMake or meson: it imports scikit-build (or another CMake/meson
+    driver), names a CMake class (CMakeExtension, CMakeBuild) or runs a `cmake`/`meson` command. A setup.py
+    that cannot be parsed is taken to (its CMakeLists.txt is then read as before)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return True
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] in _DRIVERS for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in _DRIVERS:
+            return True
+        name = node.id if isinstance(node, ast.Name) else node.name if isinstance(node, ast.ClassDef) else ""
+        if "cmake" in name.lower() or "meson" in name.lower():
+            return True
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.strip():
+            word = posixpath.basename(node.value.split()[0])
+            if word in _COMMANDS or node.value == "CMakeLists.txt":
+                return True
+    return False
+
+
+def build_units(files: Mapping[str, str], defines: Mapping[str, str] | None = None,
+                setup_builds: bool = False) -> tuple[list[PyUnit], list[str]]:  # fmt: skip
     """The units of the project's CMake build (pyproject's source folder, else a top CMakeLists.txt) and of
-    its meson build (a top meson.build); `defines` (a profile's) come on top of pyproject's."""
+    its meson build (a top meson.build); `defines` (a profile's) come on top of pyproject's. None where
+    `setup_builds` (setup.py builds its own extensions and does not drive CMake/meson) and pyproject names no
+    CMake/meson backend: pip builds from setup.py, so a CMakeLists.txt beside it is not this build."""
     system, top, found, notes = configuration(files)
+    if setup_builds and system is None and ("CMakeLists.txt" in files or "meson.build" in files):
+        beside = " and ".join(f for f in ("CMakeLists.txt", "meson.build") if f in files)
+        return [], [*notes, f"{beside} not read as a build: setup.py builds its own extensions"]
     found.update(defines or {})
     units: list[PyUnit] = []
     lists = posixpath.join(top, "CMakeLists.txt") if top else "CMakeLists.txt"

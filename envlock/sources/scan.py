@@ -12,7 +12,7 @@ from typing import Any
 
 from envlock.sources import cpp
 from envlock.sources.classify import Provider, SourceTables
-from envlock.sources.buildsys import build_units
+from envlock.sources.buildsys import build_units, drives_cmake
 from envlock.sources.discover import builder_units, python_units
 from envlock.sources.pystatic import UNKNOWN, Fact, PyUnit
 from envlock.sources.reader import HEADER_SUFFIXES, SOURCE_SUFFIXES, SourceFiles
@@ -201,7 +201,10 @@ def scan(src: SourceFiles, tables: SourceTables, profile: Mapping[str, Any] | No
     all_sources = src.sources()
     py = builder_units(src.files, profile) if profile.get("builders") else []
     py += [] if profile.get("only_builders") else python_units(src.files, tuple(profile.get("jit_calls", ())))
-    built, cut = build_units(src.files, profile.get("defines"))
+    own = [u for u in py if u.kind == "extension" and u.where.startswith("setup.py:")]  # pip builds these
+    setup_builds = any(_match(all_sources, p) for u in own for p in u.sources) and not drives_cmake(
+        src.files.get("setup.py", ""))
+    built, cut = build_units(src.files, profile.get("defines"), setup_builds)
     if profile.get("units"):
         py, built = [u for u in py if u.name in profile["units"]], [u for u in built if u.name in profile["units"]]
     notes = dict(profile.get("notes", {}))
