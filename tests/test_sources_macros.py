@@ -162,3 +162,32 @@ def test_a_header_in_an_include_guard_is_read_as_on_its_first_inclusion(tmp_path
     assert got["cupti.h"] == (True, "HALF_H is not known before the build")  # not the whole file
     assert got["nvjpeg.h"][0] is True and got["curand.h"][0] is True  # an #else for a second inclusion
     assert not any("guard" in b or "CFG_H" in b for _, b in got.values())
+
+
+SWITCHED_LIBS = '''\
+import os
+import torch
+from setuptools import setup
+from torch.utils.cpp_extension import CUDAExtension
+WITH_METIS = True if os.getenv('WITH_METIS', '0') == '1' else False
+def get_extensions():
+    define_macros, libraries = [], ['cusparse']
+    if WITH_METIS:
+        define_macros += [('WITH_METIS', None)]
+        libraries += ['metis', 'cusparse']
+    if os.getenv("USE_CUFFT", "1") == "1":
+        libraries.append("cufft")
+    if torch.cuda.is_available():
+        libraries += ["nvrtc"]
+    links = ["-lnvjpeg"] if os.getenv("WITH_JPEG") else ["-s"]
+    return [CUDAExtension("p._C", ["a.cu"], define_macros=define_macros, libraries=libraries, extra_link_args=links)]
+setup(ext_modules=get_extensions())
+'''
+
+
+def test_a_library_added_only_under_a_switch_that_is_off_is_not_this_build_s() -> None:
+    """Before: torch-sparse's `if WITH_METIS: libraries += ['metis']` (WITH_METIS off unless set) still showed
+    `outside: {metis: unknown}`, though its define_macros under the same switch were decided."""
+    (u,) = python_units({"setup.py": SWITCHED_LIBS})
+    assert sorted(u.libraries) == ["cufft", "cusparse", "nvrtc"]  # on by default, undecided (a GPU), unconditional
+    assert dict((n, v) for n, v, _ in u.macros)["WITH_METIS"] is False and u.macros_read

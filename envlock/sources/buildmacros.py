@@ -9,6 +9,9 @@ with no environment switch set would see them:
   * a platform test (`sys.platform == "win32"`, ROCm): as pystatic.known_false says;
   * anything else (`torch.cuda.is_available()`, a call into the project): cannot be known before the build.
 
+A `libraries=` item or `-l` flag added only under a switch that is off by default is likewise not this
+build's (`switched_off`).
+
 A macro is then defined (True, or its int value), undefined (False: `undef_macros`, `-U`, or defined only
 under a switch that is off by default) or undecided (None), with a line saying why. `complete` is False when
 some of the flags or macros could not be read (a value computed elsewhere): then a macro the build does not
@@ -192,6 +195,9 @@ class BuildMacros:
                             value = value.args[0] if value.args else ast.List(elts=[])
                         yield from self._items(value, (*conds, *where))
             self.complete = self.complete and found
+        elif isinstance(node, ast.IfExp):  # `["-lx"] if WITH_X else []`: each side under its test
+            yield from self._items(node.body, (*conds, (node.test, True)))
+            yield from self._items(node.orelse, (*conds, (node.test, False)))
         elif isinstance(node, ast.Call) and dotted(node.func) in ("list", "tuple") and node.args:
             yield from self._items(node.args[0], conds)
         else:
@@ -216,6 +222,18 @@ class BuildMacros:
             return False, (f"{where} defines it only when {sw} is set" if sw else
                            f"{where} defines it only under a condition that is false here")  # fmt: skip
         return None, f"{where} defines it only when {', '.join(dict.fromkeys(outside)) or sw}"
+
+    def switched_off(self, nodes: Sequence[ast.AST | None]) -> set[str]:
+        """The strings of list-valued arguments (libraries=, extra_link_args=) added only under a switch that
+        is off in this build (`if WITH_METIS: libraries += ['metis']`): not this build's."""
+        complete, on, off = self.complete, set(), set()
+        for node in nodes:
+            for elt, conds, line in self._items(node):
+                kind, vals = self.ev.value(elt)
+                if kind == "s" and UNKNOWN not in vals:
+                    (off if self._state(conds, line)[0] is False else on).update(vals)
+        self.complete = complete  # what this reading could not follow says nothing of the macros
+        return off - on
 
     def read(self, call: ast.Call, flag_nodes: Sequence[ast.AST | None]) -> list[Macro]:
         """Every macro the call's define_macros / undef_macros / -D / -U flags name, merged per name."""
@@ -255,6 +273,12 @@ def _binding(st: ast.stmt, name: str) -> ast.AST | None:
     """What `st` adds to the list bound to `name` (an assignment, +=, append/extend/insert), if anything."""
     if isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in st.targets):
         return st.value
+    if isinstance(st, ast.Assign) and isinstance(st.value, (ast.Tuple, ast.List)):  # `a, b = [], ["x"]`
+        for t in st.targets:
+            if isinstance(t, (ast.Tuple, ast.List)) and len(t.elts) == len(st.value.elts):
+                hit = [v for e, v in zip(t.elts, st.value.elts) if isinstance(e, ast.Name) and e.id == name]
+                if hit:
+                    return hit[0]
     if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.target.id == name:
         return st.value
     if isinstance(st, ast.AugAssign) and isinstance(st.target, ast.Name) and st.target.id == name:

@@ -86,7 +86,8 @@ def _unit(kind: str, ev: Evaluator, call: ast.Call, path: str, name_node: ast.AS
     flags = _flags(ev, _kw(call, "extra_compile_args", "extra_cflags")) + _flags(ev, _kw(call, "extra_cuda_cflags"))
     bm = BuildMacros(chain or [[]], ev, path)
     macros = bm.read(call, [_kw(call, "extra_compile_args", "extra_cflags"), _kw(call, "extra_cuda_cflags")])
-    links = _strings(ev, _kw(call, "extra_link_args", "extra_ldflags"))
+    off = bm.switched_off([_kw(call, "libraries"), _kw(call, "extra_link_args", "extra_ldflags")])
+    links = [x for x in _strings(ev, _kw(call, "extra_link_args", "extra_ldflags")) if x not in off]
     names = _strings(ev, name_node) if name_node is not None else ("*",)
     inline = ()
     if kind == "jit" and dotted(call.func).endswith("load_inline"):
@@ -99,7 +100,8 @@ def _unit(kind: str, ev: Evaluator, call: ast.Call, path: str, name_node: ast.AS
         sources=sources,
         include_dirs=_strings(ev, _kw(call, "include_dirs", "extra_include_paths"))
         + tuple(f[2:] for f in flags if f.startswith("-I")),
-        libraries=_strings(ev, _kw(call, "libraries")) + tuple(x[2:] for x in links if x.startswith("-l")),
+        libraries=tuple(x for x in _strings(ev, _kw(call, "libraries")) if x not in off)
+        + tuple(x[2:] for x in links if x.startswith("-l")),
         defines=tuple(_macros(_kw(call, "define_macros"))) + tuple(f[2:].split("=")[0] for f in flags if f.startswith("-D")),
         inline=inline,
         cuda=not dotted(call.func).endswith("CppExtension"),
