@@ -65,10 +65,9 @@ def session(http: HttpSettings | None = None, *, pool: int = 16) -> requests.Ses
     """A requests Session retrying connection errors, timeouts before the headers and 5xx (GET/HEAD)."""
     import requests  # noqa: PLC0415 - lazy: `envlock --help`, `check` and a table-hit resolve never pay for it
     from requests.adapters import HTTPAdapter  # noqa: PLC0415
-    from urllib3.util.retry import Retry  # noqa: PLC0415
 
     http = http or settings()
-    retry = Retry(total=http.retries, connect=http.retries, read=http.retries, status=http.retries, redirect=False,
+    retry = _retry_class()(total=http.retries, connect=http.retries, read=http.retries, status=http.retries, redirect=False,
                   other=0, backoff_factor=http.backoff, status_forcelist=sorted(RETRY_STATUSES),
                   allowed_methods=frozenset({"GET", "HEAD"}), raise_on_status=False, raise_on_redirect=False,
                   respect_retry_after_header=False)
@@ -78,6 +77,27 @@ def session(http: HttpSettings | None = None, *, pool: int = 16) -> requests.Ses
     s.mount("https://", adapter)
     s.auth = _url_login  # a URL's login as Basic auth in UTF-8 (requests' own took latin-1 and crashed on '€')
     return s
+
+
+_RETRY: list[type] = []
+
+
+def _retry_class() -> type:
+    """urllib3's Retry that gives up at once on a name that does not resolve (NameResolutionError): the resolver
+    has answered, and asking it again only made the user wait (7-10 s where the resolver times out)."""
+    if not _RETRY:
+        from urllib3.exceptions import MaxRetryError, NameResolutionError  # noqa: PLC0415
+        from urllib3.util.retry import Retry  # noqa: PLC0415
+
+        class NoRetryOnName(Retry):  # type: ignore[misc]  # urllib3's class, typed loosely in its stubs
+            def increment(self, method: Any = None, url: Any = None, response: Any = None, error: Any = None,
+                          _pool: Any = None, _stacktrace: Any = None) -> Any:
+                if isinstance(error, NameResolutionError):
+                    raise MaxRetryError(_pool, url, error) from error
+                return super().increment(method, url, response, error, _pool, _stacktrace)
+
+        _RETRY.append(NoRetryOnName)
+    return _RETRY[0]
 
 
 def _url_login(r: Any) -> Any:
@@ -110,13 +130,60 @@ def timeout_of(http: HttpSettings | None = None) -> float | None:
 def reason(exc: BaseException) -> str:
     """A short reason for a network error (requests' messages nest three exceptions deep)."""
     text = str(exc)
-    for needle, why in (("Name or service not known", "host not found"), ("NameResolution", "host not found"),
+    for needle, why in (("Name or service not known", HOST_NOT_FOUND), ("NameResolution", HOST_NOT_FOUND),
+                        ("Temporary failure in name resolution", HOST_NOT_FOUND),
                         ("Connection refused", "connection refused"), ("timed out", "timed out"),
                         ("Connection reset", "connection reset"), ("RemoteDisconnected", "connection closed"),
                         ("IncompleteRead", "connection closed mid-download")):
         if needle in text:
             return why
     return type(exc).__name__
+
+
+HOST_NOT_FOUND = "host not found"
+
+
+def host_of(url: str) -> str:
+    """The host (and port) of `url`, without a login: what a network error names."""
+    return urlsplit(url).netloc.rsplit("@", 1)[-1] or url
+
+
+def said(why: str, host: str, http: HttpSettings | None = None) -> str:
+    """A reason of reason() as words that name the host and the setting that decides (never urllib3's text)."""
+    if why == HOST_NOT_FOUND:
+        return f"the name {host} does not resolve (no network or no DNS here; not retried)"
+    if why == "connection refused":
+        return f"{host} refused the connection"
+    if why == "timed out":
+        return f"{host} did not answer within ENVLOCK_HTTP_TIMEOUT ({(http or settings()).timeout:g} s)"
+    if why in ("connection reset", "connection closed", "connection closed mid-download"):
+        return f"{host}: {why}"
+    return f"{host}: {why}"
+
+
+def unresolvable(url: str) -> str | None:
+    """The host of an http(s) `url` when its name does not resolve here (None: it does, or a proxy resolves it, or
+    it is no http(s) URL). rattler's client retries a failed lookup like any connect error (7-10 s, measured):
+    asked once before it, a failed lookup is said at once."""
+    import socket  # noqa: PLC0415
+    from urllib.request import getproxies  # noqa: PLC0415
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    proxies = getproxies()
+    if proxies.get(parts.scheme) or proxies.get("all"):
+        return None  # the proxy looks the name up, not this machine
+    try:
+        socket.getaddrinfo(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80),
+                           type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        if exc.errno in (socket.EAI_NONAME, socket.EAI_AGAIN, getattr(socket, "EAI_NODATA", socket.EAI_NONAME),
+                         socket.EAI_FAIL):
+            return host_of(url)
+    except (OSError, UnicodeError):
+        return None  # rattler says what else is wrong
+    return None
 
 
 MAX_REDIRECTS = 5
@@ -233,7 +300,11 @@ def download(s: requests.Session, url: str, dest: Path, *, what: str, hint: str,
             if got and on_bytes is not None:
                 on_bytes(-got)
             last = reason(exc)
-    raise ChannelError(f"cannot download {what} from {host} ({last}, {attempts} attempts)",
+            if last == HOST_NOT_FOUND:  # the resolver answered: asking it again only makes the user wait
+                attempts = attempt + 1
+                break
+    raise ChannelError(f"cannot download {what}: {said(last, host, http)}"
+                       + (f" ({attempts} attempts)" if attempts > 1 else ""),
                        hint=unreachable or "check the network or proxy settings; --offline uses only the package cache")
 
 
@@ -245,7 +316,7 @@ def get_text(url: str, *, what: str, hint: str) -> str:
         try:
             resp = s.get(url, timeout=timeout_of())
         except requests.RequestException as exc:
-            raise ChannelError(f"cannot read {what} ({reason(exc)})", hint=hint) from None
+            raise ChannelError(f"cannot read {what}: {said(reason(exc), host_of(url))}", hint=hint) from None
         if resp.status_code != 200:
             raise ChannelError(f"cannot read {what} (HTTP {resp.status_code})", hint=hint)
         return resp.text

@@ -145,6 +145,20 @@ def fetch_failure(exc: BaseException, *, channels: Sequence[tuple[str, str]], pl
                         detail=detail)
 
 
+def unresolved(channel: str, host: str, *, mirrored: bool) -> ChannelError:
+    """A channel whose host name does not resolve here: the host and the setting that names it, in words."""
+    from envlock.seams.net import HOST_NOT_FOUND, said
+
+    key = channel if "://" in channel else channel.split("/", 1)[0]
+    if mirrored:
+        where = f"the mirror for {key} (--mirror, ENVLOCK_MIRRORS or envlock.toml: `envlock config` says which)"
+        return ChannelError(f"cannot fetch {channel} from {where}: {said(HOST_NOT_FOUND, host)}",
+                            hint="check the network and that mirror's URL (`envlock config` shows it)")
+    return ChannelError(f"cannot fetch {channel}: {said(HOST_NOT_FOUND, host)}",
+                        hint=f"check the network or proxy (HTTPS_PROXY), or name a mirror for {key} you can reach "
+                             f"(--mirror {key}=<its URL>, ENVLOCK_MIRRORS or envlock.toml: `envlock config`)")
+
+
 @contextlib.contextmanager
 def mapped(*, offline: bool = False, what: str = "", default: str | None = None) -> Iterator[None]:
     """Run a block of rattler calls; a rattler exception leaves it as the EnvlockError `translate` gives."""

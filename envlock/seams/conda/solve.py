@@ -261,6 +261,19 @@ class RattlerSolver:
             return None, await solve_why.attempt_of(self._gateway_for(), chans, platform, reduced, str(exc))
         return PlatformResult(platform, reduced, tuple(packages), tuple(a.recorded for a in attempts)), None
 
+    def _names_resolve(self, channels: Sequence[str]) -> None:
+        """Each channel's host name resolves, asked once: rattler retries a failed lookup (seconds of waiting for the
+        same answer); one that does not is a ChannelError naming the channel, its host and the setting around it."""
+        from envlock.seams import net
+        from envlock.seams.mirror_urls import display
+
+        for canon, base in dict.fromkeys((self._channel(c)[2], self._channel(c)[1]) for c in channels):
+            host = net.unresolvable(base)
+            if host is not None:
+                from envlock.seams.conda.errors import unresolved
+
+                raise unresolved(display(canon), host, mirrored=base.rstrip("/") != canon.rstrip("/"))
+
     def _fetch_failure(self, exc: BaseException, platform: str, cand: Candidate, attempts: list) -> ChannelError:  # type: ignore[type-arg]  # solve_report.Attempt, imported lazily (the report is loaded only on a failure)
         """A channel of `cand` could not be fetched: named, with what was tried before (conda/errors.py)."""
         from envlock.seams.conda.errors import fetch_failure
@@ -277,6 +290,8 @@ class RattlerSolver:
             for cand in pp.candidates:
                 for c in cand.channels:
                     self._channel(c)
+        if not self.options.offline:
+            self._names_resolve([c for pp in plan.platforms for cand in pp.candidates for c in cand.channels])
         self._extras, self._torch = tuple(plan.options.extra_specs), plan.anchor.torch
         outcomes = await asyncio.gather(
             *(self._solve_platform(pp, locked.get(pp.platform, ())) for pp in plan.platforms),

@@ -94,6 +94,8 @@ def compile_part(req: CompileRequest, started: Callable[[], None] | None = None)
 
     cache = uv.cache_dir(req.cache_dir)
     uv.uv_binary()  # not installed: one error before any thread starts
+    if not req.offline:
+        _names_resolve((req.index, *req.extra_indexes))
     recorded = dates.in_play(req)  # the spec's envlock.undated_indexes still in use
     found: dict[str, set[str]] = {url: set() for url in recorded}  # dateless index -> the packages lifted
     if not req.exclude_newer or (recorded and dates.covers_all(req, recorded)):
@@ -114,6 +116,27 @@ def compile_part(req: CompileRequest, started: Callable[[], None] | None = None)
             "cannot install them; point pip at a network index (PIP_INDEX_URL / PIP_CONFIG_FILE) and re-lock",
         )
     return CompileResult(packages, warnings, tuple(found))
+
+
+def _names_resolve(indexes: Sequence[Index]) -> None:
+    """Each index's host name resolves, asked once before uv runs: uv retries a failed lookup like any connect
+    error (seconds of waiting for the same answer). One that does not: named, with the setting that chose it."""
+    from envlock.seams import net
+
+    for ix in indexes:
+        host = net.unresolvable(ix.url)
+        if host is None:
+            continue
+        if ix.url != ix.canonical:
+            where, fix = "the pypi= mirror (--mirror, ENVLOCK_MIRRORS or envlock.toml)", "that mirror's URL (`envlock config`)"
+        elif ix.pytorch:
+            where, fix = "the PyTorch wheel index of the torch label", "a pypi= mirror (--mirror pypi=<its URL>)"
+        else:
+            from envlock.seams.pypi.pipconf import configured_index_url
+
+            where, fix = f"the index pip uses, from {configured_index_url()[1]}", "PIP_INDEX_URL"
+        raise ChannelError(f"cannot reach {where}: {net.said(net.HOST_NOT_FOUND, host)}",
+                           hint=f"check the network or proxy (HTTPS_PROXY), or {fix}")
 
 
 def _cut_where_dated(cache: Path, req: CompileRequest, known: bool,

@@ -17,7 +17,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from envlock.seams import net
-from envlock.errors import AnchorError, ChannelError, Setting
+from envlock.errors import AnchorError, ChannelError, Setting, again
 from envlock.seams.pypi.pins import parse_cuda_pins, requires_dist_of
 from envlock.seams.pypi.pipconf import configured_index_url
 from envlock.seams.pypi.simple import IndexFile, python_of, wheel_rank, parse_simple_page, redact
@@ -107,11 +107,12 @@ class _Client:
     """The index's GETs through envlock.seams.net (its Retry, timeout, redirect rule and scrubbing), with the index's
     login on its own host and the index's own messages."""
 
-    def __init__(self, settings: IndexSettings, index_url: str) -> None:
+    def __init__(self, settings: IndexSettings, index_url: str, origin: str = "settings") -> None:
         self._http = net.HttpSettings(timeout=settings.timeout, retries=max(0, settings.retries),
                                       backoff=settings.backoff)
-        self._session = net.session(self._http)  # urllib3 Retry: 5xx, resets, timeouts
+        self._session = net.session(self._http)  # urllib3 Retry: 5xx, resets, timeouts (a name that does not resolve: none)
         self._index = index_url
+        self._origin = origin  # the setting that named the index (PIP_INDEX_URL, a pip config file, pip's default)
 
     def close(self) -> None:
         self._session.close()
@@ -126,15 +127,21 @@ class _Client:
         except net.NoAnswer as exc:
             if not exc.transient:
                 raise ChannelError(f"cannot fetch {redact(url)}: {exc.detail}", hint=_URL_HINT) from None
-            why = exc.detail
+            log.debug("GET %s: %s", redact(url), exc.detail)  # urllib3's own words: --verbose only
+            host = net.host_of(url)
+            if exc.reason == net.HOST_NOT_FOUND:
+                attempts = 1  # not retried: see net.session
+            why = net.said(exc.reason, host, self._http)
         else:
             if resp.status_code not in net.RETRY_STATUSES:
                 return self._final(resp, url)
-            why = f"HTTP {resp.status_code}"
+            why = f"HTTP {resp.status_code} from {net.host_of(url)}"
         log.debug("GET %s: %s after %d attempts", redact(url), why, attempts)
+        tries = f" ({attempts} attempts)" if attempts > 1 else ""
         raise ChannelError(
-            f"cannot reach the index at {redact(self._index)} ({why} for {redact(url)}, {attempts} attempts)",
-            hint="check your network/proxy, or pass --cuda X.Y (or --offline with a warm cache)",
+            f"cannot reach the package index {redact(self._index)} (from {self._origin}): {why}{tries}",
+            hint=("check the network or proxy (HTTPS_PROXY), or point PIP_INDEX_URL at an index you can reach; or ",
+                  Setting("--cuda", "X.Y", "the CUDA torch was built for")),
         )
 
     def _final(self, resp: requests.Response, url: str) -> requests.Response | None:
@@ -157,18 +164,23 @@ class _Client:
 
 
 def torch_cuda_from_index(
-    version: str, settings: IndexSettings | None = None, *, offline: bool = False, allow_insecure: bool = False
+    version: str, settings: IndexSettings | None = None, *, offline: bool | str = False,
+    allow_insecure: bool = False,
 ) -> TorchMetadata:
-    """CUDA/cuDNN of torch `version`'s default Linux x86_64 wheel, from the cache or the user's index."""
+    """CUDA/cuDNN of torch `version`'s default Linux x86_64 wheel, from the cache or the user's index. `offline`:
+    the cache only (a string: the option that says so, `--offline` or `--dry-run`, as the error names it)."""
     settings = settings or IndexSettings()
     public = str(Version(version))
     cached = _read_cache(public, settings)
     if cached is not None:
         return _answer(public, cached, cached=True)
     if offline:
+        flag = offline if isinstance(offline, str) else "--offline"
+        why = "asks no package index" if flag == "--dry-run" else "forbids asking the package index"
         raise AnchorError(
-            f"torch {public} is not in envlock's table and --offline forbids asking the package index",
-            hint=(f"run once without --offline to cache torch {public}'s metadata, or ", Setting("--cuda", "X.Y")),
+            f"torch {public} is not in envlock's table and {flag} {why}",
+            hint=("run it once without ", flag, f" (it asks the index and caches torch {public}'s CUDA): ",
+                  again(drop=(flag,)), ", or ", Setting("--cuda", "X.Y", "the CUDA torch was built for")),
         )
     index, origin = (settings.index_url, "settings") if settings.index_url else configured_index_url()
     if not index.startswith(("http://", "https://")):
@@ -180,7 +192,7 @@ def torch_cuda_from_index(
 
     check_channel_security(index, allow_insecure=allow_insecure, what="package index")  # plain http off loopback
     log.debug("asking %s (from %s) for torch %s", redact(index), origin, public)
-    data = _fetch(public, settings, index)
+    data = _fetch(public, settings, index, origin)
     _write_cache(public, settings, data)
     return _answer(public, data, cached=False)
 
@@ -204,9 +216,9 @@ def _answer(version: str, data: dict[str, Any], *, cached: bool) -> TorchMetadat
     )
 
 
-def _fetch(version: str, settings: IndexSettings, index: str) -> dict[str, Any]:
+def _fetch(version: str, settings: IndexSettings, index: str, origin: str = "settings") -> dict[str, Any]:
     """Simple page -> best wheels -> their .metadata -> CUDA pins, as a cacheable dict."""
-    client = _Client(settings, index)
+    client = _Client(settings, index, origin)
     try:
         wheels = _wheels_of(client, index, Version(version))
         for f in wheels[:_MAX_METADATA_TRIES]:

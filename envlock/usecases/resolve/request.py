@@ -172,8 +172,8 @@ def resolve(req: ResolveRequest, *, tables: Tables | None = None, asked: Asked |
 
     progress.report("torch", f"finding the CUDA torch {asked.torch.text} was built for")
     try:
-        found = sources(asked, settings, python_exe=req.python_exe, index_offline=req.offline or req.dry_run,
-                        channel=not req.dry_run)
+        cache_only = "--offline" if req.offline else "--dry-run" if req.dry_run else False  # the option that says so
+        found = sources(asked, settings, python_exe=req.python_exe, index_offline=cache_only, channel=not req.dry_run)
         anchor = anchors.derive(asked.torch, cuda=asked.cuda, torch_source=asked.torch_source, table=tables.torch,
                                 sources=found)
     finally:

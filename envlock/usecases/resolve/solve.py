@@ -62,7 +62,7 @@ class Solved:
 
 
 def sources(asked: Asked, settings: SolveSettings, *, python_exe: str | None = None,
-            index_offline: bool | None = None, channel: bool = True) -> anchors.Sources:
+            index_offline: bool | str | None = None, channel: bool = True) -> anchors.Sources:
     """The anchor's outside sources for this request, each only where it can answer (imported lazily:
     the index client and the solver are loaded only when the anchor asks them). `channel` False: no
     lookup of conda-forge's builds (a dry run asks no channel)."""
