@@ -574,4 +574,7 @@ def test_without_torch_the_hint_does_not_say_torch_installed(tmp_path: Path) -> 
     doc = json.loads(cli("doctor", "--json", "--python-exe", sys.executable, env=env).stdout)
     nvcc = next(f for f in doc["findings"] if f["code"] == "nvcc.found")
     assert nvcc["severity"] == "error"
-    assert "envlock resolve --torch VERSION" in nvcc["hint"] and "--torch installed" not in nvcc["hint"]
+    from envlock.core.tables import torch_for_hint
+
+    torch = torch_for_hint()[0]  # a release envlock knows (issue 34.5: no VERSION placeholder)
+    assert f"envlock resolve --torch {torch} " in nvcc["hint"] and "--torch installed" not in nvcc["hint"]

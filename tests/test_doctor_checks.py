@@ -104,8 +104,10 @@ def test_no_nvcc_names_the_envlock_repair_or_the_package_or_a_toolkit() -> None:
     )
     system = run(green(nvcc=None, meta=None, prefix=None, mode="system", root=None))["nvcc.found"]
     assert system.severity == "error" and system.message == "no nvcc at CUDA_HOME, PATH or /usr/local/cuda"
-    assert system.hint.startswith(
-        "install a CUDA toolkit and set CUDA_HOME to it, or: envlock resolve --torch VERSION"
+    from envlock.core.tables import torch_for_hint
+
+    assert system.hint.startswith(  # no nvcc: the table's newest torch, a value (issue 34.5), not VERSION
+        f"install a CUDA toolkit and set CUDA_HOME to it, or: envlock resolve --torch {torch_for_hint()[0]} && "
     )
 
 

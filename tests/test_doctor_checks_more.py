@@ -199,9 +199,14 @@ def test_one_finding_per_group_and_how_each_env_gets_one() -> None:
     assert hint(meta=None).startswith(
         f"add the conda-forge package cuda-nvtx-dev to {P}, or activate it: envlock run"
     )
+    from envlock.core.tables import torch_for_hint
+
+    torch, why = torch_for_hint("12.6")  # a release the table has built for the nvcc here: no VERSION (issue 34.5)
     assert hint(meta=None, prefix=None, mode="system") == (
-        "install cuda-nvtx-dev (conda-forge, or the CUDA toolkit's component), or: envlock resolve --torch VERSION --with nvtx"
+        "install cuda-nvtx-dev (conda-forge, or the CUDA toolkit's component), or: "
+        f"envlock resolve --torch {torch} --with nvtx  ({why}; or the torch you will use)"
     )
+    assert why == "the newest torch built for CUDA 12.6"
 
 
 def test_a_group_only_nvcc_sees_is_said() -> None:

@@ -182,8 +182,8 @@ def test_several_failing_platforms_each_keep_their_own_advice() -> None:
     win_same = platform_failure("win-64", [Attempt("win-64", "12.8", "", cause_of(
         missing.format("libcurand-dev"), channel="conda-forge", absent=["libcurand-dev"]))], lacking=False)
     same = combined([("linux-aarch64", aarch), ("win-64", win_same)], [], ["linux-aarch64", "win-64"])
-    assert same.hint == "use a channel that has what these CUDA minors need (--channel, --mirror), or pin another " \
-        "CUDA minor (envlock resolve --cuda X.Y)"  # one piece of advice for both: said once
+    assert same.hint == "use a channel that has what these CUDA minors need (--channel, --mirror), or pin a CUDA " \
+        "minor other than 12.8 with --cuda"  # one piece of advice for both: said once (and no X.Y: issue 34.5)
     assert same.message.startswith("linux-aarch64 and win-64 cannot be solved: there is no package 'libcurand-dev'")
 
 

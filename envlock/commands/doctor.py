@@ -125,8 +125,11 @@ def doctor(
         if not target.is_dir():
             from envlock.errors import SpecError
 
+            from envlock.errors import quote_word
+
             raise SpecError(f"no environment named {env_name} in {envs_dir()}",
-                            hint="create it with `envlock create -n NAME`, or pass -p PREFIX")
+                            hint=f"create it (in the project that has its lock) with `envlock create -n "
+                                 f"{quote_word(env_name)}`, or pass -p PREFIX")
     scans = ()
     if any(f not in FOR_CHOICES for f in for_):
         from envlock.sources.load import load_scan

@@ -32,6 +32,7 @@ _NO_CANDIDATES = re.compile(r"No candidates were found for (.+?)\.?$")
 _LEAF = re.compile(r"^(.*?), for which no candidates were found\.?$")
 _ROOT = re.compile(r"^(?:because of: )?(.+?) cannot be installed because there are no viable options:?$")
 _LOWER = re.compile(r">=\s*(\d+(?:\.\d+)?)")
+_BUILDS_FOR = re.compile(r"builds for CUDA ([\d., ]+)\)")  # "(it has builds for CUDA 12.6, 12.9)" (seams/conda/extras.py)
 _EXCLUDED = re.compile(r"^(\S+) (\S+) is excluded because the package is uploaded after the cutoff date(?: of (.+))?$")
 class Slot(Enum):
     """A place in a sentence that the platform or the CUDA minor fills when it is said."""
@@ -142,11 +143,18 @@ class Failure:
     def hint(self, platform: str | None) -> str:
         if self.blocker is not None:
             return say(self.blocker.hint, platform)
+        tried = list(dict.fromkeys(a.cuda for a in self.attempts))
         if self.lacking:
-            return ("the channel lacks an extra asked for with --with (or the spec's `with:`) for these CUDA minors: "
-                    "drop it, or pin a CUDA minor that has it (envlock resolve --cuda X.Y) or use a --channel that has it")
+            lacking = [a for a in self.attempts if a.lacking_extra and isinstance(a.why, Cause)]
+            labels = list(dict.fromkeys(a.why.asked or a.why.package or "" for a in lacking if isinstance(a.why, Cause)))
+            have = sorted({m.strip() for a in lacking for ms in _BUILDS_FOR.findall(a.said(None))
+                           for m in ms.split(",") if m.strip() and m.strip() not in tried}, key=_version_key)
+            named = f"--with {', '.join(filter(None, labels))}" if any(labels) else "an extra asked for with --with"
+            pin = f"pin a CUDA minor it has builds for (--cuda {have[-1]}), " if have else ""
+            return (f"the channel lacks {named} (or the spec's `with:`) for CUDA {', '.join(tried)}: drop it, "
+                    f"{pin}or use a --channel that has it")
         return say(("use a channel that has what these CUDA minors need", Slot.ON, " (--channel, --mirror), "
-                    "or pin another CUDA minor (envlock resolve --cuda X.Y)"), platform)
+                    f"or pin a CUDA minor other than {', '.join(tried)} with --cuda"), platform)
 
 
 # --------------------------------------------------------------------------- one attempt

@@ -74,7 +74,15 @@ class Hints:
         """`envlock resolve … && envlock create`: from the installed torch when there is one to ask."""
         if self.obs.torch.get("cuda"):
             return f"{self.installed()} && envlock create"
-        return "envlock resolve --torch VERSION (the torch you will use) && envlock create"
+        torch, why = self.torch()
+        return f"envlock resolve --torch {torch} && envlock create  ({why}; or the torch you will use)"
+
+    def torch(self) -> tuple[str, str]:
+        """(a torch release to name where none is installed, why): built for this nvcc's CUDA where there is one."""
+        from envlock.core.tables import torch_for_hint
+
+        nvcc = self.obs.nvcc
+        return torch_for_hint(nvcc.minor if nvcc and nvcc.minor else None)
 
     def package(self, package: str, what: str) -> str:
         """How to add a missing piece: the envlock command, or the package for a conda prefix / system CUDA."""
@@ -115,7 +123,8 @@ class Hints:
             return f"add the conda-forge package {package} to {q(obs.prefix)}" + (
                 f", or activate it: {self.activation()}" if not obs.active else ""
             )
-        again = self.installed("--with", group) if obs.torch.get("cuda") else f"envlock resolve --torch VERSION --with {group}"
+        again = self.installed("--with", group) if obs.torch.get("cuda") else (
+            f"envlock resolve --torch {self.torch()[0]} --with {group}  ({self.torch()[1]}; or the torch you will use)")
         return f"install {package} (conda-forge, or the CUDA toolkit's component), or: {again}"
 
     def nvcc_for(self, bound: str) -> str:

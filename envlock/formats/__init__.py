@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from envlock.errors import EnvlockError, LockfileError
@@ -32,17 +33,23 @@ __all__ = [
 ]  # fmt: skip
 
 LOCK_NAME = "conda-lock.yml"
-MAKE_HINT = "run `envlock resolve --torch VERSION` to make one"
+def make_hint(how: str = "make one with") -> str:
+    """`run ... envlock resolve --torch T`: a torch envlock's table has (read when a hint is said, not on import)."""
+    from envlock.core.tables import torch_for_hint
+
+    torch, why = torch_for_hint()
+    return f"{how} `envlock resolve --torch {torch}` ({why}; --torch installed asks the torch you have)"
 
 
-def read_text(path: Path, *, missing: str, missing_hint: str, error: type[EnvlockError] = LockfileError,
-              cap: int = LOCK_CAP) -> str:
-    """A text file's content, or one EnvlockError (missing: LockfileError; unreadable or over `cap` bytes:
-    `error`)."""
+def read_text(path: Path, *, missing: str, missing_hint: str | Callable[[], str],
+              error: type[EnvlockError] = LockfileError, cap: int = LOCK_CAP) -> str:
+    """A text file's content, or one EnvlockError (missing: LockfileError, its hint `missing_hint` (called only
+    then, where it is a function); unreadable or over `cap` bytes: `error`)."""
     try:
         return read_capped(path, cap, error)
     except FileNotFoundError:
-        raise LockfileError(f"{missing} at {path}", hint=missing_hint) from None
+        hint = missing_hint if isinstance(missing_hint, str) else missing_hint()
+        raise LockfileError(f"{missing} at {path}", hint=hint) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise error(f"cannot read {path}: {exc}", hint="check the path and its permissions") from None
 
@@ -69,7 +76,7 @@ def read_lock(path: str | os.PathLike[str], *, compare: bool = False) -> LockFil
     p = Path(path)
     if compare and p.is_dir():
         p = p / LOCK_NAME
-    make = "pass two lock files (conda-lock.yml, .lock or pixi.lock)" if compare else MAKE_HINT
+    make = "pass two lock files (conda-lock.yml, .lock or pixi.lock)" if compare else make_hint
     text = read_text(p, missing="no lock", missing_hint=make)
     return parse_lock(text, p, compare=compare)
 
@@ -80,7 +87,7 @@ def read_to_install(path: str | os.PathLike[str]) -> LockFile:
     without dependency lists (an install links each archive's own info/index.json); any other lock as read_lock
     reads it. The same packages, URLs and hashes either way (tests/test_lock_head.py)."""
     p = Path(path)
-    text = read_text(p, missing="no lock", missing_hint=MAKE_HINT)
+    text = read_text(p, missing="no lock", missing_hint=make_hint)
     if is_explicit(text):
         return parse_explicit(text, p)
     return parse_head(text, p).packages_read()

@@ -231,10 +231,9 @@ def dependencies_by_platform(text: str, dependencies: Sequence[str], platforms: 
 def read_spec(path: Path, groups: Groups | None = None) -> EnvSpec:
     """Parse and validate a spec file; SpecError/LockfileError with hints otherwise (`groups`: the extras table
     its `with:` names are checked against)."""
-    hint = "run `envlock resolve --torch VERSION` to make one"
-    from envlock.formats import read_text
+    from envlock.formats import make_hint, read_text
 
-    text = read_text(path, missing="no spec", missing_hint=hint, error=SpecError, cap=SPEC_CAP)
+    text = read_text(path, missing="no spec", missing_hint=make_hint, error=SpecError, cap=SPEC_CAP)
     spec = parse_spec(text, path, groups)
     return _with_selected(spec, text)
 
@@ -256,7 +255,9 @@ def parse_spec(text: str, path: Path | None = None, groups: Groups | None = None
         raise SpecError(f"{where} is not a mapping", hint="a spec has name, channels, dependencies, platforms, envlock")
     block = doc.get("envlock")
     if not isinstance(block, dict):
-        raise SpecError(f"{where} has no `envlock:` block", hint="re-create it with `envlock resolve --torch VERSION`")
+        from envlock.formats import make_hint
+
+        raise SpecError(f"{where} has no `envlock:` block", hint=make_hint("re-create it with"))
     version = block.get("spec_version", 1)
     if isinstance(version, int) and not isinstance(version, bool) and 1 <= version <= SPEC_VERSION:
         pass

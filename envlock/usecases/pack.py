@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from envlock import __version__
-from envlock.errors import LockfileError, SpecError
+from envlock.errors import LockfileError, SpecError, again
 from envlock.seams.fs import LEFTOVER_AGE_S, owned, remove_dead, work_dir
 
 MANIFEST = "envlock-pack.json"
@@ -91,7 +91,7 @@ def pack(req: PackRequest, progress: Any = None) -> PackResult:
     check_in_play(req.mirrors, {channel_of(p.url) for p in content.packages}, [w.url for w in content.wheels])
     out = req.output.absolute()
     if out.exists() and not req.force:
-        raise SpecError(f"{out} exists", hint="pass --force to replace it, or choose another -o")
+        raise SpecError(f"{out} exists", hint=("replace it: ", again("--force"), ", or choose another -o"))
     if not out.parent.is_dir():
         raise SpecError(f"{out.parent} is not a directory", hint="create it, or choose another -o")
     name = lock.env_name()

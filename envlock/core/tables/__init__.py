@@ -97,6 +97,17 @@ def torch_table() -> TorchTable:
     return parse_torch_table(text_of("torch.yaml")) if doc is None else torch_table_of(doc)
 
 
+def torch_for_hint(cuda: str | None = None) -> tuple[str, str]:
+    """(a torch release a hint can name, why that one): the newest of the table whose default wheel is built for
+    `cuda` (an nvcc's X.Y), else the newest of the table; a hint names it where envlock cannot know the user's."""
+    rows = torch_table().rows
+    if cuda:
+        matched = [r for r in rows if r.pypi_cuda == cuda]
+        if matched:
+            return matched[-1].releases[-1], f"the newest torch built for CUDA {cuda}"
+    return rows[-1].releases[-1], "the newest torch envlock knows"
+
+
 @functools.cache
 def cuda_tables() -> CudaTables:
     """data/cuda.yaml."""

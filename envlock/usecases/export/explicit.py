@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from envlock.errors import SpecError, UsageError, again
+from envlock.errors import HintPart, Retry, SpecError, UsageError, again
 from envlock.formats import LockFile, read_lock
 from envlock.formats.explicit import render_explicit
 from envlock.models import replace
@@ -63,7 +63,7 @@ def export_explicit(req: ExplicitRequest) -> ExplicitResult:
     channels = sorted({channel_of(p.url) for p in lock.packages})
     if not [k for k in req.mirrors if k != "pypi"]:
         raise UsageError("no mirror in force: name the one conda should install from",
-                         hint="envlock export explicit --mirror conda-forge=URL (or set ENVLOCK_MIRRORS)")
+                         hint=_mirror_hint(req, lock_path, channels))
     check_in_play(req.mirrors, channels)
     uncovered = sorted({display(c) for c in channels if mirrored(c, req.mirrors) == c})
     warnings = tuple(f"no mirror covers {c}: its packages keep their canonical URLs" for c in uncovered)
@@ -80,7 +80,7 @@ def export_explicit(req: ExplicitRequest) -> ExplicitResult:
             raise SpecError(f"{target} is the lock's own @EXPLICIT file (canonical URLs)",
                             hint="write the mirror's files elsewhere: -o DIR")
         if target.exists() and not req.force:
-            raise SpecError(f"{target} exists", hint="pass --force to replace it, or -o another folder")
+            raise SpecError(f"{target} exists", hint=("replace it: ", again("--force"), ", or -o another folder"))
     written = []
     try:
         for platform, target in targets.items():
@@ -90,6 +90,24 @@ def export_explicit(req: ExplicitRequest) -> ExplicitResult:
         raise SpecError(f"cannot write {exc.filename or folder}: {exc.strerror or exc}",
                         hint="check the folder given with -o and its permissions") from None
     return ExplicitResult(lock_path, texts, tuple(written), warnings)
+
+
+def _mirror_hint(req: ExplicitRequest, lock_path: Path, channels: list[str]) -> tuple[HintPart, ...]:
+    """Commands that run as written: `envlock mirror` into ./mirror (where the channels are reachable), then this
+    export with a --mirror per channel at that folder (an `envlock mirror` folder's root stands for each of its
+    channels: envlock/seams/mirror_urls.py); conda installs the lock's own conda-<platform>.lock without one."""
+    from envlock.usecases.mirror import mirror_key
+
+    keys = sorted({k for k in (mirror_key(c)[0] for c in channels) if "://" not in k})
+    if not keys:
+        return ("pass --mirror CHANNEL_URL=MIRROR_URL for the lock's channels (or set ENVLOCK_MIRRORS); without one, "
+                f"conda installs {lock_path.parent.name}'s own conda-<platform>.lock",)
+    folder = Path("mirror").absolute()
+    lock = (("--lock", str(req.lock)),) if req.lock is not None else ()
+    make = Retry(set=lock, args=(*((req.name,) if req.name else ()), "mirror"), command="mirror")
+    use = again(*(w for k in keys for w in ("--mirror", f"{k}={folder.as_uri()}")))
+    return ("make a mirror where the channels are reachable: ", make, ", then ", use,
+            " (or set ENVLOCK_MIRRORS); without one, conda installs the lock's own conda-<platform>.lock")
 
 
 def _platforms(lock: LockFile, path: Path, wanted: tuple[str, ...]) -> tuple[str, ...]:

@@ -102,7 +102,7 @@ def export_dockerfile(req: ExportRequest) -> ExportResult:
         if target in extra and target.is_file() and target.read_bytes() == extra[target]:
             continue  # the same envlock writes the same folder: another Dockerfile beside it shares it
         if target.exists() and not req.force:
-            raise SpecError(f"{target} exists", hint="pass --force to replace it, or -o another file")
+            raise SpecError(f"{target} exists", hint=("replace it: ", again("--force"), ", or -o another file"))
         if target.is_dir():
             raise SpecError(f"{target} is a directory", hint="-o takes a file path")
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from envlock import UPGRADE_HINT
 from envlock.errors import EnvlockError, Interrupted, LockfileError, SpecError, again
-from envlock.formats import LockFile, custom_value, read_head, read_lock
+from envlock.formats import LockFile, custom_value, make_hint, read_head, read_lock
 from envlock.formats.spec import EnvSpec, read_spec
 from envlock.usecases.diff import Entries, LockDiff, PkgRef, conda_ref, diff_entries
 from envlock.models import Anchor, LockedPackage, replace
@@ -236,7 +236,7 @@ def update(
     names_in = {p.name for _, old in jobs for p in old.packages} | {w.name for _, old in jobs for w in old.pypi}
     unknown = sorted(wanted - names_in)
     if every and not jobs:
-        raise LockfileError("there is no lock to update", hint="lock one first with `envlock resolve --torch VERSION`")
+        raise LockfileError("there is no lock to update", hint=make_hint("lock one first with"))
     if unknown or not jobs:
         raise SpecError(
             f"{', '.join(unknown or sorted(wanted))} is not in {name or 'any lock'}",
