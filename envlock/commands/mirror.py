@@ -10,8 +10,13 @@ import typer
 
 from envlock.commands import options, with_bars
 from envlock.commands.fastargs import arg, opt, typer_command
-from envlock.errors import UsageError, again
+from envlock.errors import EnvlockError, Retry, UsageError, again
 from envlock.names import printable
+
+
+def replace_args(retry: Retry, args: tuple[str, ...]) -> Retry:
+    """`retry` with these positional arguments."""
+    return Retry(retry.set, retry.drop, retry.flags, args, retry.command)
 
 
 def lock_paths(project_dir: Path, names: list[str], locks: list[str]) -> tuple[Path, ...]:
@@ -52,7 +57,12 @@ def mirror_cmd(
                          hint=("e.g. every lock of the project into ./mirror: ", again(args=("mirror",))))
     *names, dest = args
     project = Path(project_dir)
-    req = MirrorRequest(dest=Path(dest).expanduser().absolute(), locks=lock_paths(project, names, lock),
+    try:
+        locks = lock_paths(project, names, lock)
+    except EnvlockError as err:  # find_lock's hints name a lock as the command's arguments: DIR stays the last one
+        raise err.saying(hint=tuple(replace_args(p, (*p.args, dest)) if isinstance(p, Retry) and p.args is not None
+                                    and p.command is None else p for p in err.hint_parts)) from None
+    req = MirrorRequest(dest=Path(dest).expanduser().absolute(), locks=locks,
                         platforms=tuple(platform), mirrors=parse_mirrors(mirror, project),
                         allow_insecure=allow_insecure)
     result = with_bars(lambda p: run_mirror(req, p), as_json=as_json, quiet=quiet)

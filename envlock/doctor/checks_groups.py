@@ -73,7 +73,8 @@ def check_header_groups(obs: Observation, t: Tables) -> list[Finding]:
         else:
             msg = f"{name}: {', '.join(hidden)} only where nvcc looks (targets/<arch>/include): a .cpp including it fails"
         out.append(
-            Finding(f"header_group.{name}", "info", msg, hint=hints.group(name, package), details=details)
+            Finding(f"header_group.{name}", "info", msg, hint=hints.group(name, package, hidden=not absent),
+                    details=details)
         )
     return out
 
@@ -127,7 +128,7 @@ def check_deepspeed(obs: Observation, t: Tables) -> list[Finding]:
             packages = ", ".join((extras[g].packages.get("cf-split") or (g,))[0] for g in extra)
             with_ = "deepspeed" if set(extra) <= {"curand", "profiler-api"} else " --with ".join(extra)
             package = (lambda h: t.sources.header(h).package) if t.sources is not None else (lambda h: None)
-            hint = hints.group(with_, packages) if extra else base_fix(base, package, hints)
+            hint = hints.group(with_, packages, hidden=not absent) if extra else base_fix(base, package, hints)
             also = f"; it also {note}" if note else ""
             msg = f"{op} would fail to build: missing {'; '.join(parts)}{seen_by_nvcc}{also}"
             out.append(Finding(f"deepspeed.op.{op}", "warning", msg, hint=hint, details=details))

@@ -101,9 +101,10 @@ class Hints:
             f"install {package}{pin} (conda-forge){apt}, or let envlock build a matched env: {self.resolve()}"
         )
 
-    def group(self, group: str, package: str) -> str:
+    def group(self, group: str, package: str, hidden: bool = True) -> str:
         """How to get a `--with` group (several: "a --with b"): re-plan with it for an envlock env, else the
-        conda-forge package."""
+        conda-forge package. `hidden`: its headers are there, only where nvcc looks (activating the env shows
+        them to the host compiler); False: they are absent, and activating would change nothing."""
         obs, meta = self.obs, self.obs.meta or {}
         torch = obs.anchor.get("torch")
         if meta.get("env_name") and meta.get("lock_path") and obs.prefix is not None:
@@ -121,7 +122,7 @@ class Hints:
             return f"envlock resolve --torch {torch} --with {group} && envlock create  (adds {package})"
         if obs.prefix is not None:
             return f"add the conda-forge package {package} to {q(obs.prefix)}" + (
-                f", or activate it: {self.activation()}" if not obs.active else ""
+                f", or activate it: {self.activation()}" if hidden and not obs.active else ""
             )
         again = self.installed("--with", group) if obs.torch.get("cuda") else (
             f"envlock resolve --torch {self.torch()[0]} --with {group}  ({self.torch()[1]}; or the torch you will use)")

@@ -14,10 +14,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from envlock.errors import EnvlockError, LockfileError
+from envlock.errors import EnvlockError, HintPart, LockfileError, again
 from envlock.formats.condalock import load_yaml, render_conda_lock, render_package_section
 from envlock.formats.condalock import parse as _parse_conda_lock
 from envlock.formats.explicit import header_value, is_explicit, parse_explicit, render_explicit
@@ -33,15 +33,19 @@ __all__ = [
 ]  # fmt: skip
 
 LOCK_NAME = "conda-lock.yml"
-def make_hint(how: str = "make one with") -> str:
-    """`run ... envlock resolve --torch T`: a torch envlock's table has (read when a hint is said, not on import)."""
+def make_hint(how: str = "make one with", lock: str | None = None) -> tuple[HintPart, ...]:
+    """`make one with envlock resolve --torch T`: a torch envlock's table has (read when a hint is said, not on
+    import), as a command of its own that keeps the command line's --project-dir and mirrors (errors.Retry);
+    `lock`: the lock it re-creates (--lock NAME)."""
     from envlock.core.tables import torch_for_hint
 
     torch, why = torch_for_hint()
-    return f"{how} `envlock resolve --torch {torch}` ({why}; --torch installed asks the torch you have)"
+    named = ("--lock", lock) if lock else ()
+    return (f"{how} ", again("--torch", torch, *named, command="resolve"),
+            f" ({why}; --torch installed asks the torch you have)")
 
 
-def read_text(path: Path, *, missing: str, missing_hint: str | Callable[[], str],
+def read_text(path: Path, *, missing: str, missing_hint: str | Callable[[], Sequence[HintPart]],
               error: type[EnvlockError] = LockfileError, cap: int = LOCK_CAP) -> str:
     """A text file's content, or one EnvlockError (missing: LockfileError, its hint `missing_hint` (called only
     then, where it is a function); unreadable or over `cap` bytes: `error`)."""

@@ -257,7 +257,8 @@ def parse_spec(text: str, path: Path | None = None, groups: Groups | None = None
     if not isinstance(block, dict):
         from envlock.formats import make_hint
 
-        raise SpecError(f"{where} has no `envlock:` block", hint=make_hint("re-create it with"))
+        raise SpecError(f"{where} has no `envlock:` block",
+                        hint=make_hint("re-create it with", path.stem if path is not None else None))
     version = block.get("spec_version", 1)
     if isinstance(version, int) and not isinstance(version, bool) and 1 <= version <= SPEC_VERSION:
         pass

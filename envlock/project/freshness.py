@@ -37,6 +37,7 @@ class Change:
     message: str
     platform: str | None = None
     hint: str | None = None  # what to do, for the kinds `lock`/`update` refuse
+    parts: tuple[Any, ...] = ()  # the same hint as errors.HintPart values (its commands keep the command line's options)
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "platform": self.platform, "message": self.message}

@@ -89,7 +89,7 @@ def _retry_class() -> type:
         from urllib3.exceptions import MaxRetryError, NameResolutionError  # noqa: PLC0415
         from urllib3.util.retry import Retry  # noqa: PLC0415
 
-        class NoRetryOnName(Retry):  # type: ignore[misc]  # urllib3's class, typed loosely in its stubs
+        class NoRetryOnName(Retry):
             def increment(self, method: Any = None, url: Any = None, response: Any = None, error: Any = None,
                           _pool: Any = None, _stacktrace: Any = None) -> Any:
                 if isinstance(error, NameResolutionError):

@@ -105,7 +105,7 @@ def torch_for_hint(cuda: str | None = None) -> tuple[str, str]:
         matched = [r for r in rows if r.pypi_cuda == cuda]
         if matched:
             return matched[-1].releases[-1], f"the newest torch built for CUDA {cuda}"
-    return rows[-1].releases[-1], "the newest torch envlock knows"
+    return example_torch(), "the newest torch envlock knows"
 
 
 @functools.cache

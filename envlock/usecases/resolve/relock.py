@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from envlock import UPGRADE_HINT
-from envlock.errors import EnvlockError, Interrupted, LockfileError, SpecError, again
+from envlock.errors import EnvlockError, Interrupted, LockfileError, Retry, SpecError, again
 from envlock.formats import LockFile, custom_value, make_hint, read_head, read_lock
 from envlock.formats.spec import EnvSpec, read_spec
 from envlock.usecases.diff import Entries, LockDiff, PkgRef, conda_ref, diff_entries
@@ -98,8 +98,8 @@ def _refuse(status: EnvStatus) -> EnvlockError:
         )
     if first.kind == "newer-envlock":
         return LockfileError(f"{status.name}: {first.message}", hint=UPGRADE_HINT)
-    hint = first.hint or "fix the spec, or restore it from git"
-    return SpecError(f"{status.name}: {first.message}", hint=f"{hint}; nothing was written")
+    hint = first.parts or (first.hint or "fix the spec, or restore it from git",)
+    return SpecError(f"{status.name}: {first.message}", hint=(*hint, "; nothing was written"))
 
 
 def _select(project_dir: Path, names: Sequence[str], tables: Tables, naming: Any = None) -> list[EnvStatus]:
@@ -240,8 +240,8 @@ def update(
     if unknown or not jobs:
         raise SpecError(
             f"{', '.join(unknown or sorted(wanted))} is not in {name or 'any lock'}",
-            hint="update moves packages a lock already has; "
-            "add new ones to the spec's dependencies and run `envlock lock`",
+            hint=("update moves packages a lock already has; add new ones to the spec's dependencies, then run ",
+                  Retry(args=(name,) if name else (), command="lock")),
         )
     solved, failed = [], []
     for status, old in jobs:

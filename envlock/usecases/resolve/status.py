@@ -72,7 +72,8 @@ def env_status(project_dir: Path, name: str, spec_file: Path | None, lock_file: 
     try:
         spec = read_spec(spec_file, tables.extras)
     except EnvlockError as exc:
-        return EnvStatus(name, spec_file, lock_file, (), (Change(_kind(exc, "invalid-spec"), exc.message, hint=exc.hint),))
+        return EnvStatus(name, spec_file, lock_file, (), (Change(_kind(exc, "invalid-spec"), exc.message, hint=exc.hint,
+                                                                           parts=exc.hint_parts),))
     if spec.name != name:
         msg = f"{spec_file.name} says `name: {spec.name}`; envlock expects the file to be named {spec.name}.yml"
         return EnvStatus(name, spec_file, lock_file, spec.platforms, (Change("invalid-spec", msg),))
@@ -82,7 +83,7 @@ def env_status(project_dir: Path, name: str, spec_file: Path | None, lock_file: 
     try:
         lock = read_head(lock_file)
     except LockfileError as exc:
-        change = Change(_kind(exc, "invalid-lock"), exc.message, hint=exc.hint)
+        change = Change(_kind(exc, "invalid-lock"), exc.message, hint=exc.hint, parts=exc.hint_parts)
         return EnvStatus(name, spec_file, lock_file, spec.platforms, (change,))
     return EnvStatus(name, spec_file, lock_file, spec.platforms, tuple(compare(spec, lock, current(spec, lock, tables))))
 
