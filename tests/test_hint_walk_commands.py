@@ -57,6 +57,12 @@ SETUPS: list[tuple[str, list[str], str]] = [
 ]
 
 
+#: The setups whose hint commands may stop at a later error of their own (every other hint command must succeed):
+#: the mirror of a lock that names no mirror reaches for the canonical channel, which no test reaches; torch 9.9.9
+#: is not on the loopback index either.
+LATER_ERROR = {"export explicit: no mirror in force", "resolve: a torch outside the table under --dry-run"}
+
+
 def _tally(setup: str, command: list[str], code: int, err: str = "") -> None:
     """One hint command run, for the walk's counts (ENVLOCK_TEST_HINT_TALLY=FILE: a JSON line each)."""
     out = os.environ.get("ENVLOCK_TEST_HINT_TALLY")
@@ -87,6 +93,7 @@ def walk(setup: str, argv: list[str], capsys: pytest.CaptureFixture[str]) -> lis
         assert again != 2, (setup, hint, command, out.err)  # a command envlock accepts
         if again != 0:
             assert error_and_hint(out.err)[0] != error, (setup, hint, command, out.err)  # progress, not a loop
+            assert setup in LATER_ERROR, (setup, hint, command, out.err)  # it runs where it was meant to: succeeds
     return commands
 
 
@@ -135,6 +142,8 @@ def test_every_hint_runs_as_written_and_gets_past_its_error(setup: str, argv: li
     if setup.startswith("doctor"):
         monkeypatch.chdir(project)  # `envlock create -n NAME` runs in the project that has the lock
     walk(setup, words, capsys)
+    if setup == "mirror: no lock of that name":  # the lock named, into the folder the user named (not one named first)
+        assert (tmp / "m" / "envlock-mirror.json").is_file() and not (tmp / "first").exists()
 
 
 def test_the_walk_covers_every_command() -> None:
