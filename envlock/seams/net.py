@@ -303,8 +303,8 @@ def download(s: requests.Session, url: str, dest: Path, *, what: str, hint: str,
             if last == HOST_NOT_FOUND:  # the resolver answered: asking it again only makes the user wait
                 attempts = attempt + 1
                 break
-    raise ChannelError(f"cannot download {what}: {said(last, host, http)}"
-                       + (f" ({attempts} attempts)" if attempts > 1 else ""),
+    words = f": {said(last, host, http)}" if last == HOST_NOT_FOUND else f" from {host} ({last}, {attempts} attempts)"
+    raise ChannelError(f"cannot download {what}{words}",
                        hint=unreachable or "check the network or proxy settings; --offline uses only the package cache")
 
 
