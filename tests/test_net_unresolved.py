@@ -26,7 +26,7 @@ def _isolated_ok() -> bool:
     if shutil.which("unshare") is None:
         return False
     try:
-        return subprocess.run(["unshare", "-n", "true"], capture_output=True, timeout=10).returncode == 0
+        return subprocess.run(["unshare", "-n", "true"], check=False, capture_output=True, timeout=10).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
 
@@ -46,8 +46,8 @@ def _offline_env(tmp_path: Path) -> dict[str, str]:
 
 def _isolated(*args: str, env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], float]:
     start = time.monotonic()
-    done = subprocess.run(["unshare", "-n", sys.executable, "-m", "envlock", *args], capture_output=True, text=True,
-                          env=env, timeout=120)
+    done = subprocess.run(["unshare", "-n", sys.executable, "-m", "envlock", *args], check=False, capture_output=True,
+                          text=True, env=env, timeout=120)
     return done, time.monotonic() - start
 
 
@@ -78,7 +78,7 @@ def test_a_resolve_where_no_name_resolves_stops_at_once_naming_the_host(tmp_path
     done, took = _isolated("resolve", "--torch", "2.7.1", "--platform", "linux-64", "--project-dir",
                            str(tmp_path / "p"), env=env)
     assert done.returncode == 4, done.stderr
-    error, hint = error_and_hint(done.stderr)
+    error, _ = error_and_hint(done.stderr)
     assert "does not resolve" in error and "not retried" in error, error
     assert _host(CANONICAL_BASE) in error or "package index" in error or "index pip uses" in error, error
     assert "lookup address information" not in error and "dns error" not in done.stderr, done.stderr
