@@ -180,8 +180,9 @@ def _fix_commands(hint: str) -> list[list[list[str]]]:
     chains = []
     text = hint.replace("<your build command>", "true")
     for m in re.finditer(r"(?:(?<=^)|(?<=[\s:]))envlock (?:[^;()]|\([^)]*\))*?(?=\s{2}|\s\(|, |; |\)|\"|$)", text):
-        if text[max(0, m.start() - 2):m.start()] == "$(":
-            continue  # inside `eval "$(envlock shell-hook …)"`: that line is for a shell
+        before = text[:m.start()]
+        if before.count("(") > before.count(")"):
+            continue  # inside parentheses: a note ("the newest torch envlock knows") or `eval "$(envlock …)"`
         chains.append([shlex.split(c)[1:] for c in m.group(0).split(" && ")])
     return chains
 
@@ -254,3 +255,47 @@ def test_doctors_fix_for_an_env_without_its_record_runs_as_written(made, capsys,
     assert "not in this env" in group["message"] and "activate it" not in group["hint"], group
     walk_fixes("doctor: an env without its record", prefix, ["env.target"], capsys)
     assert "header_group.nvtx" in _doctor(prefix, capsys)
+
+
+def _fix_lines(text: str) -> list[str]:
+    """doctor's `fix:` lines, each joined back from its folded lines (the `where …` legend left out)."""
+    fixes: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("    fix: "):
+            fixes.append(line.removeprefix("    fix: "))
+        elif fixes and line.startswith("      ") and not line.startswith("      where ") and fixes[-1] is not None:
+            fixes[-1] += " " + line.strip()
+        elif fixes and not line.startswith("      "):
+            fixes.append(None)  # type: ignore[arg-type]  # the fix ended
+    return [f for f in fixes if f]
+
+
+def test_doctors_grouped_fix_names_each_group_in_its_command(place: dict, capsys) -> None:
+    """Findings that share a fix are said once; a fix whose command takes the group said `--with GROUP` (and the
+    torch as VERSION) with a legend under it: now each group, in a command that runs as written."""
+    import subprocess
+    import sys
+
+    toolkit = place["tmp"] / "cuda"
+    (toolkit / "include").mkdir(parents=True)  # a system CUDA without its parts: every group is absent
+    keep = {k: v for k, v in os.environ.items() if k.startswith(("ENVLOCK_", "HOME", "LANG", "TMPDIR"))}
+    env = {**keep, "PATH": "/usr/bin:/bin", "CUDA_HOME": str(toolkit), "COLUMNS": "400",
+           "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-m", "envlock", "doctor", "--python-exe", sys.executable], env=env,
+                          cwd=place["tmp"], capture_output=True, text=True, timeout=300, check=False)
+    fixes = [f for f in _fix_lines(done.stdout) if "envlock " in f]
+    grouped = [f for f in fixes if f.count("--with ") > 1]
+    assert grouped, done.stdout
+    for fix in fixes:
+        for chain in _fix_commands(fix):
+            for command in chain:
+                _no_placeholder(command, "doctor: a system CUDA without its groups")
+    for chain in _fix_commands(grouped[0]):
+        for command in chain:
+            again = run(command)
+            out = capsys.readouterr()
+            _tally("doctor: a system CUDA without its groups", command, again, out.err)
+            assert again != 2, (grouped[0], command, out.err)
+            if again != 0:
+                assert error_and_hint(out.err)[0], out.err  # stopped at a refusal of its own (the test channel)
+                break

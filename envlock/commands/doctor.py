@@ -59,6 +59,13 @@ def render_human(findings: list[Finding], *, colour: bool, width: int = 80) -> s
         if len(group) == 1 or key == first.hint:
             lines += lines_of(printable(first.hint or ""), "    fix: ", "      ", width)
             continue
+        if _COMMAND_GROUP.search(key):  # a command names the groups: each one, a command that runs as written
+            groups_ = list(dict.fromkeys(_tokens(f)[0] for f in group))
+            packages = ", ".join(dict.fromkeys(_tokens(f)[1] for f in group if _tokens(f)[1]))
+            text = key.replace("--with GROUP", " ".join(f"--with {g}" for g in groups_))
+            text = text.replace("GROUP", ", ".join(groups_)).replace("PACKAGE", packages)
+            lines += lines_of(printable(text), "    fix: ", "      ", width)
+            continue
         lines += lines_of(printable(key), "    fix: ", "      ", width)
         names = [n for n in ("GROUP", "PACKAGE") if n in key]
         values = ", ".join(dict.fromkeys(" ".join(v if i == 0 else f"({v})" for i, v in enumerate(
@@ -69,6 +76,10 @@ def render_human(findings: list[Finding], *, colour: bool, width: int = 80) -> s
     lines += fold(f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['ok']} ok, {counts['info']} info, "
                   f"{counts['skipped']} skipped", width)
     return "\n".join(lines) + "\n"
+
+
+#: A fix whose envlock command takes the group (`… --with GROUP`): said with the groups' own names, never GROUP.
+_COMMAND_GROUP = re.compile(r"envlock [^;()]*--with GROUP")
 
 
 def _tokens(f: Finding) -> tuple[str, str]:
