@@ -20,6 +20,7 @@ import pytest
 from envlock.cli import run
 from envlock.core.tables import cuda_tables, torch_table
 from tests.output import error_and_hint, hint_commands
+from tests.test_hint_walk_commands import _no_placeholder, _tally
 
 TABLE = torch_table()
 TAGS = ("cu116", "cu117", "cu118", "cu121", "cu124", "cu126", "cu128", "cu129", "cu130", "cu132")
@@ -80,8 +81,10 @@ def _walk(argv: list[str], capsys: pytest.CaptureFixture[str]) -> list[str]:
     commands = hint_commands(hint)
     assert commands, (argv, err)  # every refusal of the walk names a command to run
     for command in commands:
+        _no_placeholder(command, " ".join(argv))
         again = run(command)
         out = capsys.readouterr()
+        _tally(" ".join(argv), command, again, out.err)
         assert again != 2, (argv, hint, command, out.err)  # a command envlock accepts
         if again != 0:
             assert error_and_hint(out.err)[0] != error, (argv, hint, command, out.err)  # not the same error

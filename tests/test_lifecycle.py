@@ -506,7 +506,7 @@ def test_lock_hints_name_the_spec_key_not_resolves_option(project, capsys, cf) -
     code, out, err = cli(capsys, "lock", "--project-dir", str(project), "--mirror", cf, "--offline")
     assert code == 1 and "torch 2.99.0 is not in envlock's table" in err, err
     (hint,) = [ln for ln in err.splitlines() if ln.startswith("hint:")]
-    assert "--cuda" not in hint and f"set `cuda: X.Y` in environments/{NAME}.yml's envlock block" in hint
+    assert "--cuda" not in hint and f"as `cuda: X.Y` in environments/{NAME}.yml's envlock block" in hint
 
 
 def test_a_lock_hint_is_an_edit_of_the_spec_that_lock_then_accepts(project, capsys, cf) -> None:

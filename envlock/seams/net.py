@@ -166,14 +166,12 @@ def unresolvable(url: str) -> str | None:
     it is no http(s) URL). rattler's client retries a failed lookup like any connect error (7-10 s, measured):
     asked once before it, a failed lookup is said at once."""
     import socket  # noqa: PLC0415
-    from urllib.request import getproxies  # noqa: PLC0415
 
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return None
-    proxies = getproxies()
-    if proxies.get(parts.scheme) or proxies.get("all"):
-        return None  # the proxy looks the name up, not this machine
+    if any(os.environ.get(v) for k in (parts.scheme, "all") for v in (f"{k}_proxy", f"{k.upper()}_PROXY")):
+        return None  # the proxy looks the name up, not this machine (urllib.request's getproxies: a slow import)
     try:
         socket.getaddrinfo(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80),
                            type=socket.SOCK_STREAM)
