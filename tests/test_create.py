@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,7 @@ from tests.output import flat, logical_lines, unfolded
 from envlock.cli import run
 from envlock.usecases.create import CreateRequest, create_env
 from envlock.seams import envrecord
+from envlock.seams.conda import cache as pkgcache
 from envlock.errors import ChannelError, EnvCreateError, LockfileError
 from envlock.formats import read_lock
 from tests.test_activation import snapshots
@@ -542,27 +544,37 @@ def test_ctrl_c_during_download(project: Path, project_124: Path, tmp_path: Path
 
 
 def test_link_failure_removes_a_new_prefix_and_leaves_an_existing_one_as_it_was(
-    project: Path, project_124: Path, tmp_path: Path, mirror: dict[str, str]
+    project: Path, project_124: Path, tmp_path: Path, mirror: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A damaged package-cache entry makes rattler's link fail: a new prefix is removed, an existing env is left
-    exactly as it was (an update is built beside it and swapped in: envlock/usecases/update.py); the next run repairs."""
+    """A package-cache entry damaged after it was checked makes rattler's link fail: a new prefix is removed, an
+    existing env is left exactly as it was (an update is built beside it and swapped in: envlock/usecases/update.py);
+    the next run repairs (an entry damaged before the check is extracted again: test_a_damaged_entry_is_repaired...)."""
+    from envlock.seams.conda import install
+
     cache = tmp_path / "c"
     existing = tmp_path / "existing"
     create_env(req(lock_of(project), existing, cache, mirror))  # fills the cache with 12.1
     create_env(req(lock_of(project_124), tmp_path / "tmp124", cache, mirror))  # and with 12.4
     shutil.rmtree(tmp_path / "tmp124")
+    real_link, armed = install.link, [True]
 
-    def damage() -> None:  # the entry still looks verified, but its files are gone
-        shutil.rmtree(next((cache / "pkgs").glob("cuda-nvcc-impl-12.4*/bin")))
+    def damage() -> None:  # the entry was checked, and its files go before rattler links them
+        shutil.rmtree(next(pkgcache.entries(cache / "pkgs").glob("cuda-nvcc-impl-12.4*/bin")))
 
-    damage()
+    def damaging_link(*args: Any, **kw: Any) -> None:
+        if armed:
+            armed.clear()
+            damage()
+        real_link(*args, **kw)
+
+    monkeypatch.setattr(install, "link", damaging_link)
     with pytest.raises(EnvCreateError, match="linking into .* failed") as info:
         create_env(req(lock_of(project_124), tmp_path / "new", cache, mirror))
     assert "removed" in (info.value.hint or "")
     assert not (tmp_path / "new").exists()
     # The failed entry lost its 'verified' mark, so running again fetches it again and works.
     assert create_env(req(lock_of(project_124), tmp_path / "new", cache, mirror)).action == "created"
-    damage()
+    armed.append(True)
     before = tree(existing)
     with pytest.raises(EnvCreateError) as info:
         create_env(req(lock_of(project_124), existing, cache, mirror))
@@ -593,10 +605,12 @@ def test_cache_entries_are_verified_archives(project: Path, tmp_path: Path, mirr
     lock = read_lock(lock_of(project))
     for pkg in lock.packages_for("linux-64"):
         dist = pkg.filename.removesuffix(".tar.bz2").removesuffix(".conda")
-        side = json.loads((tmp_path / "pkgs" / f"{dist}.envlock.json").read_text())
+        hit = pkgcache.cached(tmp_path / "pkgs", pkg)
         archive = test_channel / pkg.subdir / pkg.filename
-        assert side["sha256"] == pkg.sha256 == hashlib.sha256(archive.read_bytes()).hexdigest()
-        assert (tmp_path / "pkgs" / f"{dist}.lock").read_bytes()[8:].hex() == pkg.sha256
+        assert hit is not None and hit.path == pkgcache.entry(tmp_path / "pkgs", pkg) and hit.path.name == dist
+        assert hit.sha256 == pkg.sha256 == hashlib.sha256(archive.read_bytes()).hexdigest()
+        assert pkgcache.entry(tmp_path / "pkgs", pkg, ".lock").read_bytes()[8:].hex() == pkg.sha256
+        assert (tmp_path / "pkgs" / pkg.filename).read_bytes() == archive.read_bytes()  # the kept archive
 
 
 def test_conda_meta_records_are_readable_by_other_users(project: Path, tmp_path: Path, mirror: dict[str, str]) -> None:

@@ -1,25 +1,30 @@
 """What this user verified in a cache that others may write (a group-shared ENVLOCK_CACHE_DIR), checked when used.
 
-A package cache entry (an extracted conda package) or a cached wheel is verified against the lock's sha256 when
-it is fetched. From then on it is trusted only while nobody else could have changed it:
+A package cache entry (an extracted conda package) or a cached wheel is verified against the lock's sha256 from the
+very bytes that are used: rattler's extractor hashes the archive as it reads it (envlock/seams/conda/cache.py), a
+wheel is copied while hashed or linked from the one open file that was checked (envlock/seams/pypi/wheels.py).
+From then on it is trusted only while nobody else could have changed it:
 
-* **sealed**: right after it is verified, and before it is moved into the cache, every file and directory of it
-  loses its group and other write bits (envlock.seams.trust.seal). In a group cache (setgid, umask 002) the other
-  members can then read it but not write a byte of it, add, remove or rename anything inside it;
-* **remembered**: this user records the entry's identity (device, inode, owner) in its own store,
-  `<cache>/.envlock-trust/<uid>/` (0700, owned by the user: no other user can write a record);
-* **checked on use**: an entry is used as is only when it is still the sealed one this user remembered:
-  the same inode, owned by this user, still without group/other write. One lstat per entry (not per file),
-  so a warm create pays almost nothing (benchmarks/README.md).
+* **private**: this user's store, `<cache>/.envlock-trust/<uid>/` (0700, owned by the user), holds the records
+  and, for conda packages, the extracted entries themselves (`entries/<dist>/`, rattler's cache dir for a link).
+  The store is opened once per process and used through that open directory (`/proc/self/fd/N` on Linux), so a
+  group member who renames it away and puts their own in its place (the cache dir is group-writable) changes
+  nothing that envlock or rattler reads: an inode another user owns is never linked into a prefix;
+* **sealed**: right after it is verified every file and directory of an entry loses its group and other write
+  bits (seal): the prefix's hard links to it are not writable by the group either;
+* **per file**: each file's identity (inode, size, mtime, ctime, link count) is recorded when it is sealed and
+  compared before each use. A new inode, another size or mtime is a change; a ctime that moved while the link
+  count stayed (an in-place write whose mtime was put back: only the owner or root can, and no one can set a
+  ctime) is checked against the file's sha256; a ctime that moved with the link count (an env linked or
+  removed) is a link made or removed. The records are renewed after each link (`refresh`).
 
-The one thing another member can still do, rename the entry away and put their own in its place (the cache
-directory itself is group-writable), changes the inode and the owner: the entry is then extracted again from
-its archive (kept in the cache, checked against the lock's sha256 again), or fetched again, and the user is told.
-An entry another user extracted is never trusted: this user extracts its own from the verified archive.
+Anything else (another user's, one replaced or changed since) is extracted again from its archive (kept in the
+cache, checked against the lock's sha256 again as it is extracted), or fetched again, and the user is told.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -31,106 +36,251 @@ from typing import Any, Literal
 
 Verdict = Literal["trusted", "changed", "unknown"]
 _WRITE_BY_OTHERS = stat.S_IWGRP | stat.S_IWOTH
+#: One file's identity: inode, size, mtime, ctime (ns), link count.
+Row = list[int]
 
 
 def _uid() -> int:
     return os.geteuid() if hasattr(os, "geteuid") else -1
 
 
-def seal(root: Path) -> None:
-    """Take the group and other write bits off `root` and everything under it (symlinks are left alone)."""
-    if os.name != "posix":  # pragma: no cover - Windows has no mode bits to seal
-        return
+def _row(st: os.stat_result) -> Row:
+    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_nlink]
+
+
+def seal(root: Path) -> dict[str, Row]:
+    """Take the group and other write bits off `root` and everything under it (symlinks are left alone); the
+    identity of every file and symlink under it, by its path relative to `root` (POSIX)."""
+    table: dict[str, Row] = {}
     for top, dirs, files in os.walk(root):
-        for path in [top, *(os.path.join(top, f) for f in files), *(os.path.join(top, d) for d in dirs)]:
+        rel_top = os.path.relpath(top, root)
+        for name in [*files, *dirs, ""]:
+            path = os.path.join(top, name) if name else top
             st = os.lstat(path)
-            if not stat.S_ISLNK(st.st_mode) and st.st_mode & _WRITE_BY_OTHERS:
+            if os.name == "posix" and not stat.S_ISLNK(st.st_mode) and st.st_mode & _WRITE_BY_OTHERS:
                 os.chmod(path, stat.S_IMODE(st.st_mode) & ~_WRITE_BY_OTHERS)
+                st = os.lstat(path)
+            if name and not stat.S_ISDIR(st.st_mode):
+                table[name if rel_top == "." else f"{rel_top}/{name}".replace(os.sep, "/")] = _row(st)
+    return table
 
 
-def _identity(path: Path) -> dict[str, int] | None:
-    """(device, inode, owner) of a sealed file or directory of this user's; None for anything else."""
+def sums(root: Path, table: dict[str, Row], known: dict[str, str]) -> dict[str, str]:
+    """Each file's sha256 (`known`: from the verified archive's own paths.json) and each symlink's target, for the
+    files whose ctime moved with nothing else to explain it (`unsure`)."""
+    out: dict[str, str] = {}
+    for rel in table:
+        path = os.path.join(root, rel)
+        out[rel] = "link:" + os.readlink(path) if os.path.islink(path) else known.get(rel) or file_sha256(path)
+    return out
+
+
+def file_sha256(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def drifted(root: Path, table: dict[str, Row]) -> tuple[list[str], list[str]]:
+    """(changed, unsure): the files under `root` that are not as `table` recorded them (gone, another inode, size
+    or mtime, no longer this user's or sealed), and those whose ctime alone moved with the link count unchanged."""
+    changed, unsure = [], []
+    me, base = _uid(), str(root)
+    for rel, (ino, size, mtime, ctime, nlink) in table.items():
+        try:
+            st = os.lstat(f"{base}/{rel}")
+        except OSError:
+            changed.append(rel)
+            continue
+        if st.st_ino != ino or st.st_size != size or st.st_mtime_ns != mtime or (os.name == "posix" and (
+                st.st_uid != me or (st.st_mode & _WRITE_BY_OTHERS and not stat.S_ISLNK(st.st_mode)))):
+            changed.append(rel)
+        elif st.st_ctime_ns != ctime and st.st_nlink == nlink:
+            unsure.append(rel)
+    return changed, unsure
+
+
+def renewed(root: Path, table: dict[str, Row]) -> dict[str, Row] | None:
+    """`table` with each file's identity as it is now (after a link: ctime and link count moved), or None when a
+    file is no longer the one recorded (drifted's `changed`)."""
+    out: dict[str, Row] = {}
+    base = str(root)
+    for rel, (ino, size, mtime, _ctime, _nlink) in table.items():
+        try:
+            st = os.lstat(f"{base}/{rel}")
+        except OSError:
+            return None
+        if st.st_ino != ino or st.st_size != size or st.st_mtime_ns != mtime:
+            return None
+        out[rel] = _row(st)
+    return out
+
+
+def _identity(st: os.stat_result | None, strict: bool) -> dict[str, int] | None:
+    """(device, inode, owner; with `strict`: size and ctime too) of a sealed file or directory of this user's; None
+    for anything else."""
+    if st is None or stat.S_ISLNK(st.st_mode) or st.st_mode & _WRITE_BY_OTHERS or (
+            os.name == "posix" and st.st_uid != _uid()):
+        return None
+    ident = {"dev": st.st_dev, "ino": st.st_ino, "uid": st.st_uid}
+    return {**ident, "size": st.st_size, "ctime": st.st_ctime_ns} if strict else ident
+
+
+def _lstat(path: Path) -> os.stat_result | None:
     try:
-        st = os.lstat(path)
+        return os.lstat(path)
     except OSError:
         return None
-    if stat.S_ISLNK(st.st_mode) or st.st_mode & _WRITE_BY_OTHERS or (os.name == "posix" and st.st_uid != _uid()):
-        return None
-    return {"dev": st.st_dev, "ino": st.st_ino, "uid": st.st_uid}
+
+
+def _anchored(fd: int) -> Path | None:
+    """The path that reaches the open directory `fd` whatever is renamed meanwhile (Linux's /proc/self/fd)."""
+    path = Path(f"/proc/self/fd/{fd}")
+    return path if os.path.isdir(path) else None
+
+
+def for_child(path: Path) -> Path:
+    """`path` as another process of this user's (uv) reaches it: /proc/self/ is that process's own."""
+    text = str(path)
+    return Path(f"/proc/{os.getpid()}/" + text[len("/proc/self/"):]) if text.startswith("/proc/self/") else path
 
 
 class Store:
-    """This user's records of what it verified in one cache directory."""
+    """This user's records of what it verified in one cache directory (and, for conda packages, the entries).
 
-    def __init__(self, cache: Path) -> None:
-        self.dir = cache / ".envlock-trust" / str(_uid())
-        self._mine: bool | None = None  # the store's directory checked once per process
+    `strict`: a record also holds the file's size and ctime (a wheel: a single file, checked whole)."""
 
-    def _ready(self) -> Path:
-        """The store's directory: made 0700; anything else in its place (another user's, a link) is moved aside."""
+    def __init__(self, cache: Path, *, strict: bool = False) -> None:
+        self.path = cache / ".envlock-trust" / str(_uid())
+        self.strict = strict
+        self._dir: Path | None = None  # the store, reached through its open directory once checked
+        self._fd: int | None = None
+
+    @property
+    def dir(self) -> Path:
+        """The store, made 0700 where absent (anything else in its place, another user's or a link, is moved
+        aside), reached through its open directory."""
+        if self._dir is None:
+            self._dir = self._open(create=True)
+        return self._dir
+
+    def revisit(self) -> None:
+        """Open the store again at the next use if its path no longer leads to the directory held open (removed, or
+        renamed away by another user and replaced: then moved aside and made again, and the user told)."""
+        if self._fd is None:
+            return
+        held = os.fstat(self._fd)
+        now = _lstat(self.path)
+        if now is None or (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
+            os.close(self._fd)
+            self._fd, self._dir = None, None
+
+    def _open(self, *, create: bool) -> Path:
+        for _ in range(5):
+            if create:
+                self._ready()
+            try:
+                fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0)
+                             | getattr(os, "O_CLOEXEC", 0))
+            except OSError:
+                if not create:
+                    raise
+                continue
+            if _mine(os.fstat(fd)):
+                self._fd = fd
+                return _anchored(fd) or self.path
+            os.close(fd)  # swapped between the check and the open: moved aside, made again
+        raise PermissionError(f"{self.path} keeps being replaced by another user")
+
+    def _ready(self) -> None:
         try:
-            st = os.lstat(self.dir)
-            mine = stat.S_ISDIR(st.st_mode) and (os.name != "posix" or (st.st_uid == _uid() and not st.st_mode & 0o077))
-            if not mine:
-                os.rename(self.dir, self.dir.with_name(f".stale-{self.dir.name}-{secrets.token_hex(4)}"))
+            if not _mine(os.lstat(self.path)):
+                notify(f"{self.path} (your records of what you verified in this cache) was replaced by another "
+                       "user's or made writable by others; it is moved aside, and what you use is checked again")
+                os.rename(self.path, self.path.with_name(f".stale-{self.path.name}-{secrets.token_hex(4)}"))
                 raise FileNotFoundError
         except FileNotFoundError:
-            self.dir.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             try:
-                os.mkdir(self.dir, 0o700)
+                os.mkdir(self.path, 0o700)
             except FileExistsError:  # another process of this user made it meanwhile
                 pass
-            os.chmod(self.dir, 0o700)
-        return self.dir
+            os.chmod(self.path, 0o700)
 
-    def _record(self, key: str) -> Path:
-        return self.dir / f"{key}.json"
+    def _existing(self) -> Path | None:
+        """The store when it exists and is this user's (never made here: a lookup writes nothing)."""
+        if self._dir is None:
+            try:
+                self._dir = self._open(create=False)
+            except OSError:
+                return None
+        return self._dir
 
-    def remember(self, key: str, path: Path, digest: str, extra: dict[str, Any] | None = None) -> None:
-        """Record that `path` (sealed by this user) holds what `digest` names (and `extra`: what the caller wants
-        back from `check` without reading the entry again)."""
-        ident = _identity(path)
+    def remember(self, key: str, path: Path, digest: str, extra: dict[str, Any] | None = None,
+                 st: os.stat_result | None = None) -> None:
+        """Record that `path` (sealed by this user; `st`: its stat, taken from the open file) holds what `digest`
+        names (and `extra`: what the caller wants back from `lookup` without reading the entry again)."""
+        ident = _identity(st if st is not None else _lstat(path), self.strict)
         if ident is None:
             return  # not sealed by this user (e.g. a filesystem without modes): it will be verified again
-        folder = self._ready()
+        folder = self.dir
         tmp = folder / f".{key}.{secrets.token_hex(4)}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump({**ident, "digest": digest, "extra": extra or {}}, fh, sort_keys=True)
         os.replace(tmp, folder / f"{key}.json")
-        self._mine = True
 
-    def check(self, key: str, path: Path, digest: str) -> Verdict:
+    def check(self, key: str, path: Path, digest: str, st: os.stat_result | None = None) -> Verdict:
         """"trusted": `path` is the sealed entry this user verified as `digest`; "changed": it was, and is no
         longer (replaced, unsealed, or another digest); "unknown": this user never verified it."""
-        return self.lookup(key, path, digest)[0]
+        return self.lookup(key, path, digest, st)[0]
 
-    def lookup(self, key: str, path: Path, digest: str) -> tuple[Verdict, dict[str, Any]]:
+    def lookup(self, key: str, path: Path, digest: str,
+               st: os.stat_result | None = None) -> tuple[Verdict, dict[str, Any]]:
         """check(), and the `extra` remembered with a trusted entry ({} otherwise)."""
+        folder = self._existing()
+        if folder is None:
+            return "unknown", {}
         try:
-            if self._mine is None:
-                self._mine = self._store_is_mine()
-            if not self._mine:
-                return "unknown", {}
-            with open(os.path.join(self.dir, key + ".json"), encoding="utf-8") as fh:
+            with open(f"{folder}/{key}.json", encoding="utf-8") as fh:
                 rec = json.load(fh)
         except (OSError, ValueError):
             return "unknown", {}
-        ident = _identity(path)
+        ident = _identity(st if st is not None else _lstat(path), self.strict)
         same = isinstance(rec, dict) and ident is not None and rec.get("digest") == digest and all(
             rec.get(k) == v for k, v in ident.items())
         extra = rec.get("extra") if same else None
         return ("trusted", extra if isinstance(extra, dict) else {}) if same else ("changed", {})
 
-    def forget(self, key: str) -> None:
-        try:
-            self._record(key).unlink()
-        except OSError:
-            pass
+    def put(self, name: str, data: Any) -> None:
+        """A side record of this user's (`name`.json in the store)."""
+        tmp = self.dir / f".{name}.{secrets.token_hex(4)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh)
+        os.replace(tmp, self.dir / f"{name}.json")
 
-    def _store_is_mine(self) -> bool:
-        st = os.lstat(self.dir)
-        return stat.S_ISDIR(st.st_mode) and (os.name != "posix" or (st.st_uid == _uid() and not st.st_mode & 0o077))
+    def get(self, name: str) -> Any:
+        try:
+            with open(self.dir / f"{name}.json", encoding="utf-8") as fh:
+                return json.load(fh)
+        except (OSError, ValueError):
+            return None
+
+    def forget(self, key: str) -> None:
+        folder = self._existing()
+        if folder is not None:
+            for name in (f"{key}.json", f"{key}.sums.json"):
+                try:
+                    os.unlink(folder / name)
+                except OSError:
+                    pass
+
+
+def _mine(st: os.stat_result) -> bool:
+    return stat.S_ISDIR(st.st_mode) and (os.name != "posix" or (st.st_uid == _uid() and not st.st_mode & 0o077))
 
 
 def swap_in(staging: Path, target: Path) -> None:

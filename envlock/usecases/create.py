@@ -267,8 +267,10 @@ def _install(req: CreateRequest, lock: LockFile, packages: Sequence[LockedPackag
             _prepare_update(work, [pkgcache.dist(p) for p in packages], wheels)
         install.link(records, work, req.platform, cache, progress, final=req.prefix,
                      root_paths=any("" in summary.get("dirs", [""]) for summary, _ in summaries))
+        pkgcache.refresh(cache, fetched)  # each file's ctime and link count moved with the link (trust.drifted)
         if wheel_paths:  # after the conda part (its python)
-            from envlock.seams.pypi.wheels import install_wheels, private_links
+            from envlock.seams.pypi.uvlinks import private_links
+            from envlock.seams.pypi.wheels import install_wheels
 
             progress.start("pypi", 1)
             with private_links(wheel_paths, cache.parent) as verified:  # uv reads what was checked, nothing swapped in

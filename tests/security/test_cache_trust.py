@@ -5,6 +5,10 @@ tests/second_user.py) goes at root's cached `bin/nvcc` and cached wheel: writes 
 away and puts their own in its place, replaces the kept archive too. Root's next create must install the
 locked bytes (or refuse), name what changed, and never run the other user's nvcc.
 
+Issue 33.1 moved root's extracted entries into its private store (`pkgs/.envlock-trust/<uid>/`, 0700): the
+attacks on an entry now go at that store (refused, or renamed away and replaced: seen and named) and at the shared
+`pkgs/<dist>` (planted there: never read).
+
 On main before the fix (b459711): the cached files were group-writable; root's next create printed "every hash
 verified" and its env held the other user's nvcc and wheel. `envlock mirror` hard-linked the cache's wheels, so
 editing a mirror file edited the cache.
@@ -28,30 +32,38 @@ from tests.wheelindex import build_wheel
 EVIL = "#!/bin/sh\necho EVIL-NVCC\n"
 REAL = "release 12.1"
 
-# What the other user does, as a python script run as uid 65534 (each step may fail: sealed files refuse).
+# What the other user does, as a python script run as uid 65534 (each step may fail: sealed files and root's 0700
+# store refuse). `store`: root's private store (envlock/seams/trust.py), where its extracted entries live; `pkgs`:
+# the shared package cache (kept archives; entries there are an older envlock's, or planted).
+_PLANT = """
+import os, json
+os.makedirs(f"{store}/entries/{dist}/bin", exist_ok=True)
+open(f"{store}/entries/{dist}/bin/nvcc", "w").write(EVIL)
+os.chmod(f"{store}/entries/{dist}/bin/nvcc", 0o755)
+"""
 ATTACKS = {
     "write into the cached nvcc": """
-open(f"{pkgs}/{dist}/bin/nvcc", "w").write(EVIL)
+open(f"{store}/entries/{dist}/bin/nvcc", "w").write(EVIL)
 """,
     "replace the cached nvcc in its folder": """
 import os
-os.rename(f"{pkgs}/{dist}/bin/nvcc", f"{pkgs}/{dist}/bin/.nvcc.old")
+os.rename(f"{store}/entries/{dist}/bin/nvcc", f"{store}/entries/{dist}/bin/.nvcc.old")
+open(f"{store}/entries/{dist}/bin/nvcc", "w").write(EVIL)
+""",
+    "plant an entry in the shared cache": """
+import os
+os.makedirs(f"{pkgs}/{dist}/bin", exist_ok=True)
 open(f"{pkgs}/{dist}/bin/nvcc", "w").write(EVIL)
-os.chmod(f"{pkgs}/{dist}/bin/nvcc", 0o755)
+os.chmod(f"{pkgs}/{dist}/bin/nvcc", 0o775)
 """,
     "replace the entry": """
-import os, shutil
-os.rename(f"{pkgs}/{dist}", f"{pkgs}/{dist}.moved")
-shutil.copytree(f"{pkgs}/{dist}.moved", f"{pkgs}/{dist}", symlinks=True)
-os.chmod(f"{pkgs}/{dist}/bin", 0o775); os.chmod(f"{pkgs}/{dist}/bin/nvcc", 0o775)
-open(f"{pkgs}/{dist}/bin/nvcc", "w").write(EVIL)
-""",
+import os
+os.rename(store, store + ".moved")
+""" + _PLANT,
     "replace the entry and its archive": """
-import os, shutil
-os.rename(f"{pkgs}/{dist}", f"{pkgs}/{dist}.moved")
-shutil.copytree(f"{pkgs}/{dist}.moved", f"{pkgs}/{dist}", symlinks=True)
-os.chmod(f"{pkgs}/{dist}/bin", 0o775); os.chmod(f"{pkgs}/{dist}/bin/nvcc", 0o775)
-open(f"{pkgs}/{dist}/bin/nvcc", "w").write(EVIL)
+import os
+os.rename(store, store + ".moved")
+""" + _PLANT + """
 for ext in (".tar.bz2", ".conda"):
     if os.path.exists(f"{pkgs}/{dist}{ext}"):
         os.rename(f"{pkgs}/{dist}{ext}", f"{pkgs}/{dist}{ext}.moved")
@@ -118,8 +130,8 @@ def test_another_users_change_to_a_cache_entry_never_reaches_roots_env(attack: s
     mirror = ["--mirror", f"conda-forge={group['chan'].as_uri()}"]
     first = _root(["create", "--lock", str(lock), "-p", str(group["base"] / "env1"), *mirror], cache)
     assert first.returncode == 0, first.stderr
-    _as_other(ATTACKS[attack], pkgs=str(cache / "pkgs"), dist=group["dist"], cache=str(cache), EVIL=EVIL,
-              EVILWHEEL=group["evilwheel"])
+    _as_other(ATTACKS[attack], pkgs=str(cache / "pkgs"), store=str(cache / "pkgs" / ".envlock-trust" / "0"),
+              dist=group["dist"], cache=str(cache), EVIL=EVIL, EVILWHEEL=group["evilwheel"])
     prefix = group["base"] / "env2"
     done = _root(["create", "--lock", str(lock), "-p", str(prefix), *(["--offline"] if offline else mirror)], cache)
     if offline and attack in ("replace the entry and its archive", "replace the cached wheel"):
@@ -132,10 +144,11 @@ def test_another_users_change_to_a_cache_entry_never_reaches_roots_env(attack: s
     assert REAL in nvcc.stdout and "EVIL" not in nvcc.stdout
     site = prefix / "lib" / "python3.11" / "site-packages" / "ninja" / "__init__.py"
     assert site.read_text() == "REAL = True\n"
-    if attack in ("replace the entry", "replace the entry and its archive", "replace the cached wheel"):
+    if attack in ("replace the entry", "replace the entry and its archive"):
         # what a group member can still do (the cache dir is theirs to write): seen, and named
-        named = group["dist"] if "entry" in attack else ".whl"
-        assert named in done.stderr and "not the one you verified" in done.stderr, done.stderr
+        assert ".envlock-trust/0" in done.stderr and "replaced by another user" in done.stderr, done.stderr
+    if attack == "replace the cached wheel":
+        assert ".whl" in done.stderr and "not the one you verified" in done.stderr, done.stderr
     # root's first env was not changed through the cache either
     assert "EVIL" not in (group["base"] / "env1" / "bin" / "nvcc").read_text()
 

@@ -254,13 +254,19 @@ ALLOWED = {
     ("usecases/unpack.py", "open"): "inside the extraction folder this run made (0700), each member once",
     ("usecases/mirror.py", "mkdir"): "the user's own mirror DIR (a root), made as named",
     ("seams/net.py", "open"): "a download into this run's own work folder: O_NOFOLLOW",
-    ("seams/conda/cache.py", "mkdtemp"): "a staging folder (0700) for one extraction, inside this run's work folder",
+    ("seams/conda/cache.py", "mkdir"): "an extraction folder (0700) inside this run's held folder of the user's 0700 "
+                                        "store, reached through its open directory; the store's entries/ (0700)",
+    ("seams/conda/cache.py", "open"): "rattler's <dist>.lock in this user's 0700 store: O_EXCL|O_NOFOLLOW temp file",
+    ("seams/conda/cache.py", "replace"): "that temp file over <dist>.lock, within this user's 0700 store",
+    ("seams/conda/fetch.py", "open"): "copy_hashed: a new file (O_EXCL|O_NOFOLLOW) in the caller's own work folder",
+    ("seams/pypi/uvlinks.py", "open"): "a wheel copied from the open, checked file into this user's 0700 store's "
+                                      "install folder: O_EXCL|O_NOFOLLOW",
     ("seams/trust.py", "open"): "this user's 0700 trust store: O_EXCL|O_NOFOLLOW",
     ("seams/trust.py", "replace"): "within this user's 0700 trust store",
     ("seams/trust.py", "rename"): "a cache entry swapped for this user's verified one (names under the gate)",
     ("seams/trust.py", "mkdir"): "this user's 0700 trust store (lstat-checked)",
-    ("seams/pypi/wheels.py", "link"): "a verified wheel linked into this run's private (0700) install folder",
-    ("seams/pypi/wheels.py", "copyfile"): "into this run's private (0700) work folder",
+    ("seams/pypi/uvlinks.py", "link"): "the open, checked wheel (/proc/self/fd/N) linked into this user's 0700 store's "
+                                      "install folder",
     ("usecases/create.py", "link"): "rattler links the prefix (envlock/seams/conda/install.py; pkgcheck checks every link first)",
     ("seams/conda/index.py", "index_fs"): "rattler's indexer, after every link in the channel dir is checked",
     ("core/tables/compiled.py", "write_text"): "a maintainer's tool regenerating envlock's own data file",

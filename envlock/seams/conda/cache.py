@@ -1,22 +1,25 @@
-"""The package cache: verified archives, extracted in rattler's cache format, shared safely between processes and
-between the users of a group cache.
+"""The package cache: verified archives kept in the cache (shared between the users of a group cache) and this
+user's own extracted entries in rattler's cache format, in its private store.
 
-An entry is `<cache>/<dist>/` (the extracted package), rattler's `<dist>.lock` (u64 revision + the archive's
-sha256: rattler trusts the entry when that sha256 equals the record's, so its installer never downloads
-again), envlock's `<dist>.envlock.json` sidecar, and the verified archive itself (`<dist>.conda|.tar.bz2`).
+`<cache>/<dist>.conda|.tar.bz2` is a kept archive: a file anyone in the group may have replaced, so it is never
+trusted by itself: it is extracted by rattler, which hashes the very bytes it reads, and used only when that sha256
+(md5 where the lock has none) is the lock's. The extracted entry lives in this user's store
+(envlock/seams/trust.py): `<cache>/.envlock-trust/<uid>/entries/<dist>/` and rattler's `<dist>.lock` (u64 revision +
+the archive's sha256: rattler trusts the entry when that sha256 equals the record's, so its installer never
+downloads again). rattler links from there, reached through the store's open directory: a group member can rename
+the store away or plant an entry under `<cache>/<dist>`, and rattler still reads only this user's sealed files.
 Each entry is fetched under its own file lock (envlock.seams.filelocks.entry_lock), so creates sharing a cache on a
 cluster's shared filesystem fetch every package once.
 
-An entry is used as it is only while it is the sealed one this user verified (envlock/seams/trust.py: one lstat per
-entry). Anything else (another user's entry, one replaced or unsealed since) is extracted again from the kept
-archive once that archive's sha256 matches the lock again, or fetched again; a changed one is named on stderr.
+An entry is used as it is only while it is the sealed one this user verified, file by file (trust.drifted: one
+lstat per file). Anything else is extracted again from the kept archive (checked as it is extracted), or fetched
+again; a changed one is named on stderr.
 """
 
 from __future__ import annotations
 
 import os
 import struct
-import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,16 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from envlock.seams import net
-from envlock.seams.conda.fetch import expected, fetch_archive, hash_file, mirrored
+from envlock.seams.conda.fetch import copy_hashed, expected, fetch_archive, mirrored
 from envlock.errors import EnvCreateError
 from envlock.seams.filelocks import entry_lock
-from envlock.seams.fs import (copy_atomic, move_in, new_dir_mode, new_file_mode, remove_dead, work_dir, write_atomic,
-                              write_json_atomic)
+from envlock.seams.fs import move_in, new_dir_mode, new_file_mode, remove_dead, work_dir
 from envlock.seams.gate import conda_archive, conda_dist, under
 from envlock.models import LockedPackage
 from envlock.seams.pkgcheck import check_extracted, summarize
 from envlock.progress import Progress
-from envlock.seams.trust import Store, Verdict, notify, seal, swap_in
+from envlock.seams.trust import Store, Verdict, drifted, file_sha256, notify, renewed, seal, sums, swap_in
 
 
 @dataclass(frozen=True)
@@ -56,12 +58,18 @@ def dist(pkg: LockedPackage) -> str:
 
 
 def entry(cache: Path, pkg: LockedPackage, suffix: str = "") -> Path:
-    """`<cache>/<dist><suffix>`: the entry, its rattler `.lock` or envlock's `.envlock.json` (checked under `cache`)."""
-    return under(cache, dist(pkg) + suffix, "the package cache entry")
+    """This user's entry for `pkg` (or its rattler `.lock`: `suffix`), in its private store (checked under it)."""
+    return under(entries(cache), dist(pkg) + suffix, "the package cache entry")
 
 
-def sidecar(cache: Path, pkg: LockedPackage) -> Path:
-    return entry(cache, pkg, ".envlock.json")
+def entries(cache: Path) -> Path:
+    """This user's extracted entries (rattler's cache dir for a link), reached through the store's open directory."""
+    root = store(cache).dir / "entries"
+    try:
+        os.mkdir(root, 0o700)
+    except FileExistsError:
+        pass
+    return root
 
 
 def archive_of(cache: Path, pkg: LockedPackage) -> Path:
@@ -78,15 +86,18 @@ def state(cache: Path, pkg: LockedPackage) -> tuple[Fetched | None, Verdict]:
     """The entry for `pkg` if this user may use it as it is (envlock/seams/trust.py), and the store's verdict on it.
 
     The hot path of a warm create (once per package): this user's record of the entry (one read), the entry's
-    identity (one lstat: a link in its place is never trusted, so nothing here leads out of the cache), rattler's
+    identity (one lstat: a link in its place is never trusted), every file's identity (one lstat each), rattler's
     `.lock` (rattler's installer must agree) and info/index.json.
     """
-    target = cache / dist(pkg)  # one component (envlock/seams/gate.py); _identity refuses a link in its place
+    key = dist(pkg)
+    target = entry(cache, pkg)
     algo, want = expected(pkg)
-    verdict, extra = store(cache).lookup(target.name, target, f"{algo}:{want}")
+    verdict, extra = store(cache).lookup(key, target, f"{algo}:{want}")
     if verdict != "trusted":
         return None, verdict
-    side = extra.get("fetched") or {}
+    side, files = extra.get("fetched") or {}, extra.get("files")
+    if not isinstance(files, dict) or not _files_hold(cache, key, target, files):
+        return None, "changed"
     try:
         with open(f"{target}.lock", "rb") as fh:
             same = fh.read(40)[8:40].hex() == side.get("sha256")
@@ -96,6 +107,46 @@ def state(cache: Path, pkg: LockedPackage) -> tuple[Fetched | None, Verdict]:
         return None, "unknown"
     return Fetched(pkg, side["sha256"], side["md5"], int(side.get("size", 0)), False, extra.get("summary"),
                    target), verdict
+
+
+def _files_hold(cache: Path, key: str, target: Path, files: dict[str, Any]) -> bool:
+    """Whether every file of the entry is the one sealed (trust.drifted); a file whose ctime alone moved is hashed,
+    and the record renewed when its bytes are still the verified ones."""
+    changed, unsure = drifted(target, files)
+    if changed:
+        return False
+    if unsure:
+        known = store(cache).get(f"{key}.sums") or {}
+        for rel in unsure:
+            path = os.path.join(target, rel)
+            got = "link:" + os.readlink(path) if os.path.islink(path) else file_sha256(path)
+            if known.get(rel) != got:
+                return False
+        _renew(cache, key, target)
+    return True
+
+
+def refresh(cache: Path, fetched: Sequence[Fetched]) -> None:
+    """After a link: every used entry's file records renewed (a hard link moves each file's ctime and link count),
+    so that the next use tells an in-place change from this link. An entry no longer as recorded is forgotten."""
+    for f in fetched:
+        if f.path is not None:
+            _renew(cache, dist(f.pkg), f.path)
+
+
+def _renew(cache: Path, key: str, target: Path) -> None:
+    trust = store(cache)
+    rec = trust.get(key)
+    extra = rec.get("extra") if isinstance(rec, dict) else None
+    files = extra.get("files") if isinstance(extra, dict) else None
+    if not isinstance(files, dict) or not isinstance(rec, dict) or not isinstance(extra, dict):
+        return
+    now = renewed(target, files)
+    if now is None:
+        trust.forget(key)
+        return
+    if now != files:
+        trust.remember(key, target, str(rec.get("digest")), {**extra, "files": now})
 
 
 def cached(cache: Path, pkg: LockedPackage) -> Fetched | None:
@@ -134,17 +185,18 @@ def damaged(cache: Path, packages: Sequence[LockedPackage]) -> list[LockedPackag
 
 def forget(cache: Path, pkg: LockedPackage) -> None:
     """Drop an entry's 'verified' mark, so the next run fetches it again."""
-    sidecar(cache, pkg).unlink(missing_ok=True)
     store(cache).forget(dist(pkg))
 
 
-def _extract(archive: Path, dest: Path, filename: str) -> None:
+def _extract(archive: Path, dest: Path, filename: str) -> tuple[str, str]:
+    """Extract `archive` into `dest`: (sha256, md5) of the very bytes rattler read to do so."""
     from rattler.package_streaming import extract
 
     from envlock.seams.conda.errors import mapped
 
     with mapped(what=filename, default="package"):  # rattler raises its own types for corrupt archives
-        extract(archive, dest)
+        sha256, md5 = extract(archive, dest)
+    return sha256.hex(), md5.hex()
 
 
 def _fetch_entry(pkg: LockedPackage, cache: Path, work: Path, mirrors: Mapping[str, str], cancel: threading.Event,
@@ -171,64 +223,103 @@ def _fetch_entry(pkg: LockedPackage, cache: Path, work: Path, mirrors: Mapping[s
 def _verify_and_extract(pkg: LockedPackage, cache: Path, work: Path, mirrors: Mapping[str, str],
                         cancel: threading.Event, session: Any, progress: Progress | None, sized: int,
                         offline: bool) -> Fetched:
-    """_fetch_entry's work: the archive checked, extracted and checked, sealed, swapped in, remembered."""
-    archive, sha256, md5, size, downloaded = _verified_archive(pkg, cache, work, mirrors, cancel, session,
-                                                               progress, sized, offline)
-    target = entry(cache, pkg)
-    staging = Path(tempfile.mkdtemp(prefix=f".{dist(pkg)}.", dir=work))
-    _extract(archive, staging, pkg.filename)
+    """_fetch_entry's work: the archive extracted into this user's store and checked by the bytes extracted,
+    checked for paths out of the prefix, sealed, swapped in, remembered file by file."""
+    with work_dir(store(cache).dir, ".staging-", root=store(cache).dir) as held:  # a killed run's: remove_dead
+        return _seal_in(pkg, cache, *_extracted(pkg, cache, held, mirrors, cancel, session, progress, sized,
+                                                offline))
+
+
+def _seal_in(pkg: LockedPackage, cache: Path, staging: Path, sha256: str, md5: str, size: int,
+             downloaded: bool) -> Fetched:
+    """The extracted, verified `staging` checked, sealed and made this user's entry for `pkg`, remembered."""
     # ../ or absolute paths and symlinks out of the prefix: refused before anything is linked (rattler
     # would link some, create some, and panic on others; envlock/seams/pkgcheck.py).
     check_extracted(staging, pkg.filename)
-    os.chmod(staging, new_dir_mode())  # mkdtemp's 0700 would hide the entry from the other users of a cache
-    seal(staging)  # nobody else may write into it once it is in the cache (envlock/seams/trust.py)
+    os.chmod(staging, new_dir_mode() & ~0o022)  # the store is 0700; the prefix's hard links keep the files' modes
+    files = seal(staging)  # nobody else may write into it, and each file's identity (envlock/seams/trust.py)
+    key = dist(pkg)
+    store(cache).put(f"{key}.sums", sums(staging, files, _paths_sha256(staging)))
+    target = entry(cache, pkg)
     swap_in(staging, target)
-    write_atomic(entry(cache, pkg, ".lock"), struct.pack(">Q", 1) + bytes.fromhex(sha256), mode=_sealed_file_mode(),
-                 skip_unchanged=False, root=cache.parent)
-    # 0666 minus the umask: the cache may be shared by the users of a cluster
-    write_json_atomic(sidecar(cache, pkg), {"sha256": sha256, "md5": md5, "size": size, "url": pkg.url},
-                      mode=new_file_mode(), root=cache.parent)
+    lock = f"{target}.lock"
+    tmp = f"{lock}.{os.urandom(4).hex()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), _sealed_file_mode())
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(struct.pack(">Q", 1) + bytes.fromhex(sha256))
+    os.replace(tmp, lock)
     summary = summarize(target)
     fetched = {"sha256": sha256, "md5": md5, "size": size}
-    store(cache).remember(dist(pkg), target, _digest(pkg), {"summary": summary, "fetched": fetched})
+    store(cache).remember(key, target, _digest(pkg), {"summary": summary, "fetched": fetched, "files": files})
     return Fetched(pkg, sha256, md5, size, downloaded, summary, target)
+
+
+def _paths_sha256(root: Path) -> dict[str, str]:
+    """The sha256 of each file as the verified archive's own info/paths.json gives it ({} where it gives none)."""
+    from envlock.formats.untrusted import read_json
+
+    doc = read_json(root / "info" / "paths.json")
+    paths = doc.get("paths") if isinstance(doc, dict) else None
+    return {p["_path"]: p["sha256"] for p in paths or [] if isinstance(p, dict) and isinstance(p.get("_path"), str)
+            and isinstance(p.get("sha256"), str)}
 
 
 def _sealed_file_mode() -> int:
     return new_file_mode() & ~0o022
 
 
-def _verified_archive(pkg: LockedPackage, cache: Path, work: Path, mirrors: Mapping[str, str], cancel: threading.Event,
-                      session: Any, progress: Progress | None, sized: int,
-                      offline: bool) -> tuple[Path, str, str, int, bool]:
-    """(archive, sha256, md5, size, fetched now): the kept archive when it still matches the lock, else a fetched
-    one (then kept, sealed, for the next time)."""
+def _extracted(pkg: LockedPackage, cache: Path, held: Path, mirrors: Mapping[str, str], cancel: threading.Event,
+               session: Any, progress: Progress | None, sized: int,
+               offline: bool) -> tuple[Path, str, str, int, bool]:
+    """(staging folder in the store, sha256, md5, size, fetched now): the kept archive when it matches the lock,
+    else a fetched one (then kept, for the next time). Either is first made a file of this user's private store
+    (`held`), hashed as it is copied or downloaded there, and extracted from there: another user's swap of the kept
+    archive or of a mirror's file after the check is never what is extracted."""
     kept = archive_of(cache, pkg)
+    algo, want = expected(pkg)
+    local = under(held, conda_archive(pkg), "the package file")
     if os.path.isfile(kept) and not os.path.islink(kept):
-        sha256, md5, size = hash_file(kept, cancel)
-        algo, want = expected(pkg)
+        sha256, md5, size = copy_hashed(kept, local, cancel)
         if (sha256 if algo == "sha256" else md5) == want:
             if sized and progress is not None:
                 progress.expect("fetch", -sized)
-            return kept, sha256, md5, size, False
+            return _extract_checked(local, held / "kept", pkg, sha256, md5), sha256, md5, size, False
+        local.unlink()
         notify(f"the cached archive {kept.name} does not match the lock (changed since it was fetched); "
                + ("it cannot be fetched again with --offline" if offline else "fetching it again"))
     if offline:
         raise EnvCreateError(f"{pkg.filename} is not in the package cache as the lock pins it, and --offline is set",
                              hint=f"run once without --offline (it fetches and checks it again), or copy a filled "
                                   f"package cache to {cache}")
-    archive, sha256, md5, size = fetch_archive(pkg, mirrors, work, cancel, session, progress, bool(sized))
-    if archive.parent == work:  # downloaded: kept as it is
-        os.chmod(archive, _sealed_file_mode())
-        move_in(archive, kept, root=cache.parent)  # never through a link out of the cache
-    else:  # a file:// source: copied, never moved (the user's file)
-        copy_atomic(archive, kept, mode=_sealed_file_mode(), root=cache.parent)
-    return kept, sha256, md5, size, True
+    archive, sha256, md5, size = fetch_archive(pkg, mirrors, held, cancel, session, progress, bool(sized))
+    staging = _extract_checked(archive, held / "fetched", pkg, sha256, md5)
+    os.chmod(archive, _sealed_file_mode())
+    move_in(archive, kept, root=cache.parent)  # kept for the next time (checked again then); never through a link
+    return staging, sha256, md5, size, True
+
+
+def _extract_checked(archive: Path, staging: Path, pkg: LockedPackage, sha256: str, md5: str) -> Path:
+    """`archive` (this user's private copy, checked) extracted into `staging`; rattler's own hash of the bytes it
+    extracted must be the same (nobody but this user or root can have changed the copy meanwhile)."""
+    os.mkdir(staging, 0o700)
+    if _extract(archive, staging, pkg.filename) != (sha256, md5):
+        raise EnvCreateError(f"{pkg.filename} changed in envlock's private store while it was extracted",
+                             hint="run the command again; something running as you (or root) is writing into "
+                                  "envlock's cache")
+    return staging
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 def fill(packages: Sequence[LockedPackage], cache: Path, *, mirrors: Mapping[str, str], offline: bool, jobs: int,
          progress: Progress) -> list[Fetched]:
     """Verified cache entries for every package, in the given order (downloads in parallel; Ctrl-C stops them)."""
+    store(cache).revisit()
     results: dict[str, Fetched] = {}
     missing: list[LockedPackage] = []
     for pkg in packages:
@@ -246,7 +337,9 @@ def fill(packages: Sequence[LockedPackage], cache: Path, *, mirrors: Mapping[str
     for hit in results.values():
         progress.advance("fetch", hit.pkg.name)
     remove_dead(cache, ".envlock-fetch-*")  # what killed runs left: downloads half done, extractions
-    remove_dead(cache, ".envlock-old-*")  # entries replaced by another (envlock/seams/trust.py swap_in)
+    remove_dead(cache, ".envlock-old-*")  # entries an older envlock replaced in the shared cache
+    remove_dead(entries(cache), ".envlock-old-*")  # this user's entries replaced (envlock/seams/trust.py swap_in)
+    remove_dead(store(cache).dir, ".staging-*")  # extractions a killed run left in the store
     if missing:
         with work_dir(cache, ".envlock-fetch-", root=cache.parent) as work:
             sizes: Mapping[str, int] = {}

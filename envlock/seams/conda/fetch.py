@@ -113,16 +113,22 @@ def fetch_archive(pkg: LockedPackage, mirrors: Mapping[str, str], work: Path, ca
                   session: Any, progress: Progress | None = None, sized: bool = False) -> tuple[Path, str, str, int]:
     """`pkg`'s archive checked against the lock: (path, sha256, md5, size).
 
-    http(s) archives are downloaded into `work` (`sized`: the byte bar's total already holds this file);
-    a file:// one is read where it lies (the path returned is then outside `work`, and is the caller's).
+    http(s) archives are downloaded into `work` (`sized`: the byte bar's total already holds this file); a
+    file:// one is copied into `work` and hashed as it is copied, from the one file opened (a mirror file another
+    user replaces after the check is never what is used). The caller uses the copy in `work`, a folder of its own
+    that no other user can write (the package cache: this user's private store).
     """
     progress = progress or NoProgress()
     url = mirrored(pkg.url, mirrors)
     scheme = urlsplit(url).scheme
     if scheme == "file":
-        archive = local_archive(pkg, mirrors)
-        if not archive.is_file():
-            raise _missing_file(archive, pkg)
+        source = local_archive(pkg, mirrors)
+        if not source.is_file():
+            raise _missing_file(source, pkg)
+        archive = under(work, conda_archive(pkg), "the package file")
+        sha256, md5, size = copy_hashed(source, archive, cancel)
+        _check(pkg, url, sha256, md5, archive)
+        return archive, sha256, md5, size
     elif scheme in ("http", "https"):
         from envlock.seams.mirror_urls import channel_of, display
 
@@ -138,18 +144,40 @@ def fetch_archive(pkg: LockedPackage, mirrors: Mapping[str, str], work: Path, ca
     else:
         raise EnvCreateError(f"cannot fetch {net.scrub(pkg.url)}: unsupported URL scheme {scheme!r}",
                              hint="envlock installs from http(s):// and file:// URLs")
-    try:
-        sha256, md5, size = hash_file(archive, cancel)
-        algo, want = expected(pkg)
-        got = sha256 if algo == "sha256" else md5
-        if got != want:
-            raise EnvCreateError(
-                f"{algo} mismatch for {pkg.filename}: the lock says {want}, the archive from {net.scrub(url)} has {got}",
-                hint="the package is not the one that was locked, so nothing was installed; check the mirror or "
-                     "proxy, or re-lock (`envlock lock`) if the channel really changed",
-            )
-    except BaseException:
-        if scheme != "file":
-            archive.unlink(missing_ok=True)
-        raise
+    sha256, md5, size = hash_file(archive, cancel)
+    _check(pkg, url, sha256, md5, archive)
     return archive, sha256, md5, size
+
+
+def _check(pkg: LockedPackage, url: str, sha256: str, md5: str, archive: Path) -> None:
+    """The lock's hash, or the archive (this run's copy in its work folder) removed and an EnvCreateError."""
+    algo, want = expected(pkg)
+    got = sha256 if algo == "sha256" else md5
+    if got != want:
+        archive.unlink(missing_ok=True)
+        raise EnvCreateError(
+            f"{algo} mismatch for {pkg.filename}: the lock says {want}, the archive from {net.scrub(url)} has {got}",
+            hint="the package is not the one that was locked, so nothing was installed; check the mirror or "
+                 "proxy, or re-lock (`envlock lock`) if the channel really changed",
+        )
+
+
+def copy_hashed(src: Path, dest: Path, cancel: threading.Event | None = None) -> tuple[str, str, int]:
+    """Copy `src` to a new file `dest` (never through a link in either place): (sha256, md5, size) of the very
+    bytes written, read once from the one file opened."""
+    sha, md5, size = hashlib.sha256(), hashlib.md5(), 0
+    nofollow = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    inp = os.open(src, os.O_RDONLY | nofollow)
+    try:
+        out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | nofollow, 0o600)
+        with os.fdopen(inp, "rb", closefd=False) as fin, os.fdopen(out, "wb") as fout:
+            while chunk := fin.read(net.CHUNK):
+                if cancel is not None and cancel.is_set():
+                    raise net.Cancelled
+                sha.update(chunk)
+                md5.update(chunk)
+                size += len(chunk)
+                fout.write(chunk)
+    finally:
+        os.close(inp)
+    return sha.hexdigest(), md5.hexdigest(), size

@@ -1,7 +1,7 @@
 """Link a prefix from verified cache entries with rattler's installer (no conda binary).
 
-Every archive is in the package cache, verified (envlock/seams/conda/cache.py): rattler takes each from there and
-never downloads. `link` also removes packages the lock no longer has.
+Every package is extracted in this user's private store, verified and sealed (envlock/seams/conda/cache.py): rattler
+links each from there, reached through the store's open directory, and never downloads. `link` also removes packages the lock no longer has.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from envlock.seams.conda.cache import Fetched, entry
+from envlock.seams.conda.cache import Fetched, entries, entry
 from envlock.seams.conda.errors import mapped
 from envlock.errors import EnvCreateError
 from envlock.seams.gate import conda_archive
@@ -86,7 +86,7 @@ def link(recs: list[Any], prefix: Path, platform: str, cache: Path, progress: Pr
     linked = False
     try:
         with mapped(what=f"into {final or prefix}", default="install"):
-            asyncio.run(install(recs, target_prefix=prefix, cache_dir=cache, platform=Subdir(platform),
+            asyncio.run(install(recs, target_prefix=prefix, cache_dir=entries(cache), platform=Subdir(platform),
                                 client=client, show_progress=False, reporter=_reporter(progress),
                                 execute_link_scripts=False,
                                 alternative_target_prefix=final if final is not None and final != prefix else None))

@@ -6,13 +6,12 @@ checked before anything is installed), then installed into the prefix by `uv pip
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import hashlib
 import os
 import shutil
 import sys
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote
@@ -28,6 +27,7 @@ from envlock.models import PypiPackage
 from envlock.seams.net import scrub
 from envlock.seams.pypi import uv
 from envlock.seams.pypi.part import index_root, python_platform
+from envlock.seams.conda.fetch import copy_hashed
 from envlock.formats.untrusted import DOC_CAP, read_capped
 from envlock.seams.trust import Store, notify, swap_in
 
@@ -57,6 +57,7 @@ def fetch_wheels(packages: Sequence[PypiPackage], cache: Path, *, offline: bool,
     paths = [cached_wheel(cache, p) for p in packages]
     remove_dead(wheel_cache(cache), ".envlock-*")  # what killed runs left (downloads, install links)
     trust = _store(cache)
+    trust.revisit()
     todo = [p for p, path in zip(packages, paths) if trust.check(path.parent.name, path, p.sha256.lower()) != "trusted"]
     missing = [p for p, path in zip(packages, paths) if p in todo and not path.is_file()]
     if missing and offline:
@@ -97,37 +98,16 @@ def fetch_wheels(packages: Sequence[PypiPackage], cache: Path, *, offline: bool,
 _STORES: dict[Path, Store] = {}
 
 
+def store(cache: Path) -> Store:
+    """This user's trust store of the wheel cache (one per process and cache)."""
+    return _store(cache)
+
+
 def _store(cache: Path) -> Store:
     root = wheel_cache(cache)
     if root not in _STORES:
-        _STORES[root] = Store(root)
+        _STORES[root] = Store(root, strict=True)  # a wheel's size and ctime too: one file, checked whole
     return _STORES[root]
-
-
-@contextlib.contextmanager
-def private_links(paths: Sequence[Path], cache: Path) -> Iterator[list[Path]]:
-    """The verified wheels as links in a folder only this user can enter: what uv reads can no longer be swapped
-    by another user of the cache after the check (a link shares the sealed inode; a copy where no link can be)."""
-    root = wheel_cache(cache)
-    with work_dir(root, ".envlock-install-", root=cache) as folder:
-        out = []
-        for path in paths:
-            dest = folder / path.name
-            try:
-                os.link(path, dest, follow_symlinks=False)
-            except OSError:
-                shutil.copyfile(path, dest)
-            if _store(cache).check(path.parent.name, dest, path.parent.name) != "trusted" and not _same(dest, path.parent.name):
-                raise EnvCreateError(f"{path.name} changed in envlock's cache while it was being installed",
-                                     hint="run `envlock create` again (the wheel is checked again); another user of the "
-                                          "cache may be tampering with it")
-            out.append(dest)
-        yield out
-
-
-def _same(path: Path, sha256: str) -> bool:
-    """Whether a file (this user's private copy) holds the bytes `sha256` names."""
-    return _digest(path) == sha256
 
 
 def _mirrored(pkg: PypiPackage, mirrors: Mapping[str, str], session: Any) -> str:
@@ -235,8 +215,7 @@ def _fetch_checked(pkg: PypiPackage, final: Path, work: Path, mirrors: Mapping[s
     tmp = work / final.name
     got = None
     if os.path.isfile(final) and not os.path.islink(final):  # there, but not ours or not as verified
-        shutil.copyfile(final, tmp)
-        got = _digest(tmp)
+        got = copy_hashed(final, tmp)[0]  # the bytes hashed are the bytes kept
         if got != sha:
             notify(f"the cached wheel {final.name} does not match the lock; "
                    + ("it cannot be fetched again with --offline" if offline else "fetching it again"))
@@ -244,8 +223,8 @@ def _fetch_checked(pkg: PypiPackage, final: Path, work: Path, mirrors: Mapping[s
         if offline:
             raise EnvCreateError(f"{final.name} in envlock's cache does not match the lock, and --offline is set",
                                  hint="run once without --offline (it fetches and checks it again)")
-        _fetch_to(_mirrored(pkg, mirrors, session), tmp, pkg, session, progress, sized, mirrors, cancel)
-        got = _digest(tmp)
+        tmp.unlink(missing_ok=True)
+        got = _fetch_to(_mirrored(pkg, mirrors, session), tmp, pkg, session, progress, sized, mirrors, cancel)
     if got != sha:
         raise EnvCreateError(
             f"{pkg.filename} does not match the sha256 the lock records (got {got[:16]}…, want {sha[:16]}…)",
@@ -301,25 +280,27 @@ def local_wheel(url: str, pkg: PypiPackage, mirrors: Mapping[str, str]) -> Path:
 
 
 def _fetch_to(url: str, dest: Path, pkg: PypiPackage, session: Any, progress: Any, sized: int,
-              mirrors: Mapping[str, str] = {}, cancel: threading.Event | None = None) -> None:
-    """The file's bytes into `dest`: copied from a file:// URL (under an index or mirror the user names), else
-    downloaded (envlock.seams.net.download: a body cut off mid-way starts the file again, so no byte is written twice)."""
+              mirrors: Mapping[str, str] = {}, cancel: threading.Event | None = None) -> str:
+    """The file's bytes into `dest`, and their sha256: copied from a file:// URL (under an index or mirror the user
+    names) and hashed as copied, else downloaded (envlock.seams.net.download: a body cut off mid-way starts the file
+    again, so no byte is written twice)."""
     if url.startswith("file:"):
         source = local_wheel(url, pkg, mirrors)
         try:
-            shutil.copyfile(source, dest)
+            got = copy_hashed(source, dest, cancel)[0]
         except OSError as exc:
             raise EnvCreateError(f"cannot read {pkg.filename}: {exc.strerror or exc}",
                                  hint="the lock records a machine-local file:// URL; re-lock against a network index") from None
         if progress is not None:
             progress.transfer("wheels", dest.stat().st_size)
-        return
+        return got
     net.download(session, url, dest, what=f"{pkg.filename} (the PyPI part)", cancel=cancel,
                  hint="check the index (or --mirror), or re-lock if the file is gone",
                  unreachable="fetch the PyPI part's wheels from a mirror: --mirror pypi=URL (a simple index, e.g. one "
                              "`envlock mirror` made); or check the network and proxy settings",
                  on_length=None if sized or progress is None else (lambda n: progress.expect("wheels", n)),
                  on_bytes=None if progress is None else (lambda n: progress.transfer("wheels", n)))
+    return _digest(dest)
 
 
 def site_packages(platform: str, python: str) -> str:
