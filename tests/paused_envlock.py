@@ -10,6 +10,17 @@ read `envlock create …`):
 * ENVLOCK_TEST_PAUSE_IN_LINK=SECONDS sets `envlock.seams.conda.install.on_linked`: after the first linked package
   it says `envlock-test: pausing while linking` and sleeps (the prefix is half-linked) — test_create_faults.py.
 
+* ENVLOCK_TEST_PAUSE_AT=DIR:POINT,POINT… stops at each named point once: it writes `DIR/POINT.reached` and waits
+  until the test creates `DIR/POINT.go` (at most 120 s), so a test runs another user's move exactly there
+  (tests/security/test_bytes_used_slow.py). The points, each found in this envlock or an older one (a point the
+  code lacks is never reached):
+  - `after-check`: a conda archive (the kept one, a file:// mirror's) was just read to check it (`hash_file` by
+    path in e081238, `copy_hashed` into a private copy now);
+  - `before-link`: create read every entry's info/index.json and calls rattler to link (`install.link`);
+  - `before-wheel-links`: the wheels were checked in the cache and are about to be given to uv's folder
+    (`private_links`);
+  - `before-uv`: uv is about to read that folder (`wheels.install_wheels`).
+
 SECONDS may be `until=PATH`: the pause lasts until the test creates PATH (at most 120 s), so a test that needs
 the paused process to outlast something (another process reaching the same file lock) waits for that event,
 not for a time that a busy machine may overrun.
@@ -21,6 +32,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER = [sys.executable, "-m", "tests.paused_envlock"]
@@ -78,8 +90,58 @@ def _install() -> None:
         install.on_linked = pause_once
 
 
+def _points() -> None:
+    spec = os.environ.get("ENVLOCK_TEST_PAUSE_AT")
+    if not spec:
+        return
+    folder, _, names = spec.rpartition(":")
+    wanted = set(names.split(","))
+
+    def stop(point: str) -> None:
+        if point in wanted:
+            wanted.discard(point)
+            (Path(folder) / f"{point}.reached").touch()
+            _say(f"paused at {point}")
+            _hold(f"until={folder}/{point}.go")
+
+    from envlock.seams.conda import cache, fetch, install
+    from envlock.seams.pypi import wheels
+
+    for module in (fetch, cache):
+        for name in ("hash_file", "copy_hashed"):
+            real = getattr(module, name, None)
+            if real is None:
+                continue
+
+            def checked(src: Path, *a: object, _real: Any = real, **kw: object) -> Any:
+                out = _real(src, *a, **kw)
+                if str(src).endswith((".tar.bz2", ".conda")):
+                    stop("after-check")
+                return out
+
+            setattr(module, name, checked)
+
+    def before(module: Any, name: str, point: str) -> None:
+        real = getattr(module, name)
+
+        def paused(*a: object, **kw: object) -> Any:
+            stop(point)
+            return real(*a, **kw)
+
+        setattr(module, name, paused)
+
+    before(install, "link", "before-link")
+    try:  # where private_links lives now; e081238 had it in wheels
+        from envlock.seams.pypi import uvlinks as links
+    except ImportError:
+        links = wheels  # type: ignore[assignment]
+    before(links, "private_links", "before-wheel-links")
+    before(wheels, "install_wheels", "before-uv")
+
+
 if __name__ == "__main__":
     _install()
+    _points()
     from envlock.cli import main
 
     main()
