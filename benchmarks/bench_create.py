@@ -149,9 +149,11 @@ def bench(root: Path, runs: int, scenario: str, files: int, lib_mb: float) -> fl
     packages = read_lock(lock_path).packages_for("linux-64")
     fetched = pkgcache.fill(packages, cache, mirrors=mirrors, offline=False, jobs=4, progress=NoProgress())
     records = rattler_records(fetched, cache)
+    # where rattler links from: this user's private store (issue 33.1), the cache dir itself before it
+    linked_from = pkgcache.entries(cache) if hasattr(pkgcache, "entries") else cache
 
     def bare_once(prefix: Path) -> None:
-        asyncio.run(install(records, target_prefix=prefix, cache_dir=cache, platform=Subdir("linux-64"),
+        asyncio.run(install(records, target_prefix=prefix, cache_dir=linked_from, platform=Subdir("linux-64"),
                             show_progress=False, execute_link_scripts=False))
 
     times: dict[str, list[float]] = {"envlock create": [], "bare rattler.install": []}

@@ -66,9 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     envlock(root / "warmup")  # fills (and seals) the package cache once
     records = rattler_records(pkgcache.fill(packages, cache, mirrors=mirrors, offline=True, jobs=4,
                                             progress=NoProgress()), cache)
+    linked_from = pkgcache.entries(cache) if hasattr(pkgcache, "entries") else cache  # the store (issue 33.1)
 
     def bare(prefix: Path) -> None:
-        asyncio.run(install(records, target_prefix=prefix, cache_dir=cache, platform=Subdir("linux-64"),
+        asyncio.run(install(records, target_prefix=prefix, cache_dir=linked_from, platform=Subdir("linux-64"),
                             show_progress=False, execute_link_scripts=False))
 
     sides = {"checks": checks, "envlock": envlock, "bare": bare}

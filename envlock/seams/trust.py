@@ -85,37 +85,59 @@ def file_sha256(path: str | Path) -> str:
 
 def drifted(root: Path, table: dict[str, Row]) -> tuple[list[str], list[str]]:
     """(changed, unsure): the files under `root` that are not as `table` recorded them (gone, another inode, size
-    or mtime, no longer this user's or sealed), and those whose ctime alone moved with the link count unchanged."""
-    changed, unsure = [], []
-    me, base = _uid(), str(root)
-    for rel, (ino, size, mtime, ctime, nlink) in table.items():
-        try:
-            st = os.lstat(f"{base}/{rel}")
-        except OSError:
-            changed.append(rel)
-            continue
-        if st.st_ino != ino or st.st_size != size or st.st_mtime_ns != mtime or (os.name == "posix" and (
-                st.st_uid != me or (st.st_mode & _WRITE_BY_OTHERS and not stat.S_ISLNK(st.st_mode)))):
-            changed.append(rel)
-        elif st.st_ctime_ns != ctime and st.st_nlink == nlink:
-            unsure.append(rel)
+    or mtime, no longer this user's or sealed), and those whose ctime alone moved with the link count unchanged.
+    One stat per file, relative to the entry's open directory."""
+    dfd = _dirfd(root)
+    if dfd is None:
+        return list(table), []
+    changed: list[str] = []
+    unsure: list[str] = []
+    me, posix = _uid(), os.name == "posix"
+    try:
+        for rel, (ino, size, mtime, ctime, nlink) in table.items():
+            try:
+                st = os.stat(rel, dir_fd=dfd, follow_symlinks=False)
+            except OSError:
+                changed.append(rel)
+                continue
+            if st.st_ino != ino or st.st_size != size or st.st_mtime_ns != mtime or (posix and (
+                    st.st_uid != me or (st.st_mode & _WRITE_BY_OTHERS and not stat.S_ISLNK(st.st_mode)))):
+                changed.append(rel)
+            elif st.st_ctime_ns != ctime and st.st_nlink == nlink:
+                unsure.append(rel)
+    finally:
+        os.close(dfd)
     return changed, unsure
 
 
 def renewed(root: Path, table: dict[str, Row]) -> dict[str, Row] | None:
     """`table` with each file's identity as it is now (after a link: ctime and link count moved), or None when a
     file is no longer the one recorded (drifted's `changed`)."""
+    dfd = _dirfd(root)
+    if dfd is None:
+        return None
     out: dict[str, Row] = {}
-    base = str(root)
-    for rel, (ino, size, mtime, _ctime, _nlink) in table.items():
-        try:
-            st = os.lstat(f"{base}/{rel}")
-        except OSError:
-            return None
-        if st.st_ino != ino or st.st_size != size or st.st_mtime_ns != mtime:
-            return None
-        out[rel] = _row(st)
+    try:
+        for rel, (ino, size, mtime, _ctime, _nlink) in table.items():
+            try:
+                st = os.stat(rel, dir_fd=dfd, follow_symlinks=False)
+            except OSError:
+                return None
+            if st.st_ino != ino or st.st_size != size or st.st_mtime_ns != mtime:
+                return None
+            out[rel] = [ino, size, mtime, st.st_ctime_ns, st.st_nlink]
+    finally:
+        os.close(dfd)
     return out
+
+
+def _dirfd(root: Path) -> int | None:
+    """`root` opened as a directory, so that each name under it is found from there and not from the path again;
+    None where it cannot be (gone, or a link)."""
+    try:
+        return os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
 
 
 def _identity(st: os.stat_result | None, strict: bool) -> dict[str, int] | None:
