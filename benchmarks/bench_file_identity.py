@@ -2,7 +2,7 @@
 hashing every file, over bench_create.py's realistic lock (28 packages, ~3,300 files, 64 MB of libraries).
 
   lstat    envlock.seams.trust.drifted() over every entry the lock links: the check each create makes at use
-  renew    envlock.seams.trust.renewed(): the records renewed after the link (ctime and link count moved)
+           (inode, size, mtime, ctime, link count: one stat per file)
   sha256   every file of those entries hashed (what checking by hashes would cost at each use, page cache warm)
 
     python benchmarks/bench_file_identity.py [--reps 15] [--keep DIR]   (DIR: bench_entry_checks.py's --keep)
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     from envlock.formats import read_lock
     from envlock.progress import NoProgress
     from envlock.seams.conda import cache as pkgcache
-    from envlock.seams.trust import drifted, file_sha256, renewed
+    from envlock.seams.trust import drifted, file_sha256
     from envlock.usecases.create import CreateRequest, create_env
 
     root = args.keep or Path(tempfile.mkdtemp(prefix="envlock-bench-identity-"))
@@ -68,10 +68,6 @@ def main(argv: list[str] | None = None) -> int:
         for path, table in tables:
             drifted(path, table)
 
-    def renew() -> None:
-        for path, table in tables:
-            renewed(path, table)
-
     def sha256() -> None:
         for path, table in tables:
             for rel in table:
@@ -81,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"{len(tables)} entries, {nfiles} files, {nbytes / 1e6:.0f} MB; load average {os.getloadavg()[0]:.1f} "
           f"on {os.cpu_count()} CPUs")
-    for label, fn, reps in (("lstat (check at use)", lstat, args.reps), ("renew (after the link)", renew, args.reps),
+    for label, fn, reps in (("lstat (check at use)", lstat, args.reps),
                             ("sha256 of every file", sha256, max(3, args.reps // 3))):
         ms = timed(fn, reps)
         print(f"{label:24} median {statistics.median(ms):8.1f} ms   min {min(ms):8.1f}   max {max(ms):8.1f}   ({reps} reps)")

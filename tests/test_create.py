@@ -436,7 +436,9 @@ def test_sha256_mismatch_on_file_url_leaves_prefixes_alone(project: Path, projec
         assert "nothing was installed" in (info.value.hint or "")
     assert not (tmp_path / "new").exists()
     assert tree(existing) == before
-    assert not (tmp_path / "c2" / "pkgs" / victim.name.removesuffix(".tar.bz2")).exists()
+    dist = victim.name.removesuffix(".tar.bz2")
+    assert not (tmp_path / "c2" / "pkgs" / victim.name).exists()  # never kept
+    assert not (pkgcache.entries(tmp_path / "c2" / "pkgs") / dist).exists()  # never extracted as an entry
 
 
 def test_sha256_mismatch_over_http(project: Path, tmp_path: Path, channel_root: Path, make_channel_server) -> None:

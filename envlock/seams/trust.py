@@ -13,10 +13,13 @@ From then on it is trusted only while nobody else could have changed it:
 * **sealed**: right after it is verified every file and directory of an entry loses its group and other write
   bits (seal): the prefix's hard links to it are not writable by the group either;
 * **per file**: each file's identity (inode, size, mtime, ctime, link count) is recorded when it is sealed and
-  compared before each use. A new inode, another size or mtime is a change; a ctime that moved while the link
-  count stayed (an in-place write whose mtime was put back: only the owner or root can, and no one can set a
-  ctime) is checked against the file's sha256; a ctime that moved with the link count (an env linked or
-  removed) is a link made or removed. The records are renewed after each link (`refresh`).
+  compared before each use (one stat per file: `drifted`). A new inode, another size or mtime is a change. A ctime
+  is the one thing nobody can set, but a hard link made or removed moves it too (every create links, every env
+  removed unlinks), so each use records what it saw and when it linked (envlock/seams/conda/cache.py `refresh`,
+  one write per create): at the next use a ctime that moved inside that window with one link more is that link,
+  one that moved with the link count otherwise is an env made or removed, and one that moved while the link count
+  stayed (an in-place write whose mtime was put back: only the owner or root can) is checked against the file's
+  sha256.
 
 Anything else (another user's, one replaced or changed since) is extracted again from its archive (kept in the
 cache, checked against the lock's sha256 again as it is extracted), or fetched again, and the user is told.
@@ -48,9 +51,10 @@ def _row(st: os.stat_result) -> Row:
     return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_nlink]
 
 
-def seal(root: Path) -> dict[str, Row]:
+def seal(root: Path, linkable: frozenset[str] = frozenset()) -> dict[str, Row]:
     """Take the group and other write bits off `root` and everything under it (symlinks are left alone); the
-    identity of every file and symlink under it, by its path relative to `root` (POSIX)."""
+    identity of every file and symlink under it, by its path relative to `root` (POSIX), and whether rattler
+    hard-links it into a prefix (`linkable`: 1) or not (0)."""
     table: dict[str, Row] = {}
     for top, dirs, files in os.walk(root):
         rel_top = os.path.relpath(top, root)
@@ -61,7 +65,8 @@ def seal(root: Path) -> dict[str, Row]:
                 os.chmod(path, stat.S_IMODE(st.st_mode) & ~_WRITE_BY_OTHERS)
                 st = os.lstat(path)
             if name and not stat.S_ISDIR(st.st_mode):
-                table[name if rel_top == "." else f"{rel_top}/{name}".replace(os.sep, "/")] = _row(st)
+                rel = name if rel_top == "." else f"{rel_top}/{name}".replace(os.sep, "/")
+                table[rel] = [*_row(st), int(rel in linkable)]
     return table
 
 
@@ -83,52 +88,61 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def drifted(root: Path, table: dict[str, Row]) -> tuple[list[str], list[str]]:
-    """(changed, unsure): the files under `root` that are not as `table` recorded them (gone, another inode, size
-    or mtime, no longer this user's or sealed), and those whose ctime alone moved with the link count unchanged.
-    One stat per file, relative to the entry's open directory."""
+def drifted(root: Path, table: dict[str, Row],
+            live: dict[str, Any] | None = None) -> tuple[list[str], list[str], dict[str, list[int]]]:
+    """(changed, unsure, seen) for the files of one entry, one stat each (relative to the entry's open directory):
+
+    * changed: gone, another inode, size or mtime, no longer this user's or sealed;
+    * unsure: the ctime moved and the link count is what it was after the last use (an in-place write whose mtime
+      was put back, only the owner or root can): to be hashed;
+    * otherwise as it was: the ctime unmoved, or moved by the last use's own link (inside its window, one link
+      more), or moved with the link count (an env made or removed since).
+
+    `live`: what the last use saw (`c`, `n`: ctime and link count per file, in the table's order) and its link
+    window (`t`: [start, end, linked on this filesystem]); without it the table's own values. `seen`: the same, now,
+    for the next use."""
     dfd = _dirfd(root)
     if dfd is None:
-        return list(table), []
+        return list(table), [], {}
     changed: list[str] = []
     unsure: list[str] = []
-    me, posix = _uid(), os.name == "posix"
+    seen_c: list[int] = []
+    seen_n: list[int] = []
+    me, posix, lstat = _uid(), os.name == "posix", os.lstat
+    cs, ns, window = _live(live, len(table))
+    start, end, on_fs = window if window is not None else (0, 0, 0)
+    rows = table.items()
+    refs = zip(cs, ns) if cs is not None and ns is not None else ((row[3], row[4]) for row in table.values())
     try:
-        for rel, (ino, size, mtime, ctime, nlink) in table.items():
+        for (rel, row), (ctime, nlink) in zip(rows, refs):
             try:
-                st = os.stat(rel, dir_fd=dfd, follow_symlinks=False)
+                st = lstat(rel, dir_fd=dfd)
             except OSError:
                 changed.append(rel)
                 continue
-            if st.st_ino != ino or st.st_size != size or st.st_mtime_ns != mtime or (posix and (
+            now = st.st_ctime_ns
+            seen_c.append(now)
+            seen_n.append(st.st_nlink)
+            if st.st_ino != row[0] or st.st_size != row[1] or st.st_mtime_ns != row[2] or (posix and (
                     st.st_uid != me or (st.st_mode & _WRITE_BY_OTHERS and not stat.S_ISLNK(st.st_mode)))):
                 changed.append(rel)
-            elif st.st_ctime_ns != ctime and st.st_nlink == nlink:
-                unsure.append(rel)
+            elif now != ctime:
+                linked = on_fs and (len(row) < 6 or row[5])
+                if st.st_nlink == nlink + (1 if linked else 0) and not (linked and start <= now < end):
+                    unsure.append(rel)
     finally:
         os.close(dfd)
-    return changed, unsure
+    return changed, unsure, {"c": seen_c, "n": seen_n}
 
 
-def renewed(root: Path, table: dict[str, Row]) -> dict[str, Row] | None:
-    """`table` with each file's identity as it is now (after a link: ctime and link count moved), or None when a
-    file is no longer the one recorded (drifted's `changed`)."""
-    dfd = _dirfd(root)
-    if dfd is None:
-        return None
-    out: dict[str, Row] = {}
-    try:
-        for rel, (ino, size, mtime, _ctime, _nlink) in table.items():
-            try:
-                st = os.stat(rel, dir_fd=dfd, follow_symlinks=False)
-            except OSError:
-                return None
-            if st.st_ino != ino or st.st_size != size or st.st_mtime_ns != mtime:
-                return None
-            out[rel] = [ino, size, mtime, st.st_ctime_ns, st.st_nlink]
-    finally:
-        os.close(dfd)
-    return out
+def _live(live: dict[str, Any] | None, count: int) -> tuple[list[int] | None, list[int] | None, list[int] | None]:
+    """(ctimes, link counts, window) of a live record that fits a table of `count` files, else Nones."""
+    if not isinstance(live, dict):
+        return None, None, None
+    cs, ns, window = live.get("c"), live.get("n"), live.get("t")
+    if not (isinstance(cs, list) and isinstance(ns, list) and len(cs) == len(ns) == count):
+        return None, None, None
+    return cs, ns, window if isinstance(window, list) and len(window) == 3 else None
 
 
 def _dirfd(root: Path) -> int | None:
@@ -179,6 +193,8 @@ class Store:
         self.strict = strict
         self._dir: Path | None = None  # the store, reached through its open directory once checked
         self._fd: int | None = None
+        self._read: dict[str, dict[str, Any]] = {}  # the records this process read or wrote, by key
+        self._live: dict[str, Any] | None = None
 
     @property
     def dir(self) -> Path:
@@ -197,7 +213,8 @@ class Store:
         now = _lstat(self.path)
         if now is None or (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
             os.close(self._fd)
-            self._fd, self._dir = None, None
+            self._fd, self._dir, self._live = None, None, None
+            self._read.clear()
 
     def _open(self, *, create: bool) -> Path:
         for _ in range(5):
@@ -247,12 +264,9 @@ class Store:
         ident = _identity(st if st is not None else _lstat(path), self.strict)
         if ident is None:
             return  # not sealed by this user (e.g. a filesystem without modes): it will be verified again
-        folder = self.dir
-        tmp = folder / f".{key}.{secrets.token_hex(4)}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump({**ident, "digest": digest, "extra": extra or {}}, fh, sort_keys=True)
-        os.replace(tmp, folder / f"{key}.json")
+        rec = {**ident, "digest": digest, "extra": extra or {}}
+        self.put(key, rec)
+        self._read[key] = rec
 
     def check(self, key: str, path: Path, digest: str, st: os.stat_result | None = None) -> Verdict:
         """"trusted": `path` is the sealed entry this user verified as `digest`; "changed": it was, and is no
@@ -267,9 +281,11 @@ class Store:
             return "unknown", {}
         try:
             with open(f"{folder}/{key}.json", encoding="utf-8") as fh:
-                rec = json.load(fh)
+                rec = json.loads(fh.read())
         except (OSError, ValueError):
             return "unknown", {}
+        if isinstance(rec, dict):
+            self._read[key] = rec
         ident = _identity(st if st is not None else _lstat(path), self.strict)
         same = isinstance(rec, dict) and ident is not None and rec.get("digest") == digest and all(
             rec.get(k) == v for k, v in ident.items())
@@ -281,17 +297,44 @@ class Store:
         tmp = self.dir / f".{name}.{secrets.token_hex(4)}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh)
+            fh.write(json.dumps(data, sort_keys=True))  # dumps: the C encoder (dump streams through Python's)
         os.replace(tmp, self.dir / f"{name}.json")
 
     def get(self, name: str) -> Any:
+        """A record (`name`.json in the store): as this process last read or wrote it, else read."""
+        if name in self._read:
+            return self._read[name]
         try:
             with open(self.dir / f"{name}.json", encoding="utf-8") as fh:
-                return json.load(fh)
+                return json.loads(fh.read())
         except (OSError, ValueError):
             return None
 
+    def live(self) -> dict[str, Any]:
+        """What the last uses saw of each entry (drifted's `seen`, the link window), read once per process."""
+        if self._live is None:
+            got = self.get("live")
+            self._live = got if isinstance(got, dict) else {}
+        return self._live
+
+    def update_live(self, updates: dict[str, Any]) -> None:
+        """Merge `updates` into the live record (under a lock: another process of this user may be merging)."""
+        import fcntl
+
+        fd = os.open(self.dir / "live.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._read.pop("live", None)
+            current = self.get("live")
+            merged = {**(current if isinstance(current, dict) else {}), **updates}
+            self.put("live", merged)
+            self._live = merged
+        finally:
+            os.close(fd)
+
     def forget(self, key: str) -> None:
+        self._read.pop(key, None)
         folder = self._existing()
         if folder is not None:
             for name in (f"{key}.json", f"{key}.sums.json"):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -256,6 +257,7 @@ def _install(req: CreateRequest, lock: LockFile, packages: Sequence[LockedPackag
     # A new prefix is built where it is (a failure removes it); an existing env is changed in a clone beside it
     # and swapped in at once (envlock/usecases/update.py), so a failure or a kill anywhere leaves it as it was.
     real = Path(os.path.realpath(req.prefix))
+    linking_from = file_clock_ns()  # the window in which this create links (and clones) cache files: trust.drifted
     work = _update_clone(real) if state == "env" else req.prefix
     try:
         # Symlinks (chains too) of the packages over those already in the prefix: none may lead out of it.
@@ -267,7 +269,6 @@ def _install(req: CreateRequest, lock: LockFile, packages: Sequence[LockedPackag
             _prepare_update(work, [pkgcache.dist(p) for p in packages], wheels)
         install.link(records, work, req.platform, cache, progress, final=req.prefix,
                      root_paths=any("" in summary.get("dirs", [""]) for summary, _ in summaries))
-        pkgcache.refresh(cache, fetched)  # each file's ctime and link count moved with the link (trust.drifted)
         if wheel_paths:  # after the conda part (its python)
             from envlock.seams.pypi.uvlinks import private_links
             from envlock.seams.pypi.wheels import install_wheels
@@ -291,10 +292,32 @@ def _install(req: CreateRequest, lock: LockFile, packages: Sequence[LockedPackag
         raise
     if work != req.prefix:
         shutil.rmtree(work, ignore_errors=True)
+    # what this create saw of each cache file, and when it linked them (a hard link moves a file's ctime and link
+    # count: the next create tells this link from an in-place write), read from the clock the kernel stamps ctimes by
+    pkgcache.refresh(cache, fetched, (linking_from, file_clock_ns()), _same_device(req.prefix, pkgcache.entries(cache)))
     downloaded = sum(1 for f in fetched if f.downloaded)
     action: Action = "updated" if state == "env" else "created"
     done = _result(action, req, lock, packages, downloaded, len(fetched) - downloaded, started, hooks)
     return replace(done, wheels=len(wheel_paths))
+
+
+def file_clock_ns() -> int:
+    """Now, by the clock the kernel stamps a file's ctime with (Linux: CLOCK_REALTIME_COARSE, which lags the
+    precise one by up to a tick, never leads it): a ctime at or after this reading is a change made after it."""
+    coarse = getattr(time, "CLOCK_REALTIME_COARSE", 5 if sys.platform.startswith("linux") else None)
+    if coarse is not None:
+        try:
+            return time.clock_gettime_ns(coarse)
+        except OSError:
+            pass
+    return time.time_ns() - 20_000_000  # elsewhere: a tick's margin, on the side that hashes rather than trusts
+
+
+def _same_device(a: Path, b: Path) -> bool:
+    try:
+        return os.stat(a).st_dev == os.stat(b).st_dev
+    except OSError:
+        return False
 
 
 def _update_clone(prefix: Path) -> Path:

@@ -131,13 +131,20 @@ def test_create_under_fault_new_and_existing_prefix(faults, code: int, says: str
 
 
 def _assert_cache_holds_only_verified(cache: Path, lock: Path) -> None:
-    """Every package-cache entry create kept has the sha256 the lock pins (a bad archive is never kept)."""
+    """Every archive create kept, and every entry it remembered (this user's store: envlock/seams/trust.py), has the
+    sha256 the lock pins (a bad archive is never kept, extracted or remembered)."""
+    import hashlib
+
     from envlock.formats import read_lock
 
     want = {p.filename.removesuffix(".tar.bz2").removesuffix(".conda"): p.sha256 for p in read_lock(lock).packages}
-    for side in cache.glob("*.envlock.json"):
-        dist = side.name.removesuffix(".envlock.json")
-        assert json.loads(side.read_text())["sha256"] == want[dist], dist
+    for archive in [*cache.glob("*.tar.bz2"), *cache.glob("*.conda")]:
+        dist = archive.name.removesuffix(".tar.bz2").removesuffix(".conda")
+        assert hashlib.sha256(archive.read_bytes()).hexdigest() == want[dist], dist
+    for record in cache.glob(f".envlock-trust/{os.geteuid()}/*.json"):
+        dist = record.name.removesuffix(".json")
+        if dist in want:
+            assert json.loads(record.read_text())["extra"]["fetched"]["sha256"] == want[dist], dist
 
 
 def _lock_needing_downloads(lock: Path, tmp_path: Path) -> Path:

@@ -35,7 +35,7 @@ from envlock.seams.gate import conda_archive, conda_dist, under
 from envlock.models import LockedPackage
 from envlock.seams.pkgcheck import check_extracted, summarize
 from envlock.progress import Progress
-from envlock.seams.trust import Store, Verdict, drifted, file_sha256, notify, renewed, seal, sums, swap_in
+from envlock.seams.trust import Store, Verdict, drifted, file_sha256, notify, seal, sums, swap_in
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,7 @@ class Fetched:
     downloaded: bool
     summary: dict[str, Any] | None = None  # envlock.seams.pkgcheck.summarize() of the entry, as this user verified it
     path: Path | None = None  # the entry (checked by envlock/seams/gate.py)
+    seen: dict[str, Any] | None = None  # each file's ctime and link count as this use found them (trust.drifted)
 
 
 def dist(pkg: LockedPackage) -> str:
@@ -65,11 +66,16 @@ def entry(cache: Path, pkg: LockedPackage, suffix: str = "") -> Path:
 def entries(cache: Path) -> Path:
     """This user's extracted entries (rattler's cache dir for a link), reached through the store's open directory."""
     root = store(cache).dir / "entries"
-    try:
-        os.mkdir(root, 0o700)
-    except FileExistsError:
-        pass
+    if _ENTRIES.get(cache) != root:
+        try:
+            os.mkdir(root, 0o700)
+        except FileExistsError:
+            pass
+        _ENTRIES[cache] = root
     return root
+
+
+_ENTRIES: dict[Path, Path] = {}
 
 
 def archive_of(cache: Path, pkg: LockedPackage) -> Path:
@@ -96,7 +102,9 @@ def state(cache: Path, pkg: LockedPackage) -> tuple[Fetched | None, Verdict]:
     if verdict != "trusted":
         return None, verdict
     side, files = extra.get("fetched") or {}, extra.get("files")
-    if not isinstance(files, dict) or not _files_hold(cache, key, target, files):
+    rec = store(cache).get(key)  # as lookup just read it: the entry's own identity keys its live record
+    seen = _files_hold(cache, key, target, files, rec.get("ino")) if isinstance(files, dict) else None
+    if seen is None:
         return None, "changed"
     try:
         with open(f"{target}.lock", "rb") as fh:
@@ -106,47 +114,44 @@ def state(cache: Path, pkg: LockedPackage) -> tuple[Fetched | None, Verdict]:
     if not same or not os.path.isfile(os.path.join(target, "info", "index.json")):
         return None, "unknown"
     return Fetched(pkg, side["sha256"], side["md5"], int(side.get("size", 0)), False, extra.get("summary"),
-                   target), verdict
+                   target, seen), verdict
 
 
-def _files_hold(cache: Path, key: str, target: Path, files: dict[str, Any]) -> bool:
-    """Whether every file of the entry is the one sealed (trust.drifted); a file whose ctime alone moved is hashed,
-    and the record renewed when its bytes are still the verified ones."""
-    changed, unsure = drifted(target, files)
+def _files_hold(cache: Path, key: str, target: Path, files: dict[str, Any], ino: Any) -> dict[str, Any] | None:
+    """What this use saw of each file of the entry when every one is the one sealed (trust.drifted); None when one
+    is not. A file whose ctime moved with nothing to explain it is hashed (the sha256 of the verified archive's
+    paths.json, or this user's own when sealed)."""
+    live = store(cache).live().get(key)
+    changed, unsure, seen = drifted(target, files, live if isinstance(live, dict) and live.get("e") == ino else None)
     if changed:
-        return False
+        return None
     if unsure:
         known = store(cache).get(f"{key}.sums") or {}
         for rel in unsure:
             path = os.path.join(target, rel)
             got = "link:" + os.readlink(path) if os.path.islink(path) else file_sha256(path)
             if known.get(rel) != got:
-                return False
-        _renew(cache, key, target)
-    return True
+                return None
+    return seen
 
 
-def refresh(cache: Path, fetched: Sequence[Fetched]) -> None:
-    """After a link: every used entry's file records renewed (a hard link moves each file's ctime and link count),
-    so that the next use tells an in-place change from this link. An entry no longer as recorded is forgotten."""
-    for f in fetched:
-        if f.path is not None:
-            _renew(cache, dist(f.pkg), f.path)
-
-
-def _renew(cache: Path, key: str, target: Path) -> None:
+def refresh(cache: Path, fetched: Sequence[Fetched], window: tuple[int, int], linked: bool) -> None:
+    """After a link (`window`: when, in ns, with a margin for the kernel's coarse ctime clock; `linked`: whether the
+    prefix is on the store's filesystem, so rattler hard-linked): what this use saw of each file, so that the next
+    use tells this link and later links and removals (the link count moves) from an in-place write (it does not)."""
     trust = store(cache)
-    rec = trust.get(key)
-    extra = rec.get("extra") if isinstance(rec, dict) else None
-    files = extra.get("files") if isinstance(extra, dict) else None
-    if not isinstance(files, dict) or not isinstance(rec, dict) or not isinstance(extra, dict):
-        return
-    now = renewed(target, files)
-    if now is None:
-        trust.forget(key)
-        return
-    if now != files:
-        trust.remember(key, target, str(rec.get("digest")), {**extra, "files": now})
+    updates = {}
+    for f in fetched:
+        key = dist(f.pkg)
+        rec = trust.get(key)
+        extra = rec.get("extra") if isinstance(rec, dict) else None
+        files = extra.get("files") if isinstance(extra, dict) else None
+        if not isinstance(rec, dict) or not isinstance(files, dict):
+            continue
+        seen = f.seen or {"c": [row[3] for row in files.values()], "n": [row[4] for row in files.values()]}
+        updates[key] = {"e": rec.get("ino"), "t": [window[0], window[1], int(linked)], **seen}
+    if updates:
+        trust.update_live(updates)
 
 
 def cached(cache: Path, pkg: LockedPackage) -> Fetched | None:
@@ -237,9 +242,10 @@ def _seal_in(pkg: LockedPackage, cache: Path, staging: Path, sha256: str, md5: s
     # would link some, create some, and panic on others; envlock/seams/pkgcheck.py).
     check_extracted(staging, pkg.filename)
     os.chmod(staging, new_dir_mode() & ~0o022)  # the store is 0700; the prefix's hard links keep the files' modes
-    files = seal(staging)  # nobody else may write into it, and each file's identity (envlock/seams/trust.py)
+    known, linkable = _paths_json(staging)
+    files = seal(staging, linkable)  # nobody else may write into it, and each file's identity (envlock/seams/trust.py)
     key = dist(pkg)
-    store(cache).put(f"{key}.sums", sums(staging, files, _paths_sha256(staging)))
+    store(cache).put(f"{key}.sums", sums(staging, files, known))
     target = entry(cache, pkg)
     swap_in(staging, target)
     lock = f"{target}.lock"
@@ -254,14 +260,19 @@ def _seal_in(pkg: LockedPackage, cache: Path, staging: Path, sha256: str, md5: s
     return Fetched(pkg, sha256, md5, size, downloaded, summary, target)
 
 
-def _paths_sha256(root: Path) -> dict[str, str]:
-    """The sha256 of each file as the verified archive's own info/paths.json gives it ({} where it gives none)."""
+def _paths_json(root: Path) -> tuple[dict[str, str], frozenset[str]]:
+    """From the verified archive's own info/paths.json: each file's sha256 (where it gives one), and the files
+    rattler hard-links into a prefix (a `hardlink` path without a prefix placeholder or `no_link`; the others it
+    copies or makes as links)."""
     from envlock.formats.untrusted import read_json
 
     doc = read_json(root / "info" / "paths.json")
-    paths = doc.get("paths") if isinstance(doc, dict) else None
-    return {p["_path"]: p["sha256"] for p in paths or [] if isinstance(p, dict) and isinstance(p.get("_path"), str)
-            and isinstance(p.get("sha256"), str)}
+    paths = [p for p in (doc.get("paths") if isinstance(doc, dict) else None) or []
+             if isinstance(p, dict) and isinstance(p.get("_path"), str)]
+    known = {p["_path"]: p["sha256"] for p in paths if isinstance(p.get("sha256"), str)}
+    linkable = frozenset(p["_path"] for p in paths if p.get("path_type", "hardlink") == "hardlink"
+                         and not p.get("prefix_placeholder") and not p.get("no_link"))
+    return known, linkable
 
 
 def _sealed_file_mode() -> int:
