@@ -218,7 +218,7 @@ def store_wheels(root: Path, wheels: Sequence[PypiPackage], upload_bound: Mappin
         dest = under(files, fn, "the wheel's place in the mirror")
         if not (dest.is_file() and not dest.is_symlink() and record.get(fn, {}).get("sha256") == w.sha256
                 and _sha256_of(dest) == w.sha256.lower()):  # the bytes, not the record: a damaged copy is repaired
-            copy_atomic(src, dest, mode=_FILE_MODE, root=root)  # a copy: editing the mirror never edits the cache
+            _copy_checked(src, dest, w.sha256, root)  # a copy: editing the mirror never edits the cache
             added += 1
         meta = dest.with_name(dest.name + ".metadata")
         if not meta.is_file() or meta.is_symlink():  # a link in its place is replaced, never read or followed
@@ -231,6 +231,24 @@ def store_wheels(root: Path, wheels: Sequence[PypiPackage], upload_bound: Mappin
     _write_simple_index(root, record)
     write_text_atomic(root / WHEELS_JSON, json.dumps(record, indent=1, sort_keys=True) + "\n", root=root)
     return added
+
+
+def _copy_checked(src: Path, dest: Path, sha256: str, root: Path) -> None:
+    """`src` (a wheel in envlock's cache, which the other users of a group cache may write) copied to `dest` from the
+    one file opened and hashed as it is copied (issue 33.1): the mirror gets the bytes checked, whatever is swapped
+    into the cache after fetch_wheels checked it."""
+    import os
+
+    from envlock.seams.conda.fetch import copy_hashed
+
+    with work_dir(root, ".envlock-fetch-", root=root) as work:
+        tmp = under(work, dest.name, "the wheel's place in the mirror")
+        if copy_hashed(src, tmp)[0] != sha256.lower():
+            raise ChannelError(f"{dest.name} changed in envlock's cache while it was copied into the mirror",
+                               hint="run the command again (the wheel is checked again); another user of the cache "
+                                    "may be tampering with it")
+        os.chmod(tmp, _FILE_MODE)
+        move_in(tmp, dest, root=root)
 
 
 def _sha256_of(path: Path) -> str:

@@ -302,3 +302,37 @@ def test_a_cached_wheel_another_user_owns_is_never_linked_for_uv(wheel_lock: dic
     assert seen and all(uid == os.geteuid() for _p, uid in seen), seen
     site = tmp_path / "env2" / "lib" / "python3.11" / "site-packages" / "ninja" / "__init__.py"
     assert site.read_text() == "REAL = True\n"
+
+
+def test_envlock_mirror_copies_the_checked_wheel_not_what_is_swapped_into_the_cache(
+        wheel_lock: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`mirror`/`pack` (channeldir.store_wheels): the cached wheel replaced right after fetch_wheels checked it is
+    never what lands in the mirror (e081238 copied the cache path again)."""
+    import hashlib
+
+    from envlock.formats import read_lock
+    from envlock.seams.pypi import wheels
+    from envlock.usecases.channeldir import store_wheels
+
+    cache = wheel_lock["cache"]
+    real = wheels.fetch_wheels
+
+    def swapping(*a: Any, **kw: Any) -> Any:
+        out = real(*a, **kw)
+        for path in out[0]:
+            os.chmod(path.parent, 0o755)
+            path.unlink()
+            path.write_bytes(wheel_lock["evil"].data)
+        return out
+
+    monkeypatch.setattr(wheels, "fetch_wheels", swapping)
+    out = tmp_path / "mirror"
+    out.mkdir()
+    wanted = read_lock(wheel_lock["lock"]).pypi_for("linux-64")
+    try:
+        store_wheels(out, wanted, {}, mirrors={}, cache=cache)
+    except Exception as exc:  # refused, named: safe too
+        assert "changed in envlock's cache" in str(exc)
+    landed = list(out.rglob(wheel_lock["wheel"].filename))
+    good = hashlib.sha256(wheel_lock["wheel"].data).hexdigest()
+    assert all(hashlib.sha256(p.read_bytes()).hexdigest() == good for p in landed), landed
