@@ -15,11 +15,11 @@ From then on it is trusted only while nobody else could have changed it:
 * **per file**: each file's identity (inode, size, mtime, ctime, link count) is recorded when it is sealed and
   compared before each use (one stat per file: `drifted`). A new inode, another size or mtime is a change. A ctime
   is the one thing nobody can set, but a hard link made or removed moves it too (every create links, every env
-  removed unlinks), so each use records what it saw and when it linked (envlock/seams/conda/cache.py `refresh`,
-  one write per create): at the next use a ctime that moved inside that window with one link more is that link,
-  one that moved with the link count otherwise is an env made or removed, and one that moved while the link count
-  stayed (an in-place write whose mtime was put back: only the owner or root can) is checked against the file's
-  sha256.
+  removed unlinks), so each use records what it saw and when it linked (envlock/seams/conda/cache.py `refresh`:
+  `<dist>.live.json`, one small write per entry used): at the next use a ctime that moved inside that window with
+  one link more is that link, one that moved with the link count otherwise is an env made or removed, and one that
+  moved while the link count stayed (an in-place write whose mtime was put back: only the owner or root can) is
+  checked against the file's sha256.
 
 Anything else (another user's, one replaced or changed since) is extracted again from its archive (kept in the
 cache, checked against the lock's sha256 again as it is extracted), or fetched again, and the user is told.
@@ -194,7 +194,6 @@ class Store:
         self._dir: Path | None = None  # the store, reached through its open directory once checked
         self._fd: int | None = None
         self._read: dict[str, dict[str, Any]] = {}  # the records this process read or wrote, by key
-        self._live: dict[str, Any] | None = None
 
     @property
     def dir(self) -> Path:
@@ -213,7 +212,7 @@ class Store:
         now = _lstat(self.path)
         if now is None or (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
             os.close(self._fd)
-            self._fd, self._dir, self._live = None, None, None
+            self._fd, self._dir = None, None
             self._read.clear()
 
     def _open(self, *, create: bool) -> Path:
@@ -310,34 +309,23 @@ class Store:
         except (OSError, ValueError):
             return None
 
-    def live(self) -> dict[str, Any]:
-        """What the last uses saw of each entry (drifted's `seen`, the link window), read once per process."""
-        if self._live is None:
-            got = self.get("live")
-            self._live = got if isinstance(got, dict) else {}
-        return self._live
-
-    def update_live(self, updates: dict[str, Any]) -> None:
-        """Merge `updates` into the live record (under a lock: another process of this user may be merging)."""
-        import fcntl
-
-        fd = os.open(self.dir / "live.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-                     | getattr(os, "O_CLOEXEC", 0), 0o600)
+    def live(self, key: str) -> Any:
+        """What the last use saw of an entry (drifted's `seen`, the link window): `<key>.live.json`."""
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            self._read.pop("live", None)
-            current = self.get("live")
-            merged = {**(current if isinstance(current, dict) else {}), **updates}
-            self.put("live", merged)
-            self._live = merged
-        finally:
-            os.close(fd)
+            with open(self.dir / f"{key}.live.json", encoding="utf-8") as fh:
+                return json.loads(fh.read())
+        except (OSError, ValueError):
+            return None
+
+    def set_live(self, key: str, data: dict[str, Any]) -> None:
+        """One entry's live record: its own small file, so a create reads and writes only the entries it uses."""
+        self.put(f"{key}.live", data)
 
     def forget(self, key: str) -> None:
         self._read.pop(key, None)
         folder = self._existing()
         if folder is not None:
-            for name in (f"{key}.json", f"{key}.sums.json"):
+            for name in (f"{key}.json", f"{key}.sums.json", f"{key}.live.json"):
                 try:
                     os.unlink(folder / name)
                 except OSError:

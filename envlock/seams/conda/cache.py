@@ -121,7 +121,7 @@ def _files_hold(cache: Path, key: str, target: Path, files: dict[str, Any], ino:
     """What this use saw of each file of the entry when every one is the one sealed (trust.drifted); None when one
     is not. A file whose ctime moved with nothing to explain it is hashed (the sha256 of the verified archive's
     paths.json, or this user's own when sealed)."""
-    live = store(cache).live().get(key)
+    live = store(cache).live(key)
     changed, unsure, seen = drifted(target, files, live if isinstance(live, dict) and live.get("e") == ino else None)
     if changed:
         return None
@@ -140,7 +140,6 @@ def refresh(cache: Path, fetched: Sequence[Fetched], window: tuple[int, int], li
     prefix is on the store's filesystem, so rattler hard-linked): what this use saw of each file, so that the next
     use tells this link and later links and removals (the link count moves) from an in-place write (it does not)."""
     trust = store(cache)
-    updates = {}
     for f in fetched:
         key = dist(f.pkg)
         rec = trust.get(key)
@@ -149,9 +148,7 @@ def refresh(cache: Path, fetched: Sequence[Fetched], window: tuple[int, int], li
         if not isinstance(rec, dict) or not isinstance(files, dict):
             continue
         seen = f.seen or {"c": [row[3] for row in files.values()], "n": [row[4] for row in files.values()]}
-        updates[key] = {"e": rec.get("ino"), "t": [window[0], window[1], int(linked)], **seen}
-    if updates:
-        trust.update_live(updates)
+        trust.set_live(key, {"e": rec.get("ino"), "t": [window[0], window[1], int(linked)], **seen})
 
 
 def cached(cache: Path, pkg: LockedPackage) -> Fetched | None:
