@@ -448,7 +448,9 @@ def test_py_rattler_reads_and_installs_the_lock_as_pixi_would(project: Path, tes
     platform = next(p for p in lock_env.platforms() if p.name == "linux-64")
     records = lock_env.conda_repodata_records_for_platform(platform)
     target = tmp_path / "by-rattler"
-    asyncio.run(rattler.install(records, target_prefix=target, cache_dir=tmp_path / "cache" / "pkgs",
+    # the entries envlock extracted live in the user's own store (issue 33.1), not in the shared pkgs/ folder
+    entries = tmp_path / "cache" / "pkgs" / ".envlock-trust" / str(os.geteuid()) / "entries"
+    asyncio.run(rattler.install(records, target_prefix=target, cache_dir=entries,
                                 show_progress=False, execute_link_scripts=False))
     assert {p.stem for p in (target / "conda-meta").glob("*.json")} == {
         r.url.rsplit("/", 1)[1].removesuffix(".tar.bz2").removesuffix(".conda") for r in records}

@@ -31,7 +31,7 @@ from urllib.parse import quote, urlsplit
 
 from envlock.errors import ChannelError, EnvlockError
 from envlock.formats import LockFile
-from envlock.seams.fs import copy_atomic, move_in, remove_dead, work_dir, write_atomic
+from envlock.seams.fs import move_in, remove_dead, work_dir, write_atomic
 from envlock.seams.mirror_urls import CANONICAL_BASE, channel_of
 from envlock.models import LockedPackage, PypiPackage
 from envlock.seams.gate import component, conda_archive, relative, under, wheel_file
@@ -167,10 +167,8 @@ def _store_one(root: Path, pkg: LockedPackage, mirrors: Mapping[str, str], work:
         archive, *_ = fetch_archive(pkg, mirrors, work, cancel, session)
     except EnvlockError as exc:
         return exc
-    if archive.parent == work:
-        move_in(archive, dest, root=root)
-    else:  # a file:// source: copy, never move the user's file
-        copy_atomic(archive, dest, mode=_FILE_MODE, root=root)
+    archive.chmod(_FILE_MODE)  # this run's own copy in its work folder (a file:// source is copied there too)
+    move_in(archive, dest, root=root)
     return None
 
 
