@@ -25,24 +25,28 @@ def second_user() -> tuple[list[str], dict[str, str]]:
         pytest.skip("needs root and setpriv to run a second user")
     as_other = ["setpriv", f"--reuid={UID}", f"--regid={GID}", "--clear-groups", sys.executable]
     # its temporary files (uv's, rattler's) where it can write them: this user's $TMPDIR may be closed to it
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "TMPDIR": str(reachable_tmp())}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "TMPDIR": str(reachable_tmp(writable=True))}
     probe = subprocess.run([*as_other, "-c", "import envlock.cli"], capture_output=True, text=True, cwd="/", env=env)
     if probe.returncode != 0:
         pytest.skip(f"uid {UID} cannot import envlock from here: {probe.stderr.strip().splitlines()[-1:]}")
     return as_other, env
 
 
-def reachable_tmp() -> Path:
+def reachable_tmp(*, writable: bool = False) -> Path:
     """A temporary root the second user can reach: $TMPDIR when every folder on its way lets others in (o+x), else
-    the first of /tmp and /var/tmp that does (a 0700 or a user's private TMPDIR, a long one under a 0700 home)."""
+    the first of /tmp and /var/tmp that does (a 0700 or a user's private TMPDIR, a long one under a 0700 home).
+    `writable`: one it can also write in (o+w, as /tmp is), for its own TMPDIR (uv's, rattler's temporary files):
+    a 0755 $TMPDIR lets it in but not write."""
     for root in (Path(tempfile.gettempdir()), Path("/tmp"), Path("/var/tmp")):
         try:
             resolved = root.resolve()
-            if resolved.is_dir() and all(p.stat().st_mode & 0o001 for p in (resolved, *resolved.parents)):
+            if (resolved.is_dir() and all(p.stat().st_mode & 0o001 for p in (resolved, *resolved.parents))
+                    and (not writable or resolved.stat().st_mode & 0o002)):
                 return resolved
         except OSError:
             continue
-    pytest.skip("no temporary folder another user can reach ($TMPDIR, /tmp and /var/tmp are closed to others)")
+    pytest.skip(f"no temporary folder another user can {'write' if writable else 'reach'} ($TMPDIR, /tmp and /var/tmp"
+                " are closed to others)")
 
 
 @contextmanager
