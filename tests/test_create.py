@@ -653,3 +653,15 @@ def test_doctor_recognises_an_envlock_env_by_its_content(project: Path, tmp_path
     target = {f["code"]: f for f in json.loads(proc.stdout)["findings"]}["env.target"]
     assert target["severity"] == "warning" and "envlock environment, but" in target["message"]
     assert target["details"]["envlock_env"] is True
+
+
+def test_an_entry_missing_from_the_store_is_extracted_again_without_a_tamper_notice(
+        project: Path, tmp_path: Path, mirror: dict[str, str], capfd: pytest.CaptureFixture[str]) -> None:
+    """An older envlock's records (its entries lay in the shared pkgs/) or an entry removed from the store: extracted
+    again from the kept archive, without telling the user that someone changed it (nobody did)."""
+    create_env(req(lock_of(project), tmp_path / "env1", tmp_path, mirror))
+    shutil.rmtree(pkgcache.entries(tmp_path / "pkgs"))
+    capfd.readouterr()
+    result = create_env(req(lock_of(project), tmp_path / "env2", tmp_path, {}, offline=True))
+    assert result.action == "created" and "not the one you verified" not in capfd.readouterr().err
+    assert (tmp_path / "env2" / "bin" / "nvcc").is_file()

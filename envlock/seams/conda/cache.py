@@ -66,16 +66,11 @@ def entry(cache: Path, pkg: LockedPackage, suffix: str = "") -> Path:
 def entries(cache: Path) -> Path:
     """This user's extracted entries (rattler's cache dir for a link), reached through the store's open directory."""
     root = store(cache).dir / "entries"
-    if _ENTRIES.get(cache) != root:
-        try:
-            os.mkdir(root, 0o700)
-        except FileExistsError:
-            pass
-        _ENTRIES[cache] = root
+    try:
+        os.mkdir(root, 0o700)
+    except FileExistsError:
+        pass
     return root
-
-
-_ENTRIES: dict[Path, Path] = {}
 
 
 def archive_of(cache: Path, pkg: LockedPackage) -> Path:
@@ -99,6 +94,8 @@ def state(cache: Path, pkg: LockedPackage) -> tuple[Fetched | None, Verdict]:
     target = entry(cache, pkg)
     algo, want = expected(pkg)
     verdict, extra = store(cache).lookup(key, target, f"{algo}:{want}")
+    if verdict == "changed" and not os.path.lexists(target):
+        return None, "unknown"  # never extracted into this store (an older envlock's record): nothing to report
     if verdict != "trusted":
         return None, verdict
     side, files = extra.get("fetched") or {}, extra.get("files")
