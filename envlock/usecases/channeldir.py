@@ -75,17 +75,21 @@ def _second_before(cutoff: str | None) -> str | None:
         return None
     import datetime
 
-    when = datetime.datetime.fromisoformat(cutoff.replace("Z", "+00:00")) - datetime.timedelta(seconds=1)
-    return when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:  # a lock's value: one that is no time UTC can hold is no cutoff (never an internal error)
+        when = datetime.datetime.fromisoformat(cutoff.replace("Z", "+00:00")) - datetime.timedelta(seconds=1)
+        return when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (ValueError, OverflowError):
+        return None
 
 
 def cutoff_of(lock: LockFile, platform: str) -> str | None:
     """The spec's resolution cutoff a platform was locked with (envlock.inputs.<platform>), if any."""
-    try:
-        inputs = json.loads(lock.custom_metadata.get(f"envlock.inputs.{platform}") or "{}")
-    except ValueError:
-        return None
-    return ((inputs.get("inputs") or {}).get("exclude_newer")) or None
+    from envlock.formats.untrusted import json_value
+
+    doc = json_value(lock.custom_metadata.get(f"envlock.inputs.{platform}") or "{}")  # the lock is untrusted:
+    inputs = doc.get("inputs") if isinstance(doc, dict) else None  # any other shape is no cutoff, never a crash
+    cutoff = inputs.get("exclude_newer") if isinstance(inputs, dict) else None
+    return cutoff if isinstance(cutoff, str) and cutoff else None
 
 
 def channel_dir(channel_url: str) -> str:
