@@ -136,3 +136,18 @@ def test_a_command_with_a_path_wider_than_a_line_folds_within_it_and_reads_back(
             else:
                 words.append(w)
     assert " ".join(words) == command
+
+
+def test_a_cache_notice_naming_a_long_path_fits_80_columns_and_reads_back(capsys: pytest.CaptureFixture[str]) -> None:
+    """seams/trust.py's notice (a cache entry another user replaced) was one unfolded line: 300 columns under a long
+    TMPDIR, control characters unescaped."""
+    from envlock.seams.trust import notify
+    from tests.output import flat
+
+    path = "/tmp/" + "/".join(f"build-agent-workspace-{n}" for n in range(6)) + "/cache/pkgs/.envlock-trust/0"
+    notify(f"{path} (your records of what you verified in this cache) was replaced by another user's")
+    err = capsys.readouterr().err
+    assert max(len(ln) for ln in err.splitlines()) <= 80 and len(err.splitlines()) > 2, err
+    assert flat(err) == f"envlock: {path} (your records of what you verified in this cache) was replaced by another user's"
+    notify("a\x1b[2Jname")
+    assert "\x1b" not in capsys.readouterr().err

@@ -33,7 +33,6 @@ import os
 import secrets
 import shutil
 import stat
-import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -347,6 +346,8 @@ def swap_in(staging: Path, target: Path) -> None:
 
 
 def notify(message: str) -> None:
-    """A line on stderr that names a cache entry someone changed (the command goes on: it is replaced)."""
-    sys.stderr.write(f"envlock: {message}\n")
-    sys.stderr.flush()
+    """A notice on stderr that names a cache entry someone changed (the command goes on: it is replaced), escaped and
+    folded to the width as every notice is (a cache under a long path printed one line of 300 columns)."""
+    from envlock.seams.filelocks import say  # noqa: PLC0415
+
+    say(f"envlock: {message}")
