@@ -9,6 +9,9 @@ read `envlock create …`):
   FILENAME's (or before every one) — tests/reliability/test_interrupted.py, test_create_faults.py;
 * ENVLOCK_TEST_PAUSE_IN_LINK=SECONDS sets `envlock.seams.conda.install.on_linked`: after the first linked package
   it says `envlock-test: pausing while linking` and sleeps (the prefix is half-linked) — test_create_faults.py.
+* ENVLOCK_TEST_PAUSE_AFTER_EXTRACT=SECONDS wraps `envlock.usecases.unpack._extract_checked`: once every member is
+  extracted and checked it says `envlock-test: pausing after extracting into <folder>` and sleeps (another user
+  goes at unpack's work folder then) — tests/security/test_work_folders.py.
 
 * ENVLOCK_TEST_PAUSE_AT=DIR:POINT,POINT… stops at each named point once: it writes `DIR/POINT.reached` and waits
   until the test creates `DIR/POINT.go` (at most 120 s), so a test runs another user's move exactly there
@@ -88,6 +91,18 @@ def _install() -> None:
                 _hold(in_link)
 
         install.on_linked = pause_once
+    after_extract = os.environ.get("ENVLOCK_TEST_PAUSE_AFTER_EXTRACT")
+    if after_extract:
+        from envlock.usecases import unpack
+
+        extract = unpack._extract_checked
+
+        def paused_extract(tf: object, manifest: object, work: Path, archive: Path) -> None:
+            extract(tf, manifest, work, archive)  # type: ignore[arg-type]
+            _say(f"pausing after extracting into {os.path.realpath(work)}")
+            _hold(after_extract)
+
+        unpack._extract_checked = paused_extract  # type: ignore[assignment]
 
 
 def _points() -> None:

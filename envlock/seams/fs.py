@@ -198,6 +198,54 @@ def work_dir(parent: Path, prefix: str, *, root: Path) -> Iterator[Path]:
             os.close(held)
 
 
+@contextlib.contextmanager
+def pinned_work_dir(parent: Path, prefix: str, *, root: Path) -> Iterator[Path]:
+    """work_dir, reached through the folder it holds open rather than through its name (Linux: `/proc/self/fd/N`).
+
+    In a folder other users may write (a group-shared cache: setgid 2775, no sticky bit) another member can rename
+    our 0700 work folder away and make one of theirs under its name: every later `work / name` would then read what
+    they put there. The held descriptor keeps naming the folder this run made (this user's, 0700: nobody else can
+    enter it, add, rename or change a file in it), wherever it is renamed to; nothing in it is reached through the
+    shared parent again. Where /proc cannot pin it (not Linux), the folder's path, as work_dir gives it."""
+    import shutil  # noqa: PLC0415
+
+    from envlock.seams import beneath  # noqa: PLC0415
+
+    if not beneath.AT or not os.path.isdir("/proc/self/fd"):  # pragma: no cover - no openat, or no /proc
+        with work_dir(parent, prefix, root=root) as path:
+            yield path
+        return
+    import fcntl  # noqa: PLC0415
+
+    with beneath.directory(root, beneath.relative_to(root, parent), inside_links=True) as dfd:
+        name = _new_dir(dfd, prefix)
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+        pdfd = os.dup(dfd)  # to remove the folder by name at the end, only if the name is still ours
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid() or st.st_mode & 0o077:  # replaced between mkdir and open: not ours
+        os.close(fd)
+        os.close(pdfd)
+        raise PermissionError(f"{parent / name} was replaced by another user's folder while it was made")
+    pinned = Path(f"/proc/self/fd/{fd}")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # held while the run lasts: remove_dead leaves it alone
+        yield pinned
+    finally:
+        with contextlib.suppress(OSError):
+            for entry in os.listdir(fd):
+                target = pinned / entry
+                if os.path.isdir(target) and not os.path.islink(target):
+                    shutil.rmtree(target, ignore_errors=True)
+                else:
+                    os.unlink(target)
+        with contextlib.suppress(OSError):
+            now = os.lstat(name, dir_fd=pdfd)
+            if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+                os.rmdir(name, dir_fd=pdfd)
+        os.close(pdfd)
+        os.close(fd)
+
+
 def _new_dir(dfd: int, prefix: str) -> str:
     """A new folder `<prefix><random>` (0700) in the directory `dfd`: its name (mkdtemp's rule, by dir fd)."""
     for _ in range(100):

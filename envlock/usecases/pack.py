@@ -35,7 +35,7 @@ from typing import Any
 
 from envlock import __version__
 from envlock.errors import LockfileError, SpecError, again
-from envlock.seams.fs import LEFTOVER_AGE_S, owned, remove_dead, work_dir
+from envlock.seams.fs import LEFTOVER_AGE_S, owned, pinned_work_dir, remove_dead, work_dir
 
 MANIFEST = "envlock-pack.json"
 FORMAT = 1
@@ -210,10 +210,11 @@ def _remove_leftovers(out: Path) -> None:
 
 
 @contextlib.contextmanager
-def work_dir_in(parent: Path, prefix: str, *, root: Path) -> Iterator[Path]:
-    """envlock.seams.fs.work_dir, with one error line where the folder cannot be made."""
+def work_dir_in(parent: Path, prefix: str, *, root: Path, pinned: bool = False) -> Iterator[Path]:
+    """envlock.seams.fs.work_dir (`pinned`: pinned_work_dir, reached through the open folder), with one error line
+    where the folder cannot be made."""
     try:
-        ctx = work_dir(parent, prefix, root=root)
+        ctx = (pinned_work_dir if pinned else work_dir)(parent, prefix, root=root)
         path = ctx.__enter__()
     except OSError as exc:
         raise SpecError(f"cannot write to {parent}: {exc.strerror or exc}",

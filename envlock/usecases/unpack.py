@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import os
 import tarfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -63,7 +64,9 @@ def unpack(req: UnpackRequest, progress: Any = None) -> Any:
             refuse_unusable(req.prefix)  # a path nvcc cannot build in (create says it too, after extracting)
         check_writable(req.prefix)
         remove_dead(cache_location().path / "unpack", "unpack-*")  # what a killed unpack left (extracted archives)
-        with work_dir_in(cache_location().path / "unpack", "unpack-", root=cache_location().path) as work:
+        # Reached through the folder it holds open: in a group-shared cache another member could rename the folder
+        # and put theirs under its name after the members were checked (a lock and channels of their own).
+        with work_dir_in(cache_location().path / "unpack", "unpack-", root=cache_location().path, pinned=True) as work:
             _extract_checked(tf, manifest, work, req.archive)
             mirrors = _local_mirrors(work, manifest, req.archive)
             kept = req.prefix / "share" / "envlock"
@@ -167,7 +170,7 @@ def _extract_checked(tf: tarfile.TarFile, manifest: Mapping[str, Any], work: Pat
             except OSError as exc:
                 if exc.filename is None and exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES):
                     raise  # a read error of the archive: reported below
-                raise EnvCreateError(f"cannot extract {archive} into {work}: {exc.strerror or exc}",
+                raise EnvCreateError(f"cannot extract {archive} into {os.path.realpath(work)}: {exc.strerror or exc}",
                                      hint="free space there (it is under ENVLOCK_CACHE_DIR), then run unpack again") from None
             if digest.hexdigest() != want[name]:
                 raise ArchiveError(f"{archive}: member {name} is corrupt (its sha256 is not the one recorded at pack time)",
