@@ -248,3 +248,16 @@ def test_a_default_set_header_missing_is_not_a_with_to_add(tmp_path: Path, cudar
     # no header.* finding is about curand_kernel.h: the fix is the package, never "see above" (e081238 said that)
     assert "above" not in got.hint and "libcurand-dev" in got.hint, got.hint
     assert got.hint.startswith("envlock create --lock locks/train/conda-lock.yml -p ")  # the env's own repair
+
+
+def test_a_folder_is_read_up_to_the_total_cap_as_an_archive_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/doctor.md: at most 4 MiB each and 512 MiB in all, what is left out said (issue 33.8): a folder had the
+    per-file cap only, so a checkout of many large headers was read whole."""
+    from envlock.sources import reader
+
+    monkeypatch.setattr(reader, "MAX_FILE", 64)
+    monkeypatch.setattr(reader, "MAX_TOTAL", 100)
+    tree = write(tmp_path / "proj", {f"k{i}.cu": "//" + "x" * 40 + "\n" for i in range(5)})
+    src = read_sources(tree)
+    assert sorted(src.files) == ["k0.cu", "k1.cu", "k2.cu"]  # 43 + 43 + 43 bytes: the third passes 100, then no more
+    assert src.skipped == ("k3.cu (over 100 bytes read in all)", "k4.cu (over 100 bytes read in all)")

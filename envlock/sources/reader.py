@@ -61,9 +61,9 @@ def read_sources(path: Path, keep: Callable[[str], bool] | None = None) -> Sourc
     wanted = _wanted if keep is None else (lambda rel: _wanted(rel) and keep(rel.split("/", 1)[-1] if archive else rel))
     try:
         if path.is_dir():
-            got = dict(_walk(path, wanted))
-            return SourceFiles(str(path), {k: v for k, v in got.items() if v is not None},
-                               tuple(f"{k} (over {_size(MAX_FILE)})" for k, v in got.items() if v is None))  # fmt: skip
+            got = list(_walk(path, wanted))
+            return SourceFiles(str(path), {k: v for k, v, _ in got if v is not None},
+                               tuple(f"{k} ({why})" for k, v, why in got if v is None))  # fmt: skip
         if name.endswith(".whl"):  # installed layout: the package folder is part of the path
             files, skipped = _read(_zip_members(path), wanted)
             return SourceFiles(str(path), files, tuple(skipped))
@@ -86,8 +86,9 @@ def _wanted(rel: str) -> bool:
     return rel.lower().endswith(WANTED)
 
 
-def _walk(root: Path, wanted: Callable[[str], bool]) -> Iterator[tuple[str, str | None]]:
-    count = 0
+def _walk(root: Path, wanted: Callable[[str], bool]) -> Iterator[tuple[str, str | None, str]]:
+    """(path, text, '') for each file read; (path, None, why) for one left out (over MAX_FILE, or MAX_TOTAL reached)."""
+    count = total = 0
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
         for f in sorted(filenames):
@@ -98,9 +99,16 @@ def _walk(root: Path, wanted: Callable[[str], bool]) -> Iterator[tuple[str, str 
             rel = full.relative_to(root).as_posix()
             if not wanted(rel) or full.is_symlink() or not full.is_file():
                 continue
+            if total > MAX_TOTAL:
+                yield rel, None, f"over {_size(MAX_TOTAL)} read in all"
+                continue
             with open(full, "rb") as fh:
                 data = fh.read(MAX_FILE + 1)
-            yield rel, None if len(data) > MAX_FILE else data.decode("utf-8", "replace")
+            if len(data) > MAX_FILE:
+                yield rel, None, f"over {_size(MAX_FILE)}"
+                continue
+            total += len(data)
+            yield rel, data.decode("utf-8", "replace"), ""
 
 
 def _tar_members(path: Path) -> Iterator[tuple[str, object]]:
