@@ -240,3 +240,23 @@ def test_the_limits_table_quotes_the_errors_envlock_words() -> None:
     with tarfile.open(fileobj=buf) as tf, pytest.raises(ArchiveError) as refused:
         _read_manifest(tf, Path("x.tar"))
     assert re.fullmatch(_said(manifest_row), refused.value.message), (manifest_row, refused.value.message)
+
+
+# --------------------------------------------------------------------------- promises no other test keeps
+
+
+def test_doctor_imports_neither_torch_nor_rattler(tmp_path: Path) -> None:
+    """docs/doctor.md: every program runs in a subprocess; envlock imports neither torch nor rattler (doctor, and
+    doctor --for SOURCE, on a toolkit folder)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "tk" / "bin").mkdir(parents=True)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "k.cu").write_text("#include <cuda_runtime.h>\n#include <curand.h>\n")
+    code = ("import sys\nfrom envlock.cli import run\n"
+            f"code = run(['doctor', '-p', {str(tmp_path / 'tk')!r}, '--for', {str(tmp_path / 'src')!r}, '--json'])\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'rattler'}), code, file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.stderr.strip().splitlines()[-1] == "[] 1", done.stderr  # diagnosed (errors found), nothing imported
+    assert '"source.k.cu"' in done.stdout or '"source.all_sources"' in done.stdout, done.stdout[:500]
