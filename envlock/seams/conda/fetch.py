@@ -59,17 +59,17 @@ _LISTED: dict[str, frozenset[str]] = {}
 
 def _listed(path: Path) -> bool:
     """Whether `path` is a package its folder's repodata.json lists (read once per folder and process)."""
-    import json
     import stat
+
+    from envlock.formats.untrusted import read_json
 
     folder = str(path.parent)
     if folder not in _LISTED:
         names: frozenset[str] = frozenset()
         try:
             repodata = os.path.join(folder, "repodata.json")
-            if stat.S_ISREG(os.lstat(repodata).st_mode):
-                with open(repodata, encoding="utf-8") as fh:
-                    doc = json.load(fh)
+            if stat.S_ISREG(os.lstat(repodata).st_mode):  # the checked loader: capped, nesting bounded
+                doc = read_json(Path(repodata))
                 names = frozenset(str(k) for key in ("packages", "packages.conda") for k in (doc.get(key) or {}))
         except (OSError, ValueError, AttributeError, TypeError):
             pass

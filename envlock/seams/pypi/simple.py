@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -69,17 +68,18 @@ def parse_simple_page(body: bytes, content_type: str, page_url: str) -> list[Ind
     """The files of a PEP 691 JSON or PEP 503 HTML project page."""
     files: list[IndexFile] = []
     if "json" in content_type:
-        try:
-            entries = json.loads(body)["files"]
-        except (ValueError, KeyError, TypeError):
+        from envlock.formats.untrusted import json_value
+
+        try:  # the checked loader (capped, nesting bounded); every entry of the shape PEP 691 gives it
+            for e in json_value(body)["files"]:
+                meta = e.get("core-metadata", e.get("dist-info-metadata"))
+                url = urljoin(page_url, str(e["url"])).split("#", 1)[0]
+                files.append(IndexFile(str(e["filename"]), url, meta if meta else None))
+        except (ValueError, KeyError, TypeError, AttributeError):
             raise ChannelError(
                 f"the index page {redact(page_url)} is not a valid PEP 691 JSON page",
                 hint="check the index URL in PIP_INDEX_URL / pip.conf",
             ) from None
-        for e in entries:
-            meta = e.get("core-metadata", e.get("dist-info-metadata"))
-            url = urljoin(page_url, e["url"]).split("#", 1)[0]
-            files.append(IndexFile(e["filename"], url, meta if meta else None))
         return files
     if "html" in content_type:
         parser = _AnchorParser()
