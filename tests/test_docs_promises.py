@@ -260,3 +260,47 @@ def test_doctor_imports_neither_torch_nor_rattler(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.stderr.strip().splitlines()[-1] == "[] 1", done.stderr  # diagnosed (errors found), nothing imported
     assert '"source.k.cu"' in done.stdout or '"source.all_sources"' in done.stdout, done.stdout[:500]
+
+
+def _leaf_commands() -> dict[str, Any]:
+    root = typer.main.get_command(app)
+    ctx = root.make_context("envlock", [], resilient_parsing=True)
+    out: dict[str, Any] = {}
+
+    def walk(cmd: Any, path: tuple[str, ...], ctx: Any) -> None:
+        if hasattr(cmd, "list_commands"):
+            for name in cmd.list_commands(ctx):
+                sub = cmd.get_command(ctx, name)
+                walk(sub, (*path, name), sub.make_context(name, [], parent=ctx, resilient_parsing=True))
+        else:
+            out[" ".join(path)] = cmd
+
+    walk(root, (), ctx)
+    return out
+
+
+def _options(cmd: Any) -> set[str]:
+    return {o for p in cmd.params for o in (*p.opts, *getattr(p, "secondary_opts", ())) if o.startswith("-")}
+
+
+def _bullet(doc: str, start: str) -> str:
+    text = (REPO / "docs" / doc).read_text(encoding="utf-8")
+    at = text.index(start)
+    return " ".join(text[at:text.index("\n- ", at)].split())
+
+
+def test_the_commands_reference_md_says_take_an_environment_take_p_and_n() -> None:
+    said = re.findall(r"`([a-z-]+)`", _bullet("reference.md", "- **An environment**").split("every command that takes one:")[1])
+    commands = _leaf_commands()
+    assert said and set(said) <= set(commands)
+    assert {name for name, cmd in commands.items() if {"-p", "-n"} <= _options(cmd)} == set(said)
+
+
+def test_the_commands_reference_md_says_take_quiet_take_it() -> None:
+    bullet = _bullet("reference.md", "- **`-q/--quiet`**").split("prints more than its result:")[1]
+    bullet = re.sub(r"\([^)]*\)", "", bullet.split("no progress and no summary")[0])
+    said = set(re.findall(r"`([a-z-]+)`", bullet))
+    said |= {f"export {k}" for k in re.findall(r"`export\s+([a-z|]+)", bullet)[0].split("|")}
+    commands = _leaf_commands()
+    assert "export pixi" in said and said <= set(commands)
+    assert {name for name, cmd in commands.items() if "-q" in _options(cmd)} == said - {"export"}
