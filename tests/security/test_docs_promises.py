@@ -22,7 +22,7 @@ import typer
 
 from envlock.cli import app
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SECURITY = REPO / "docs" / "security.md"
 
