@@ -23,7 +23,7 @@ from typing import Any
 from envlock import UPGRADE_HINT
 
 from envlock.seams import beneath
-from envlock.errors import ArchiveError, EnvCreateError, EnvlockError, UnsafeNameError
+from envlock.errors import ArchiveError, EnvCreateError, UnsafeNameError
 from envlock.models import replace
 from envlock.seams.fs import remove_dead
 from envlock.seams.gate import relative, shown, under
@@ -70,12 +70,9 @@ def unpack(req: UnpackRequest, progress: Any = None) -> Any:
             _extract_checked(tf, manifest, work, req.archive)
             mirrors = _local_mirrors(work, manifest, req.archive)
             kept = req.prefix / "share" / "envlock"
-            try:
-                result = create_env(CreateRequest(lock_path=work / manifest["lock"], prefix=req.prefix,
-                                                  platform=manifest["platform"], mirrors=mirrors, jobs=req.jobs,
-                                                  lock_record=kept / manifest["lock"]), progress)
-            except EnvlockError as exc:  # a member is named as the archive's, not by the folder it was read from
-                raise exc.saying(exc.message.replace(f"{work}{os.sep}", f"{req.archive}: ")) from None
+            result = create_env(CreateRequest(lock_path=work / manifest["lock"], prefix=req.prefix,
+                                              platform=manifest["platform"], mirrors=mirrors, jobs=req.jobs,
+                                              lock_record=kept / manifest["lock"]), progress)
             # The lock and spec stay with the env: conda-meta/envlock points at that copy (doctor's repair hint).
             for rel in sorted(m for m in manifest["members"] if m.startswith(("locks/", "environments/"))):
                 beneath.copy_in(work / rel, req.prefix, f"share/envlock/{rel}")  # never through a link out of it

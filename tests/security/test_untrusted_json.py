@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.channelbuilder import write_package
+from tests.loopserver import LoopbackServer
 from tests.security.hostile import assert_refused, cli_env, envlock, locked, tool, write_lock
 
 DEEP = "[" * 200_000 + "]" * 200_000
@@ -60,7 +61,7 @@ def _json_index(body: str) -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = LoopbackServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
