@@ -592,3 +592,20 @@ def test_index_credentials_are_used_never_written_and_extra_indexes_are_followed
         assert "s3cr3t" not in done.stdout + done.stderr
     finally:
         extra.stop()
+
+
+@pytest.mark.parametrize("head", ["#!/usr/bin/python3\n",
+                                  "#!/bin/sh\n'''exec' '/a/deep/venv/of/envlock/bin/python' \"$0\" \"$@\"\n' '''\n",
+                                  "#!/bin/sh\n'''exec' \"/a/deep/venv/of/envlock/bin/python\" \"$0\" \"$@\"\n' '''\n"])
+def test_a_script_runs_the_envs_python_whatever_line_uv_wrote(head: str) -> None:
+    """uv writes pip's sh trampoline instead of `#!python` when the python it ran with (envlock's own) has a path a
+    kernel would not take: the moved script kept `exec '<envlock's python>'` (a fresh clone's suite under a 96-character
+    TMPDIR, its venv inside it, showed torchrun running the suite's venv python, not the env's)."""
+    from envlock.seams.pypi.wheels import _with_shebang
+
+    body = "# -*- coding: utf-8 -*-\nimport sys\nfrom torch.distributed.run import main\n"
+    for env_python in ("/opt/env/bin/python3.11", "/opt/" + "d" * 130 + "/bin/python3.11"):
+        out = _with_shebang((head + body).encode(), env_python).decode()
+        assert out.endswith(body) and "envlock/bin/python" not in out and "/usr/bin/python3" not in out
+        assert env_python in out.split("\n", 3)[0] + out.split("\n", 3)[1]
+    assert _with_shebang(b"#!/bin/sh\necho hi\n", "/opt/env/bin/python3.11") == b"#!/bin/sh\necho hi\n"

@@ -349,9 +349,7 @@ def _move_scripts(prefix: Path, target: Path, python: str, final: Path) -> None:
     interpreter = str(final / "bin" / f"python{python}")  # the env's path once in place (an update builds beside)
     moved = set()
     for src in sorted(scripts.iterdir()):
-        data = src.read_bytes()
-        if data.startswith(b"#!") and b"python" in data.split(b"\n", 1)[0]:
-            data = _shebang(interpreter) + data.split(b"\n", 1)[1]
+        data = _with_shebang(src.read_bytes(), interpreter)
         # bin/<name> replaced, never written through a symlink (in bin/ or as bin/ itself) out of the prefix
         beneath.write_bytes(prefix, f"bin/{component(src.name, 'the script name', decode=False)}", data, mode=0o755)
         src.unlink()
@@ -363,6 +361,21 @@ def _move_scripts(prefix: Path, target: Path, python: str, final: Path) -> None:
         fixed = [up + ln if ln.split(",", 1)[0] in moved else ln for ln in lines]
         if fixed != lines:  # a new file, renamed into place (an update's clone shares the old env's inodes)
             beneath.write_bytes(prefix, record.relative_to(prefix).as_posix(), ("\n".join(fixed) + "\n").encode())
+
+
+def _with_shebang(data: bytes, interpreter: str) -> bytes:
+    """A script's interpreter line(s) made the env's python: `#!...python...`, and also pip's sh trampoline that uv
+    writes itself when the python it ran with has a long path (envlock's own, in a deep venv: the script would
+    run envlock's interpreter instead of the env's)."""
+    head, _, rest = data.partition(b"\n")
+    if head.startswith(b"#!") and b"python" in head:
+        return _shebang(interpreter) + rest
+    if head == b"#!/bin/sh" and rest.startswith(b"'''exec' "):
+        _, _, after = rest.partition(b"\n")
+        closing, _, body = after.partition(b"\n")
+        if closing == b"' '''":
+            return _shebang(interpreter) + body
+    return data
 
 
 def _shebang(interpreter: str) -> bytes:
